@@ -1,0 +1,33 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Both install what is missing first (idempotent, quiet).
+
+CARGO ?= cargo
+CARGO_FLAGS ?= --release --workspace
+OUT ?= out
+
+.PHONY: all deps build test demo bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build $(CARGO_FLAGS) --quiet
+
+# Every test: unit, property, integration, CLI, and the live tests when
+# IRQLAB_LIVE_TESTS=1 (CI sets it and runs as root).
+test: deps
+	$(CARGO) test $(CARGO_FLAGS)
+
+# Runs the main jobs with short durations and writes a report to $(OUT)/index.html.
+demo: build
+	@OUT=$(OUT) scripts/demo.sh
+
+# Speed and memory figures quoted in the README.
+bench: build
+	$(CARGO) bench --workspace
+
+clean:
+	$(CARGO) clean
+	rm -rf $(OUT)

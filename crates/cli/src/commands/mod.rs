@@ -1,0 +1,17 @@
+//! One module per subcommand; each has `Args` (clap) and `run(Args)`.
+
+pub mod analyze;
+pub mod bench;
+pub mod bound;
+pub mod fit;
+pub mod idletime_model;
+pub mod load;
+pub mod measure;
+pub mod measure_accounting;
+pub mod measure_interference;
+pub mod measure_latency;
+pub mod reproduce;
+pub mod sim;
+pub mod stimulus;
+pub mod testbed;
+pub mod traffic;

@@ -1,0 +1,67 @@
+//! One error type for the binary, and the exit codes of DESIGN.md:
+//! 0 ok, 1 "not schedulable" or a run failed, 2 bad input or usage,
+//! 3 missing privilege or kernel feature.
+
+use irqlab_analysis::InputError;
+use std::path::{Path, PathBuf};
+
+/// How a command that ran to the end came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Exit 0: schedulable, every relation held, measurement complete.
+    Success,
+    /// Exit 1: the analysis says "not schedulable", or a relation failed.
+    Negative,
+}
+
+impl Status {
+    pub fn from_ok(ok: bool) -> Self {
+        if ok {
+            Status::Success
+        } else {
+            Status::Negative
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad input in a file or flag, with its place when known. Exit 2.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A flag or argument that makes no sense. Exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// Missing capability, privilege or kernel feature. Exit 3.
+    #[error("{0}")]
+    Privilege(String),
+    /// The run itself failed. Exit 1.
+    #[error("{0}")]
+    Failed(String),
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl CliError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        CliError::Io { path: path.to_path_buf(), source }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Failed(_) => 1,
+            CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 2,
+            CliError::Io { .. } => 1,
+            CliError::Input(_) | CliError::Usage(_) => 2,
+            CliError::Privilege(_) => 3,
+        }
+    }
+
+    pub fn print(&self) {
+        eprintln!("error: {self}");
+        if let CliError::Input(InputError { location: Some(loc), .. }) = self {
+            eprintln!("  at {loc}");
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! `irqlab`: argument parsing and wiring only. Every command lives in
+//! `commands/<name>.rs`, turns its flags into calls on the library crates, and
+//! writes their results; no analysis, simulation or measurement logic here.
+
+mod commands;
+mod error;
+mod output;
+mod progress;
+mod signal;
+
+use clap::{Parser, Subcommand};
+use commands::*;
+use error::{CliError, Status};
+
+/// Measure, model, simulate and control the CPU time that interrupts steal
+/// from time-critical tasks on Linux.
+#[derive(Parser)]
+#[command(name = "irqlab", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Schedulability analysis of a task set (RTA, load test, EDF)
+    Analyze(analyze::Args),
+    /// Demand and load bounds of one periodic task over a window range
+    Bound(bound::Args),
+    /// Fit the load-bounds paper's hyperbola to a measured interference curve
+    Fit(fit::Args),
+    /// Run a simulation scenario
+    Sim(sim::Args),
+    /// Reproduce a paper's experiments in simulation, paper beside simulated
+    Reproduce(reproduce::Args),
+    /// Measure on this machine: interference, IRQ accounting, latency
+    #[command(subcommand)]
+    Measure(measure::Command),
+    /// The network-namespace testbed (hosts irqlab-a and irqlab-b)
+    Testbed(testbed::Args),
+    /// Send traffic between testbed hosts
+    Traffic(traffic::Args),
+    /// External stimulus/response latency measurement
+    #[command(subcommand)]
+    Stimulus(stimulus::Command),
+    /// Put load on this machine (cpu, net, disk, hackbench-like)
+    Load(load::Args),
+    /// The idletime throughput model (foreground/background vs p and i)
+    IdletimeModel(idletime_model::Args),
+    /// Built-in speed benchmarks
+    Bench(bench::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(a) => analyze::run(a),
+        Command::Bound(a) => bound::run(a),
+        Command::Fit(a) => fit::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Reproduce(a) => reproduce::run(a),
+        Command::Measure(c) => measure::run(c),
+        Command::Testbed(a) => testbed::run(a),
+        Command::Traffic(a) => traffic::run(a),
+        Command::Stimulus(c) => stimulus::run(c),
+        Command::Load(a) => load::run(a),
+        Command::IdletimeModel(a) => idletime_model::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    let code = match result {
+        Ok(Status::Success) => 0,
+        Ok(Status::Negative) => 1,
+        Err(err) => {
+            err.print();
+            err.exit_code()
+        }
+    };
+    std::process::exit(code);
+}

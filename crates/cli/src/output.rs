@@ -1,0 +1,17 @@
+//! Writing results: every file goes through the report crate's atomic writer.
+
+use crate::error::CliError;
+use std::path::Path;
+
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CliError> {
+    irqlab_report::write_json(path, value).map_err(|e| CliError::io(path, e))
+}
+
+pub fn write_text(path: &Path, text: &str) -> Result<(), CliError> {
+    irqlab_report::write_atomic(path, text.as_bytes()).map_err(|e| CliError::io(path, e))
+}
+
+/// Reads a user file, mapping "not there" to a clear exit-2 error.
+pub fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|e| CliError::io(path, e))
+}

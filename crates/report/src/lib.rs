@@ -1,0 +1,5 @@
+//! Renders irqlab results: SVG plots, HTML pages, and atomic JSON/CSV writes.
+
+pub mod write;
+
+pub use write::{write_atomic, write_json};

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what irqlab's build, demo and tests need, only if missing.
+# Debian packages: clang/libelf/zlib/bpftool for the BPF programs, rt-tests
+# (cyclictest, oslat) and bpftrace as references the tests compare against,
+# iproute2/ethtool for the network testbed.
+set -euo pipefail
+
+packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+      echo "error: missing Debian packages: ${missing[*]} (run as root or install them)" >&2
+      exit 3
+    fi
+  else
+    SUDO=
+  fi
+  echo "installing: ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "note: cargo is in \$HOME/.cargo/bin; add it to PATH" >&2
+  else
+    echo "error: no Rust toolchain (cargo) found; install Rust 1.80 or newer" >&2
+    exit 3
+  fi
+fi
