@@ -10,6 +10,7 @@
 //! are pure: the duration parser ([`units`]) and located input errors
 //! ([`input`]).
 
+pub mod curve;
 pub mod input;
 pub mod units;
 
