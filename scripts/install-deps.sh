@@ -26,7 +26,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq >/dev/null
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # One retry after `dpkg --configure -a`: a postinst that fails on the first
+  # pass (e.g. while another apt run held the lock) usually succeeds then.
+  if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    $SUDO dpkg --configure -a >/dev/null || true
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
