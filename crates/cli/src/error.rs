@@ -43,6 +43,19 @@ pub enum CliError {
     Io { path: PathBuf, source: std::io::Error },
 }
 
+/// Live-crate errors keep their exit code: 3 for a missing capability or
+/// kernel feature, 2 for an argument the machine cannot honour, 1 otherwise.
+impl From<irqlab_live::Error> for CliError {
+    fn from(err: irqlab_live::Error) -> Self {
+        let text = err.to_string();
+        match err.exit_code() {
+            3 => CliError::Privilege(text),
+            2 => CliError::Usage(text),
+            _ => CliError::Failed(text),
+        }
+    }
+}
+
 impl CliError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         CliError::Io { path: path.to_path_buf(), source }
