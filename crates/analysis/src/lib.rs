@@ -11,8 +11,25 @@
 //! ([`input`]).
 
 pub mod curve;
+pub mod demand;
+pub mod edf;
+pub mod envelope;
+pub mod fit;
+pub mod fixed_priority;
+pub mod idletime;
 pub mod input;
+pub mod task;
+pub mod taskset;
 pub mod units;
+pub mod verdict;
 
 pub use input::{InputError, Location};
 pub use units::{format_ns, parse_duration_ns, Nanos};
+
+pub use curve::{Curve, CurvePoint};
+pub use demand::DemandBound;
+pub use envelope::DemandEnvelope;
+pub use fit::{fit_hyperbola, subtract_baseline, HyperbolaFit};
+pub use task::{Hyperbola, Model, PeriodicTask, Server};
+pub use taskset::{parse_task_set, Task, TaskSet};
+pub use verdict::{analyze, response_times, Analysis, Test, TaskVerdict};
