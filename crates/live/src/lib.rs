@@ -1,7 +1,11 @@
 //! Live measurement on a real Linux machine: interference probe, latency,
 //! BPF accounting, the netns testbed and traffic generators.
 
+pub mod accounting;
 pub mod error;
+pub mod latency;
 pub mod privilege;
+pub mod testbed;
+pub mod traffic;
 
 pub use error::{Error, Result};

@@ -1,0 +1,70 @@
+//! Cross-process coordination of testbed users with flock(2): one lock
+//! serialises setup and teardown, another counts users (each guard holds it
+//! shared; whoever can upgrade it to exclusive is the last one).
+
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+
+const SETUP: &str = "/run/irqlab/testbed.setup.lock";
+const USERS: &str = "/run/irqlab/testbed.users";
+
+fn open(path: &str) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("opening {path}"), e))
+}
+
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock on a file descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Held while the testbed is created or removed.
+pub struct SetupLock(#[allow(dead_code)] File); // held, never read: closing releases it
+
+impl SetupLock {
+    pub fn acquire() -> Result<SetupLock> {
+        let file = open(SETUP)?;
+        flock(&file, libc::LOCK_EX).map_err(|e| Error::io(format!("locking {SETUP}"), e))?;
+        Ok(SetupLock(file))
+    }
+}
+
+/// One user's share of the testbed (released when dropped: closing the
+/// file releases the lock).
+#[derive(Debug)]
+pub struct UsersLock(File);
+
+impl UsersLock {
+    pub fn join() -> Result<UsersLock> {
+        let file = open(USERS)?;
+        flock(&file, libc::LOCK_SH).map_err(|e| Error::io(format!("locking {USERS}"), e))?;
+        Ok(UsersLock(file))
+    }
+
+    /// Whether no other guard (in any process) still uses the testbed.
+    pub fn last_user(self) -> bool {
+        flock(&self.0, libc::LOCK_EX | libc::LOCK_NB).is_ok()
+    }
+}
+
+/// Whether some guard (in any process) holds the testbed right now.
+pub fn in_use() -> bool {
+    match open(USERS) {
+        Ok(file) => flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_err(),
+        Err(_) => false,
+    }
+}
