@@ -5,6 +5,7 @@
 //! was taken from the probe task. Written by the live probe and by the
 //! simulated probe, read by `irqlab fit` and by task sets (`kind = "curve"`).
 
+use crate::input::{InputError, Location};
 use serde::{Deserialize, Serialize};
 
 /// The JSON schema tag of a curve document.
@@ -27,8 +28,165 @@ pub struct Curve {
     pub points: Vec<CurvePoint>,
 }
 
+/// The header line a CSV curve file starts with.
+pub const CSV_HEADER: &str = "window_ns,max_load";
+
 impl Curve {
     pub fn new(points: Vec<CurvePoint>) -> Self {
         Curve { schema: CURVE_SCHEMA.to_string(), points }
+    }
+
+    /// Reads a curve file's text: JSON (`{"schema": "irqlab/curve/v1",
+    /// "points": [...]}`) when it starts with `{`, otherwise CSV with the
+    /// header `window_ns,max_load`. Every point is checked
+    /// ([`Curve::check_points`]); errors carry `file:line:col`.
+    pub fn parse(file: &str, text: &str) -> Result<Curve, InputError> {
+        let curve = if text.trim_start().starts_with('{') {
+            Self::parse_json(file, text)?
+        } else {
+            Self::parse_csv(file, text)?
+        };
+        curve.check_points().map_err(|(index, message)| {
+            InputError::at(message, point_location(file, text, index))
+        })?;
+        Ok(curve)
+    }
+
+    fn parse_json(file: &str, text: &str) -> Result<Curve, InputError> {
+        let curve: Curve = serde_json::from_str(text).map_err(|e| {
+            let location = Location { file: file.to_string(), line: e.line(), col: e.column() };
+            InputError::at(format!("not a curve document: {e}"), location)
+        })?;
+        if curve.schema != CURVE_SCHEMA {
+            let offset = text.find("\"schema\"").unwrap_or(0);
+            return Err(InputError::at(
+                format!("schema is `{}`, expected `{CURVE_SCHEMA}`", curve.schema),
+                Location::at_offset(file, text, offset),
+            ));
+        }
+        Ok(curve)
+    }
+
+    fn parse_csv(file: &str, text: &str) -> Result<Curve, InputError> {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| {
+            let l = l.trim();
+            !l.is_empty() && !l.starts_with('#')
+        });
+        let at = |line: usize, col: usize| Location { file: file.to_string(), line: line + 1, col };
+        match lines.next() {
+            Some((_, header)) if header.trim().replace(' ', "") == CSV_HEADER => {}
+            Some((n, _)) => {
+                return Err(InputError::at(
+                    format!("a CSV curve starts with the header `{CSV_HEADER}`"),
+                    at(n, 1),
+                ))
+            }
+            None => return Err(InputError::at("empty curve file", Location::file_only(file))),
+        }
+        let mut points = Vec::new();
+        for (n, line) in lines {
+            let mut fields = line.splitn(2, ',');
+            let window = fields.next().unwrap_or("").trim();
+            let Some(load_field) = fields.next() else {
+                return Err(InputError::at("expected two fields: window_ns,max_load", at(n, 1)));
+            };
+            let load_col = line.find(',').map_or(1, |i| i + 2);
+            let window_ns = window.parse::<u64>().map_err(|_| {
+                InputError::at(
+                    format!("window_ns `{window}` is not a whole number of nanoseconds"),
+                    at(n, 1),
+                )
+            })?;
+            let max_load = load_field.trim().parse::<f64>().map_err(|_| {
+                InputError::at(format!("max_load `{}` is not a number", load_field.trim()), at(n, load_col))
+            })?;
+            points.push(CurvePoint { window_ns, max_load });
+        }
+        Ok(Curve::new(points))
+    }
+
+    /// Checks what every consumer relies on: at least one point, windows
+    /// longer than zero, loads finite and within [0, 1]. On failure, the
+    /// index of the offending point and what is wrong with it.
+    pub fn check_points(&self) -> Result<(), (Option<usize>, String)> {
+        if self.points.is_empty() {
+            return Err((None, "the curve has no points".to_string()));
+        }
+        for (i, p) in self.points.iter().enumerate() {
+            if p.window_ns == 0 {
+                return Err((Some(i), format!("point {}: window_ns must be > 0", i + 1)));
+            }
+            if !p.max_load.is_finite() || !(0.0..=1.0).contains(&p.max_load) {
+                return Err((
+                    Some(i),
+                    format!("point {} (window_ns {}): max_load {} is outside [0, 1]", i + 1, p.window_ns, p.max_load),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the curve as CSV with the header [`CSV_HEADER`].
+    pub fn to_csv(&self) -> String {
+        let mut out = format!("{CSV_HEADER}\n");
+        for p in &self.points {
+            out.push_str(&format!("{},{}\n", p.window_ns, p.max_load));
+        }
+        out
+    }
+}
+
+/// Where point `index` sits in the source: its CSV line, or for JSON the
+/// `index`-th `window_ns` key (a good guess without a span-aware parser).
+fn point_location(file: &str, text: &str, index: Option<usize>) -> Location {
+    let Some(index) = index else { return Location::file_only(file) };
+    let offset = if text.trim_start().starts_with('{') {
+        text.match_indices("\"window_ns\"").nth(index).map(|(o, _)| o)
+    } else {
+        let mut data_lines = text.lines().scan(0usize, |offset, line| {
+            let start = *offset;
+            *offset += line.len() + 1;
+            Some((start, line))
+        });
+        let mut data = data_lines.by_ref().filter(|(_, l)| {
+            let l = l.trim();
+            !l.is_empty() && !l.starts_with('#')
+        });
+        data.next(); // header
+        data.nth(index).map(|(o, _)| o)
+    };
+    offset.map_or_else(|| Location::file_only(file), |o| Location::at_offset(file, text, o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_json_and_csv_alike() {
+        let json = r#"{"schema": "irqlab/curve/v1", "extra": 1,
+            "points": [{"window_ns": 1000, "max_load": 0.5}, {"window_ns": 2000, "max_load": 0.25}]}"#;
+        let csv = "# measured\nwindow_ns,max_load\n1000,0.5\n2000,0.25\n";
+        let a = Curve::parse("a.json", json).unwrap();
+        let b = Curve::parse("b.csv", csv).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(Curve::parse("c.csv", &a.to_csv()).unwrap(), a);
+    }
+
+    #[test]
+    fn bad_curves_are_located() {
+        let e = Curve::parse("c.csv", "window_ns,max_load\n1000,0.5\n2000,x\n").unwrap_err();
+        assert_eq!(e.location.unwrap().to_string(), "c.csv:3:6");
+        let e = Curve::parse("c.csv", "window_ns,max_load\n1000,0.5\n2000,1.5\n").unwrap_err();
+        assert_eq!(e.location.unwrap().to_string(), "c.csv:3:1");
+        let e = Curve::parse("c.csv", "a,b\n").unwrap_err();
+        assert!(e.message.contains("header"));
+        let e = Curve::parse("c.json", "{\"schema\": \"x\", \"points\": []}").unwrap_err();
+        assert!(e.message.contains("schema"));
+        let json = "{\"schema\": \"irqlab/curve/v1\", \"points\": [\n{\"window_ns\": 1, \"max_load\": 0.5},\n{\"window_ns\": 0, \"max_load\": 0.5}]}";
+        let e = Curve::parse("c.json", json).unwrap_err();
+        assert_eq!(e.location.unwrap().line, 3);
+        let e = Curve::parse("c.json", "{\"points\": ").unwrap_err();
+        assert_eq!(e.location.unwrap().line, 1);
     }
 }

@@ -1,0 +1,213 @@
+//! Fitting the hyperbolic load bound to a measured curve, and subtracting
+//! an idle-system baseline (load-bounds paper §4).
+
+use crate::curve::{Curve, CurvePoint};
+use crate::demand::hyperbolic_load;
+use crate::units::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// The JSON schema tag of `irqlab fit --json`.
+pub const FIT_SCHEMA: &str = "irqlab/fit/v1";
+
+/// A fitted hyperbolic load bound (load-bounds paper eq. 10 with unknowns
+/// u and p): `load(Δ) = min(1, u + u (1 - u) p / Δ)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HyperbolaFit {
+    pub utilization: f64,
+    pub period_ns: Nanos,
+}
+
+impl HyperbolaFit {
+    /// The fitted bound at window `window` (eq. 10).
+    pub fn load(&self, window: Nanos) -> f64 {
+        hyperbolic_load(self.utilization, self.period_ns, window)
+    }
+}
+
+/// Why a curve cannot be fitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    #[error("the curve has no points")]
+    Empty,
+    #[error(
+        "the load at the longest window is 0 but shorter windows saw load: no hyperbola with u = 0 covers them (measure longer windows)"
+    )]
+    ZeroUtilization,
+}
+
+/// Step 1 of the paper's fit (§4): "eliminate any upward jogs from the data
+/// by replacing each data value by the maximum of the values to the right
+/// of it, resulting in a downward staircase function". Sorted by window,
+/// one point per window (the largest load measured at it).
+pub fn staircase(points: &[CurvePoint]) -> Vec<CurvePoint> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by_key(|p| p.window_ns);
+    sorted.dedup_by(|later, kept| {
+        let same = later.window_ns == kept.window_ns;
+        if same {
+            kept.max_load = kept.max_load.max(later.max_load);
+        }
+        same
+    });
+    let mut running = f64::NEG_INFINITY;
+    for p in sorted.iter_mut().rev() {
+        running = running.max(p.max_load);
+        p.max_load = running;
+    }
+    sorted
+}
+
+/// The paper's hyperbola fit (load-bounds paper §4, eq. 10):
+/// 1. the downward staircase ([`staircase`]);
+/// 2. `u` = the value at the right-most step;
+/// 3. the smallest `p` for which the hyperbola "intersects at least one of
+///    the data points and is above all the rest". With `e = u p`, eq. 10
+///    reads `u + u (1 - u) p / Δ`, so each point asks for
+///    `p ≥ (load - u) Δ / (u (1 - u))` and the smallest p is the largest
+///    of these (closed form; the staircase and the raw points give the same
+///    maximum). It is rounded up to whole nanoseconds, which keeps the
+///    hyperbola above every point.
+///
+/// When `u = 1` the bound is 1 everywhere and `p = 0`.
+pub fn fit_hyperbola(points: &[CurvePoint]) -> Result<HyperbolaFit, FitError> {
+    let steps = staircase(points);
+    let last = steps.last().ok_or(FitError::Empty)?;
+    let u = last.max_load.clamp(0.0, 1.0);
+    if u >= 1.0 {
+        return Ok(HyperbolaFit { utilization: 1.0, period_ns: 0 });
+    }
+    if u <= 0.0 {
+        if steps.iter().any(|p| p.max_load > 0.0) {
+            return Err(FitError::ZeroUtilization);
+        }
+        return Ok(HyperbolaFit { utilization: 0.0, period_ns: 0 });
+    }
+    let slope = u * (1.0 - u);
+    let needed = steps
+        .iter()
+        .map(|p| (p.max_load - u) * p.window_ns as f64 / slope)
+        .fold(0.0f64, f64::max);
+    let mut period_ns = needed.ceil() as Nanos;
+    // Guard against rounding in the division: nudge p up until every
+    // point is covered in the same arithmetic `load` uses.
+    let fit_covers = |p: Nanos| {
+        let fit = HyperbolaFit { utilization: u, period_ns: p };
+        points.iter().all(|pt| fit.load(pt.window_ns) >= pt.max_load)
+    };
+    while !fit_covers(period_ns) {
+        period_ns += 1;
+    }
+    Ok(HyperbolaFit { utilization: u, period_ns })
+}
+
+/// Subtracts an idle-system baseline from a measured curve (load-bounds
+/// paper §4: "subtracting the idle-network interference from the total
+/// interference"). Point by point at the curve's windows; where the
+/// baseline has no point at that window it is interpolated linearly in
+/// load (and held flat beyond its ends). Results below 0 become 0.
+pub fn subtract_baseline(curve: &Curve, baseline: &Curve) -> Curve {
+    let base: Vec<CurvePoint> = {
+        let mut b = baseline.points.clone();
+        b.sort_by_key(|p| p.window_ns);
+        b
+    };
+    let at = |w: Nanos| -> f64 {
+        let Some(first) = base.first() else { return 0.0 };
+        let i = base.partition_point(|p| p.window_ns < w);
+        if i == 0 {
+            return first.max_load;
+        }
+        if i == base.len() {
+            return base[i - 1].max_load;
+        }
+        let (a, b) = (base[i - 1], base[i]);
+        if b.window_ns == w {
+            return b.max_load;
+        }
+        let f = (w - a.window_ns) as f64 / (b.window_ns - a.window_ns) as f64;
+        a.max_load + f * (b.max_load - a.max_load)
+    };
+    let points = curve
+        .points
+        .iter()
+        .map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - at(p.window_ns)).max(0.0) })
+        .collect();
+    Curve::new(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pts(v: &[(u64, f64)]) -> Vec<CurvePoint> {
+        v.iter().map(|&(window_ns, max_load)| CurvePoint { window_ns, max_load }).collect()
+    }
+
+    #[test]
+    fn staircase_removes_upward_jogs() {
+        let s = staircase(&pts(&[(1, 0.5), (2, 0.7), (3, 0.2), (4, 0.3)]));
+        let loads: Vec<f64> = s.iter().map(|p| p.max_load).collect();
+        assert_eq!(loads, [0.7, 0.7, 0.3, 0.3]);
+    }
+
+    #[test]
+    fn recovers_a_hyperbola_sampled_exactly() {
+        // Points on u = 0.25, p = 8000 ns; the last point is at u's level
+        // only in the limit, so use a long window where it is within 1e-4.
+        let truth = HyperbolaFit { utilization: 0.25, period_ns: 8_000 };
+        let mut points: Vec<CurvePoint> = [2_000u64, 4_000, 10_000, 50_000]
+            .iter()
+            .map(|&w| CurvePoint { window_ns: w, max_load: truth.load(w) })
+            .collect();
+        points.push(CurvePoint { window_ns: 1_000_000_000, max_load: 0.25 });
+        let fit = fit_hyperbola(&points).unwrap();
+        assert_eq!(fit.utilization, 0.25);
+        assert!((fit.period_ns as i64 - 8_000).abs() <= 1, "{fit:?}");
+    }
+
+    #[test]
+    fn degenerate_curves() {
+        assert_eq!(fit_hyperbola(&[]), Err(FitError::Empty));
+        assert_eq!(fit_hyperbola(&pts(&[(1, 0.5), (2, 0.0)])), Err(FitError::ZeroUtilization));
+        assert_eq!(fit_hyperbola(&pts(&[(1, 1.0), (2, 1.0)])).unwrap().period_ns, 0);
+    }
+
+    #[test]
+    fn baseline_is_subtracted_at_matching_and_between_windows() {
+        let total = Curve::new(pts(&[(100, 0.9), (200, 0.5), (300, 0.1)]));
+        let base = Curve::new(pts(&[(100, 0.2), (300, 0.2)]));
+        let driver = subtract_baseline(&total, &base);
+        let loads: Vec<f64> = driver.points.iter().map(|p| p.max_load).collect();
+        assert!((loads[0] - 0.7).abs() < 1e-12 && (loads[1] - 0.3).abs() < 1e-12 && loads[2] == 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn fitted_hyperbola_covers_every_point_and_touches_one(
+            raw in proptest::collection::vec((1u64..10_000_000, 0.0f64..=1.0), 1..30),
+        ) {
+            let points = pts(&raw);
+            match fit_hyperbola(&points) {
+                Err(FitError::ZeroUtilization) => {
+                    let longest = points.iter().map(|p| p.window_ns).max().unwrap();
+                    prop_assert!(points.iter().filter(|p| p.window_ns == longest).all(|p| p.max_load == 0.0));
+                }
+                Err(e) => prop_assert!(false, "{e}"),
+                Ok(fit) => {
+                    for p in &points {
+                        prop_assert!(fit.load(p.window_ns) >= p.max_load, "{fit:?} under {p:?}");
+                    }
+                    // Touches one: rounding p up to whole ns moves the curve by
+                    // at most u (1 - u) · 1ns / Δ (+ float noise) at each point.
+                    let u = fit.utilization;
+                    let gap = points
+                        .iter()
+                        .map(|p| fit.load(p.window_ns) - p.max_load - u * (1.0 - u) / p.window_ns as f64)
+                        .fold(f64::INFINITY, f64::min);
+                    prop_assert!(gap <= 1e-9, "{fit:?} touches no point (gap {gap})");
+                }
+            }
+        }
+    }
+}

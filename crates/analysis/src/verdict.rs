@@ -1,0 +1,419 @@
+//! Per-task verdicts of a whole task set: the result of `irqlab analyze`
+//! (schema `irqlab/analysis/v1`).
+//!
+//! Fixed-priority tests follow the load-bounds paper §2: the load test of
+//! eq. 8 at each task's deadline, or exact response-time analysis (eq. 3
+//! solved for the smallest window, any monotone demand bound). The EDF
+//! processor-demand test is added beside them (see [`crate::edf`]).
+
+use crate::demand::DemandBound;
+use crate::edf::{edf_demand, edf_test};
+use crate::fixed_priority::{load_at_deadline, passes_load_test, response_time, Horizon};
+use crate::input::InputError;
+use crate::task::{Model, PeriodicTask};
+use crate::taskset::TaskSet;
+use crate::units::{format_ns, Nanos};
+use serde::{Deserialize, Serialize};
+
+/// The JSON schema tag of `irqlab analyze --json`.
+pub const ANALYSIS_SCHEMA: &str = "irqlab/analysis/v1";
+
+/// At most this many deadlines in one EDF check.
+const EDF_MAX_POINTS: usize = 5_000_000;
+
+/// Which schedulability test decides the verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Test {
+    /// Exact response-time analysis (fixed priorities), load-bounds eq. 3.
+    Rta,
+    /// The load test at the deadline (fixed priorities), load-bounds eq. 8.
+    Load,
+    /// EDF processor-demand test; interferers run above every EDF task.
+    Edf,
+}
+
+impl Test {
+    pub fn name(self) -> &'static str {
+        match self {
+            Test::Rta => "rta",
+            Test::Load => "load",
+            Test::Edf => "edf",
+        }
+    }
+}
+
+/// One analysed (periodic or sporadic) task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskVerdict {
+    pub name: String,
+    pub priority: i64,
+    pub period_ns: Nanos,
+    pub wcet_ns: Nanos,
+    pub deadline_ns: Nanos,
+    pub schedulable: bool,
+    /// Worst-case response time by RTA with the chosen bound (also under
+    /// `--test load`, as information); `null` when unbounded, and under EDF,
+    /// whose test gives no per-task response time.
+    pub response_time_ns: Option<Nanos>,
+    /// `e/d + Σ load_i(d)` (eq. 8's left side) for fixed priorities; for
+    /// EDF, `(Σ dbf(d) + interference(d)) / d`.
+    pub load_at_deadline: f64,
+    /// RTA: `d - R`; load test: `d - e - Σ demand_i(d)`; EDF: the smallest
+    /// spare time over all checked deadlines of the set. Negative when
+    /// missed, `null` when unbounded.
+    pub slack_ns: Option<i64>,
+    /// Largest factor by which this task's wcet can be multiplied while it
+    /// and every task it can preempt stay schedulable (EDF: the whole set).
+    /// Below 1 when something is already unschedulable; 0 when even a wcet
+    /// of 0 does not help.
+    pub wcet_scale_margin: f64,
+}
+
+/// A task that is only an interferer (driver, server, measured curve).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterfererSummary {
+    pub name: String,
+    pub kind: String,
+    pub priority: i64,
+    /// The load it converges to over long windows.
+    pub utilization: f64,
+}
+
+/// The result of analysing a task set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    pub schema: String,
+    pub test: Test,
+    pub bound: DemandBound,
+    pub schedulable: bool,
+    pub tasks: Vec<TaskVerdict>,
+    pub interferers: Vec<InterfererSummary>,
+}
+
+/// Checks that `test` applies to every task; the load test (eq. 8) is
+/// stated for `d ≤ p`.
+pub fn check_applicable(set: &TaskSet, test: Test) -> Result<(), InputError> {
+    if test != Test::Load {
+        return Ok(());
+    }
+    for task in &set.tasks {
+        if let Some(p) = task.model.as_periodic() {
+            if p.deadline_ns > p.period_ns {
+                let message = format!(
+                    "task `{}`: the load test (eq. 8) needs deadline ≤ period, but deadline {} > period {} (use --test rta)",
+                    task.name,
+                    format_ns(p.deadline_ns),
+                    format_ns(p.period_ns)
+                );
+                return Err(match &task.origin.deadline {
+                    Some(at) => InputError::at(message, at.clone()),
+                    None => InputError::new(message),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The task set with one task's wcet replaced (for the margin search).
+struct Scenario<'a> {
+    set: &'a TaskSet,
+    bound: DemandBound,
+    scaled: Option<(usize, Nanos)>,
+}
+
+impl Scenario<'_> {
+    fn periodic(&self, i: usize) -> Option<PeriodicTask> {
+        let mut p = self.set.tasks[i].model.as_periodic()?;
+        if let Some((k, wcet)) = self.scaled {
+            if k == i {
+                p.wcet_ns = wcet;
+            }
+        }
+        Some(p)
+    }
+
+    fn model(&self, i: usize) -> std::borrow::Cow<'_, Model> {
+        match self.periodic(i) {
+            Some(p) => std::borrow::Cow::Owned(Model::Periodic(p)),
+            None => std::borrow::Cow::Borrowed(&self.set.tasks[i].model),
+        }
+    }
+
+    fn demand(&self, i: usize, window: Nanos) -> Nanos {
+        match self.periodic(i) {
+            Some(p) => Model::Periodic(p).demand_ns(window, self.bound),
+            None => self.set.tasks[i].model.demand_ns(window, self.bound),
+        }
+    }
+
+    /// Fixed priorities: the demand of everything that can preempt task k.
+    fn fp_interference(&self, k: usize) -> impl Fn(Nanos) -> Nanos + '_ {
+        let others: Vec<usize> = self.set.interferers_of(k).collect();
+        move |t| others.iter().fold(0, |sum: Nanos, &i| sum.saturating_add(self.demand(i, t)))
+    }
+
+    fn rta(&self, k: usize) -> Option<Nanos> {
+        let p = self.periodic(k)?;
+        // Above utilisation 1 the level-k busy period never ends.
+        let utilization: f64 = p.utilization()
+            + self.set.interferers_of(k).map(|i| self.model(i).demand_line().0).sum::<f64>();
+        if utilization > 1.0 + 1e-12 {
+            return None;
+        }
+        response_time(p.period_ns, p.wcet_ns, self.fp_interference(k), &Horizon::for_task(p.period_ns, p.deadline_ns))
+    }
+
+    /// Fixed-priority verdict of task k under `test`.
+    fn fp_ok(&self, k: usize, test: Test) -> bool {
+        let Some(p) = self.periodic(k) else { return true };
+        match test {
+            Test::Load => passes_load_test(p.wcet_ns, p.deadline_ns, self.fp_interference(k)),
+            _ => self.rta(k).is_some_and(|r| r <= p.deadline_ns),
+        }
+    }
+
+    /// EDF: periodic tasks share the CPU by deadline; every other task
+    /// (driver, server, curve) runs above them whatever its priority.
+    fn edf(&self) -> crate::edf::EdfOutcome {
+        let periodic: Vec<PeriodicTask> = (0..self.set.tasks.len()).filter_map(|i| self.periodic(i)).collect();
+        let line = self.edf_interference_line();
+        edf_test(&periodic, |t| self.edf_interference(t), line, EDF_MAX_POINTS)
+    }
+
+    fn edf_interference(&self, window: Nanos) -> Nanos {
+        self.set
+            .tasks
+            .iter()
+            .filter(|t| t.model.as_periodic().is_none())
+            .fold(0, |sum: Nanos, t| sum.saturating_add(t.model.demand_ns(window, self.bound)))
+    }
+
+    fn edf_interference_line(&self) -> (f64, f64) {
+        self.set
+            .tasks
+            .iter()
+            .filter(|t| t.model.as_periodic().is_none())
+            .map(|t| t.model.demand_line())
+            .fold((0.0, 0.0), |(a, b), (s, c)| (a + s, b + c))
+    }
+
+    fn edf_load_at(&self, window: Nanos) -> f64 {
+        let tasks: Nanos = (0..self.set.tasks.len())
+            .filter_map(|i| self.periodic(i))
+            .map(|p| edf_demand(&p, window))
+            .fold(0, Nanos::saturating_add);
+        (tasks.saturating_add(self.edf_interference(window))) as f64 / window.max(1) as f64
+    }
+
+    /// Does everything the margin of task k protects still hold?
+    fn margin_holds(&self, k: usize, test: Test) -> bool {
+        match test {
+            Test::Edf => self.edf().schedulable,
+            _ => {
+                self.fp_ok(k, test)
+                    && self.set.interfered_by(k).all(|j| self.fp_ok(j, test))
+            }
+        }
+    }
+}
+
+/// Largest wcet (ns, ≤ `limit`) of task k for which `holds` — a monotone
+/// predicate (a longer wcet never helps) — is true; `None` if not even 0.
+fn largest_wcet(limit: Nanos, holds: impl Fn(Nanos) -> bool) -> Option<Nanos> {
+    if !holds(0) {
+        return None;
+    }
+    let (mut ok, mut bad) = (0, limit.saturating_add(1));
+    if holds(limit) {
+        return Some(limit);
+    }
+    while bad - ok > 1 {
+        let mid = ok + (bad - ok) / 2;
+        if holds(mid) {
+            ok = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Some(ok)
+}
+
+/// Worst-case response times by RTA of every task of `set`, in priority
+/// order (`None` for interferers and for unbounded response times).
+/// Load-bounds paper eq. 3 with the demand bound `bound` (eqs. 4/6/7) for
+/// periodic interferers.
+pub fn response_times(set: &TaskSet, bound: DemandBound) -> Vec<Option<Nanos>> {
+    let scenario = Scenario { set, bound, scaled: None };
+    (0..set.tasks.len()).map(|k| scenario.rta(k)).collect()
+}
+
+/// Analyses a task set with `test`, using `bound` (eq. 4, 6 or 7) for the
+/// demand of periodic tasks and servers. Errors when the test does not
+/// apply ([`check_applicable`]).
+///
+/// The margin search re-runs the test for the task and everything below it
+/// about 30 times per task, so it is quadratic in the number of tasks.
+pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis, InputError> {
+    check_applicable(set, test)?;
+    let base = Scenario { set, bound, scaled: None };
+    let edf = (test == Test::Edf).then(|| base.edf());
+    let mut tasks = Vec::new();
+    let mut interferers = Vec::new();
+    for (k, task) in set.tasks.iter().enumerate() {
+        let Some(p) = task.model.as_periodic() else {
+            interferers.push(InterfererSummary {
+                name: task.name.clone(),
+                kind: task.model.kind().to_string(),
+                priority: task.priority,
+                utilization: task.model.demand_line().0,
+            });
+            continue;
+        };
+        let d = p.deadline_ns as i64;
+        let (schedulable, response, load, slack) = match (&edf, test) {
+            (Some(out), _) => (out.schedulable, None, base.edf_load_at(p.deadline_ns), out.min_slack_ns),
+            (None, Test::Load) => {
+                let interference = base.fp_interference(k);
+                let spare = d - p.wcet_ns as i64 - interference(p.deadline_ns) as i64;
+                (
+                    base.fp_ok(k, test),
+                    base.rta(k),
+                    load_at_deadline(p.wcet_ns, p.deadline_ns, interference),
+                    Some(spare),
+                )
+            }
+            (None, _) => {
+                let r = base.rta(k);
+                (
+                    r.is_some_and(|r| r <= p.deadline_ns),
+                    r,
+                    load_at_deadline(p.wcet_ns, p.deadline_ns, base.fp_interference(k)),
+                    r.map(|r| d - r as i64),
+                )
+            }
+        };
+        let limit = p.deadline_ns.min(p.period_ns);
+        let margin = largest_wcet(limit, |wcet| {
+            Scenario { set, bound, scaled: Some((k, wcet)) }.margin_holds(k, test)
+        })
+        .map_or(0.0, |w| w as f64 / p.wcet_ns as f64);
+        tasks.push(TaskVerdict {
+            name: task.name.clone(),
+            priority: task.priority,
+            period_ns: p.period_ns,
+            wcet_ns: p.wcet_ns,
+            deadline_ns: p.deadline_ns,
+            schedulable,
+            response_time_ns: response,
+            load_at_deadline: load,
+            slack_ns: slack,
+            wcet_scale_margin: margin,
+        });
+    }
+    let schedulable = tasks.iter().all(|t| t.schedulable);
+    Ok(Analysis { schema: ANALYSIS_SCHEMA.to_string(), test, bound, schedulable, tasks, interferers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taskset::{Origin, Task};
+    use proptest::prelude::*;
+
+    fn periodic(name: &str, priority: i64, p: u64, e: u64, d: u64) -> Task {
+        Task {
+            name: name.into(),
+            priority,
+            model: Model::Periodic(PeriodicTask { period_ns: p, wcet_ns: e, deadline_ns: d }),
+            origin: Origin::default(),
+        }
+    }
+
+    #[test]
+    fn refined_bound_passes_where_traditional_fails() {
+        // The paper's p = 7, e = 2 task above one with e = 5, d = p = 8.
+        let set = TaskSet { tasks: vec![periodic("a", 0, 7, 2, 7), periodic("b", 1, 8, 5, 8)] };
+        let trad = analyze(&set, Test::Load, DemandBound::Traditional).unwrap();
+        let refined = analyze(&set, Test::Load, DemandBound::Refined).unwrap();
+        assert!(!trad.schedulable && refined.schedulable);
+        assert_eq!(trad.tasks[1].load_at_deadline, 9.0 / 8.0);
+        assert_eq!(refined.tasks[1].slack_ns, Some(0));
+        let rta = analyze(&set, Test::Rta, DemandBound::Traditional).unwrap();
+        assert_eq!(rta.tasks[1].response_time_ns, Some(7));
+        assert_eq!(rta.tasks[1].slack_ns, Some(1));
+    }
+
+    #[test]
+    fn margins_protect_lower_tasks() {
+        // τa = (10, 2), τb = (10, 5): b alone could grow to 8 (1.6×); a
+        // can grow until b's response reaches 10: e_a = 5 (2.5×).
+        let set = TaskSet { tasks: vec![periodic("a", 0, 10, 2, 10), periodic("b", 1, 10, 5, 10)] };
+        let out = analyze(&set, Test::Rta, DemandBound::Refined).unwrap();
+        assert_eq!(out.tasks[0].wcet_scale_margin, 2.5);
+        assert_eq!(out.tasks[1].wcet_scale_margin, 1.6);
+        let edf = analyze(&set, Test::Edf, DemandBound::Refined).unwrap();
+        assert!(edf.schedulable);
+        assert_eq!(edf.tasks[1].wcet_scale_margin, 1.6);
+        assert_eq!(edf.tasks[0].slack_ns, Some(3));
+    }
+
+    #[test]
+    fn load_test_rejects_deadlines_beyond_periods() {
+        let set = TaskSet { tasks: vec![periodic("a", 0, 10, 2, 20)] };
+        assert!(analyze(&set, Test::Load, DemandBound::Refined).is_err());
+        assert!(analyze(&set, Test::Rta, DemandBound::Refined).unwrap().schedulable);
+    }
+
+    fn arb_set() -> impl Strategy<Value = TaskSet> {
+        proptest::collection::vec((1u64..200, 0.01f64..0.4, 0.5f64..=1.0), 1..6).prop_map(|v| {
+            let tasks = v
+                .into_iter()
+                .enumerate()
+                .map(|(i, (p, u, dfrac))| {
+                    let e = ((p as f64 * u) as u64).max(1).min(p);
+                    let d = ((p as f64 * dfrac) as u64).max(e);
+                    periodic(&format!("t{i}"), i as i64, p, e, d)
+                })
+                .collect();
+            TaskSet { tasks }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn load_test_implies_rta(set in arb_set(), bound_index in 0usize..3) {
+            let bound = [DemandBound::Traditional, DemandBound::Refined, DemandBound::Linear][bound_index];
+            let load = analyze(&set, Test::Load, bound).unwrap();
+            let rta = analyze(&set, Test::Rta, bound).unwrap();
+            for (l, r) in load.tasks.iter().zip(&rta.tasks) {
+                if l.schedulable {
+                    prop_assert!(r.schedulable, "{} passes eq. 8 but not RTA", l.name);
+                }
+            }
+        }
+
+        #[test]
+        fn response_time_covers_the_wcets_on_its_path(set in arb_set()) {
+            let times = response_times(&set, DemandBound::Refined);
+            for (k, r) in times.iter().enumerate() {
+                if let Some(r) = r {
+                    let path: u64 = set.interferers_of(k).chain([k])
+                        .filter_map(|i| set.tasks[i].model.as_periodic())
+                        .map(|p| p.wcet_ns)
+                        .sum();
+                    prop_assert!(*r >= path, "task {k}: R = {r} < {path}");
+                }
+            }
+        }
+
+        #[test]
+        fn refined_and_traditional_rta_agree_on_periodic_sets(set in arb_set()) {
+            // Both are exact at the fixed point for periodic interferers.
+            prop_assert_eq!(response_times(&set, DemandBound::Refined), response_times(&set, DemandBound::Traditional));
+        }
+    }
+}
