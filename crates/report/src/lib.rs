@@ -1,5 +1,7 @@
 //! Renders irqlab results: SVG plots, HTML pages, and atomic JSON/CSV writes.
 
+pub mod html;
+pub mod plot;
 pub mod write;
 
 pub use write::{write_atomic, write_json};

@@ -1,0 +1,186 @@
+//! A small self-contained HTML page: a title, then sections of paragraphs,
+//! tables and inline SVG plots. Every command that writes `--html` builds
+//! one of these.
+//!
+//! ```
+//! use irqlab_report::html::{Page, Section, Table};
+//! let html = Page::new("Analysis of set.toml")
+//!     .intro("Response-time analysis, refined bound.")
+//!     .section(
+//!         Section::new("Tasks")
+//!             .table(Table::new(["task", "R"]).row(["tau1", "2ms"]))
+//!             .svg("<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>"),
+//!     )
+//!     .render()
+//!     .unwrap();
+//! assert!(html.contains("<td>tau1</td>"));
+//! ```
+
+use serde::Serialize;
+
+/// A table: a header row and rows of cells (text, escaped on output).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
+        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new() }
+    }
+
+    pub fn row<S: Into<String>>(mut self, cells: impl IntoIterator<Item = S>) -> Self {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self
+    }
+
+    pub fn push_row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+}
+
+/// One piece of a section, shown in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Block {
+    /// Text, escaped.
+    Paragraph { text: String },
+    /// Preformatted text (logs, commands), escaped.
+    Pre { text: String },
+    Table { table: Table },
+    /// An SVG document (e.g. from [`crate::plot::LinePlot::to_svg`]),
+    /// embedded as is. Only pass SVG that irqlab generated.
+    Svg { svg: String },
+}
+
+/// A headed part of the page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Section {
+    pub heading: String,
+    pub blocks: Vec<Block>,
+}
+
+impl Section {
+    pub fn new(heading: impl Into<String>) -> Self {
+        Section { heading: heading.into(), blocks: Vec::new() }
+    }
+
+    pub fn paragraph(mut self, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Paragraph { text: text.into() });
+        self
+    }
+
+    pub fn pre(mut self, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Pre { text: text.into() });
+        self
+    }
+
+    pub fn table(mut self, table: Table) -> Self {
+        self.blocks.push(Block::Table { table });
+        self
+    }
+
+    pub fn svg(mut self, svg: impl Into<String>) -> Self {
+        self.blocks.push(Block::Svg { svg: svg.into() });
+        self
+    }
+}
+
+/// A whole HTML page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Page {
+    pub title: String,
+    pub intro: Option<String>,
+    pub sections: Vec<Section>,
+}
+
+/// Rendering failed (a template error; should not happen).
+#[derive(Debug, thiserror::Error)]
+#[error("html: {0}")]
+pub struct HtmlError(String);
+
+const TEMPLATE: &str = r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{{ page.title }}</title>
+<style>
+body { font-family: sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { background: #eee; }
+pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
+.plot svg { max-width: 100%; height: auto; }
+</style>
+</head>
+<body>
+<h1>{{ page.title }}</h1>
+{% if page.intro %}<p>{{ page.intro }}</p>{% endif %}
+{% for section in page.sections %}
+<section>
+<h2>{{ section.heading }}</h2>
+{% for block in section.blocks %}
+{% if block.type == "paragraph" %}<p>{{ block.text }}</p>
+{% elif block.type == "pre" %}<pre>{{ block.text }}</pre>
+{% elif block.type == "table" %}<table>
+<tr>{% for h in block.table.headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in block.table.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+{% endfor %}</table>
+{% elif block.type == "svg" %}<div class="plot">{{ block.svg | safe }}</div>
+{% endif %}
+{% endfor %}
+</section>
+{% endfor %}
+</body>
+</html>
+"#;
+
+impl Page {
+    pub fn new(title: impl Into<String>) -> Self {
+        Page { title: title.into(), intro: None, sections: Vec::new() }
+    }
+
+    pub fn intro(mut self, text: impl Into<String>) -> Self {
+        self.intro = Some(text.into());
+        self
+    }
+
+    pub fn section(mut self, section: Section) -> Self {
+        self.sections.push(section);
+        self
+    }
+
+    /// The page as one HTML document (text escaped, SVG inline).
+    pub fn render(&self) -> Result<String, HtmlError> {
+        let mut env = minijinja::Environment::new();
+        env.add_template("page.html", TEMPLATE).map_err(|e| HtmlError(e.to_string()))?;
+        let template = env.get_template("page.html").map_err(|e| HtmlError(e.to_string()))?;
+        template.render(minijinja::context! { page => self }).map_err(|e| HtmlError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_text_and_embeds_svg() {
+        let html = Page::new("a <b> & c")
+            .section(
+                Section::new("s")
+                    .paragraph("x < y")
+                    .pre("$ irqlab analyze")
+                    .table(Table::new(["h"]).row(["<td>"]))
+                    .svg("<svg><circle/></svg>"),
+            )
+            .render()
+            .unwrap();
+        assert!(html.contains("<title>a &lt;b&gt; &amp; c</title>"));
+        assert!(html.contains("<p>x &lt; y</p>"));
+        assert!(html.contains("<td>&lt;td&gt;</td>"));
+        assert!(html.contains("<div class=\"plot\"><svg><circle/></svg></div>"));
+        assert!(html.contains("<pre>$ irqlab analyze</pre>"));
+    }
+}
