@@ -1,0 +1,337 @@
+//! Loading, attaching and reading the BPF accounting programs.
+//!
+//! The skeleton borrows storage for the BPF object for its whole life (as
+//! in the sched_ext schedulers), so the caller owns a [`Storage`] and the
+//! [`Session`] borrows it:
+//!
+//! ```no_run
+//! let mut storage = irqlab_live::accounting::Storage::default();
+//! let mut session = irqlab_live::accounting::Session::start(&mut storage, Default::default())?;
+//! std::thread::sleep(std::time::Duration::from_secs(1));
+//! let snapshot = session.snapshot()?;
+//! # Ok::<(), irqlab_live::Error>(())
+//! ```
+
+use super::procfs::{self, TaskKind};
+use super::raw::{CpuState, CpuTotals, RawSnapshot, TaskCounters, VECTOR_SLOTS};
+use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
+use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
+use crate::error::{Error, Result};
+use crate::privilege::{self, Capability};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use std::collections::{BTreeMap, HashMap};
+use std::mem::MaybeUninit;
+use std::path::Path;
+
+/// Where the loaded BPF objects live while a [`Session`] runs.
+pub struct Storage {
+    accounting: MaybeUninit<OpenObject>,
+    reference: MaybeUninit<OpenObject>,
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage { accounting: MaybeUninit::uninit(), reference: MaybeUninit::uninit() }
+    }
+}
+
+/// How to run the accounting.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Also run the plain softirq_entry/exit sum that the totals are
+    /// checked against (tests, `--check`).
+    pub reference_softirq_sum: bool,
+}
+
+/// Tracepoints without which the accounting means nothing.
+const REQUIRED: &[&str] = &["irq_handler_entry", "irq_handler_exit", "softirq_entry", "softirq_exit", "sched_switch"];
+
+/// A running accounting: programs attached, maps filling in the kernel.
+pub struct Session<'obj> {
+    skel: AccountingSkel<'obj>,
+    reference: Option<SoftirqSumSkel<'obj>>,
+    start_ns: u64,
+    online: Vec<usize>,
+    /// utime+stime ticks of every thread alive at the start.
+    baseline_ticks: HashMap<u32, u64>,
+    /// Optional tracepoints this kernel lacks (their programs not loaded).
+    missing: Vec<String>,
+}
+
+/// Fails with exit 3 naming what is missing: BTF, CAP_BPF, CAP_PERFMON.
+pub fn check_prerequisites() -> Result<()> {
+    privilege::require_path(Path::new("/sys/kernel/btf/vmlinux"), "BTF (CONFIG_DEBUG_INFO_BTF, /sys/kernel/btf/vmlinux)")?;
+    privilege::require(&[Capability::Bpf, Capability::Perfmon], "load and attach the BPF accounting programs")
+}
+
+/// Whether the running kernel has raw tracepoint `name` (tp_btf needs the
+/// `btf_trace_<name>` typedef in the kernel's BTF).
+fn kernel_tracepoints(names: &[&str]) -> Result<Vec<bool>> {
+    let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|e| Error::MissingKernelFeature {
+        feature: "BTF".into(),
+        detail: format!("cannot read the kernel's BTF: {e}"),
+    })?;
+    Ok(names
+        .iter()
+        .map(|n| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{n}")).is_some())
+        .collect())
+}
+
+fn monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC exists");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
+    move |e| Error::Failed(format!("{what}: {e}"))
+}
+
+/// Online CPU numbers, from /sys/devices/system/cpu/online ("0-1,4").
+fn online_cpus() -> Vec<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
+            cpus.extend(a..=b);
+        }
+    }
+    if cpus.is_empty() {
+        cpus = (0..libbpf_rs::num_possible_cpus().unwrap_or(1)).collect();
+    }
+    cpus
+}
+
+/// Reads a plain-old-data value out of map bytes.
+fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
+    let mut v = T::default();
+    if bytes.len() >= std::mem::size_of::<T>() {
+        // SAFETY: T is one of the generated #[repr(C)] map types made only
+        // of integers, for which every bit pattern is valid, and the slice
+        // holds at least size_of::<T>() bytes.
+        v = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) };
+    }
+    v
+}
+
+/// Optional programs (by BPF function name) and the tracepoint each needs.
+const OPTIONAL: &[(&str, &str)] = &[
+    ("on_timer_entry", "local_timer_entry"),
+    ("on_timer_exit", "local_timer_exit"),
+    ("on_resched_entry", "reschedule_entry"),
+    ("on_resched_exit", "reschedule_exit"),
+    ("on_callfn_entry", "call_function_entry"),
+    ("on_callfn_exit", "call_function_exit"),
+    ("on_callfn1_entry", "call_function_single_entry"),
+    ("on_callfn1_exit", "call_function_single_exit"),
+    ("on_waking", "sched_waking"),
+    ("on_sk_data_ready", "sk_data_ready"),
+    ("on_udp_drop", "udp_fail_queue_rcv_skb"),
+    ("on_sock_recv", "sock_recv_length"),
+];
+
+impl<'obj> Session<'obj> {
+    /// Checks privileges and kernel support, loads and attaches the
+    /// programs. Exit-3 errors name the missing capability or feature.
+    pub fn start(storage: &'obj mut Storage, options: Options) -> Result<Session<'obj>> {
+        check_prerequisites()?;
+        let present = kernel_tracepoints(REQUIRED)?;
+        if let Some((name, _)) = REQUIRED.iter().zip(&present).find(|(_, ok)| !**ok) {
+            return Err(Error::MissingKernelFeature {
+                feature: format!("tracepoint {name}"),
+                detail: "the running kernel has no such raw tracepoint in its BTF".into(),
+            });
+        }
+
+        let Storage { accounting, reference } = storage;
+        let mut open = AccountingSkelBuilder::default().open(accounting).map_err(bpf_err("opening the accounting BPF object"))?;
+        let tracepoints: Vec<&str> = OPTIONAL.iter().map(|(_, tp)| *tp).collect();
+        let have = kernel_tracepoints(&tracepoints)?;
+        let absent: Vec<&str> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((prog, _), _)| *prog).collect();
+        for mut prog in open.open_object_mut().progs_mut() {
+            if absent.iter().any(|a| prog.name() == *a) {
+                prog.set_autoload(false);
+            }
+        }
+        let missing: Vec<String> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((_, tp), _)| tp.to_string()).collect();
+        let skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
+
+        let reference = if options.reference_softirq_sum {
+            let open = SoftirqSumSkelBuilder::default().open(reference).map_err(bpf_err("opening the softirq-sum BPF object"))?;
+            Some(open.load().map_err(bpf_err("loading the softirq-sum BPF program"))?)
+        } else {
+            None
+        };
+
+        let baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
+        let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing };
+        session.refresh_service_threads()?;
+
+        let start_ns = monotonic_ns();
+        session.skel.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("BPF object has no .bss".into()))?.start_ns = start_ns;
+        session.start_ns = start_ns;
+        if let Some(r) = session.reference.as_mut() {
+            r.attach().map_err(bpf_err("attaching the softirq-sum program"))?;
+        }
+        session.skel.attach().map_err(bpf_err("attaching the accounting programs"))?;
+        Ok(session)
+    }
+
+    /// Optional tracepoints the running kernel does not have.
+    pub fn missing_tracepoints(&self) -> &[String] {
+        &self.missing
+    }
+
+    /// Start of the measured interval (CLOCK_MONOTONIC ns).
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// utime+stime ticks of `tid` when the session started (0 for a thread
+    /// born since).
+    pub fn baseline_ticks(&self, tid: u32) -> u64 {
+        self.baseline_ticks.get(&tid).copied().unwrap_or(0)
+    }
+
+    /// Tells the BPF side which threads do interrupt work in task context
+    /// (ksoftirqd, irq/, napi/); new ones (a testbed's napi thread) appear
+    /// at the next refresh.
+    pub fn refresh_service_threads(&mut self) -> Result<()> {
+        let map = &self.skel.maps.service_threads;
+        let Ok(procs) = std::fs::read_dir("/proc") else { return Ok(()) };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
+            if TaskKind::classify(pid, comm.trim_end(), true).is_service() {
+                map.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                    .map_err(bpf_err("updating the service-thread map"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every map into plain values, with each CPU's open segment
+    /// closed at the moment of reading.
+    pub fn snapshot(&mut self) -> Result<RawSnapshot> {
+        let _ = self.refresh_service_threads();
+        let taken_ns = monotonic_ns();
+        let maps = &self.skel.maps;
+        let zero = 0u32.to_ne_bytes();
+        let online = &self.online;
+        let pick = |per_cpu: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+            online.iter().map(|&c| per_cpu.get(c).cloned().unwrap_or_default()).collect()
+        };
+
+        let states = maps.cpu_states.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_states"))?.unwrap_or_default();
+        let totals = maps.cpu_totals.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_totals"))?.unwrap_or_default();
+        let cpus = pick(states)
+            .into_iter()
+            .zip(pick(totals))
+            .map(|(s, t)| {
+                let s: types::cpu_state = pod(&s);
+                let t: types::cpu_totals = pod(&t);
+                let depth = s.hard_depth as usize;
+                let state = CpuState {
+                    initialised: s.initialised != 0,
+                    last_ts: s.last_ts,
+                    cur_tid: s.cur_tid,
+                    hard_irq: (depth > 0).then(|| s.hard_irq[(depth - 1).min(s.hard_irq.len() - 1)]),
+                    soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
+                };
+                let totals = CpuTotals {
+                    hardirq_in_softirq_ns: t.hardirq_in_softirq_ns,
+                    orphan_softirq_ns: t.orphan_softirq_ns,
+                    orphan_thread_ns: t.orphan_thread_ns,
+                    anomalies: t.anomalies,
+                    dropped_tasks: t.dropped_tasks,
+                };
+                (state, totals)
+            })
+            .collect();
+
+        let mut tasks = BTreeMap::new();
+        let mut identity = BTreeMap::new();
+        for key in maps.task_stats.keys() {
+            let Some(per_cpu) = maps.task_stats.lookup_percpu(&key, MapFlags::ANY).map_err(bpf_err("reading task_stats"))? else {
+                continue; // removed between keys() and lookup
+            };
+            let tid = u32::from_ne_bytes(key[..4].try_into().expect("u32 key"));
+            let mut counters = Vec::with_capacity(online.len());
+            for bytes in pick(per_cpu) {
+                let s: types::task_stats = pod(&bytes);
+                if s.comm[0] != 0 && !identity.contains_key(&tid) {
+                    let comm: Vec<u8> = s.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+                    identity.insert(tid, (s.tgid, String::from_utf8_lossy(&comm).into_owned()));
+                }
+                counters.push(TaskCounters {
+                    run_ns: s.run_ns,
+                    hardirq_ns: s.hardirq_ns,
+                    softirq_ns: s.softirq_ns,
+                    served_softirq_ns: s.served_softirq_ns,
+                    served_by_thread_ns: s.served_by_thread_ns,
+                    switches_in: s.switches_in,
+                });
+            }
+            tasks.insert(tid, counters);
+        }
+
+        let mut task_irqs = BTreeMap::new();
+        for key in maps.task_irq_ns.keys() {
+            let Some(per_cpu) = maps.task_irq_ns.lookup_percpu(&key, MapFlags::ANY).map_err(bpf_err("reading task_irq_ns"))? else {
+                continue;
+            };
+            let k: types::task_irq_key = pod(&key);
+            task_irqs.insert((k.tid, k.irq), pick(per_cpu).iter().map(|b| pod::<u64>(b)).collect());
+        }
+
+        let reference_softirq_ns = match &self.reference {
+            Some(r) => {
+                let per_cpu = r.maps.softirq_sums.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading softirq_sums"))?.unwrap_or_default();
+                let mut sum = vec![0u64; VECTOR_SLOTS];
+                for bytes in pick(per_cpu) {
+                    let s: sum_types::sum_state = pod(&bytes);
+                    for (acc, v) in sum.iter_mut().zip(s.sum_ns) {
+                        *acc += v;
+                    }
+                }
+                Some(sum)
+            }
+            None => None,
+        };
+
+        let mut raw = RawSnapshot { start_ns: self.start_ns, taken_ns, cpus, tasks, identity, task_irqs, reference_softirq_ns };
+        raw.close_open_segments();
+        Ok(raw)
+    }
+
+    /// The CPU numbers the snapshot's per-CPU vectors are indexed by.
+    pub fn online_cpus(&self) -> &[usize] {
+        &self.online
+    }
+}
+
+impl Session<'_> {
+    /// A snapshot turned into the `irqlab/accounting/v1` report, with the
+    /// /proc charges of every task read now.
+    pub fn report(&mut self, complete: bool) -> Result<super::Report> {
+        let raw = self.snapshot()?;
+        Ok(self.report_from(&raw, complete))
+    }
+
+    /// The report of an already taken snapshot.
+    pub fn report_from(&self, raw: &RawSnapshot, complete: bool) -> super::Report {
+        let names = super::names::IrqNames::from_proc();
+        let baseline = |tid: u32| self.baseline_ticks(tid);
+        let ctx = super::report::Context {
+            cpus: &self.online,
+            irq_names: &names,
+            proc_now: &procfs::task_stat,
+            baseline_ticks: &baseline,
+            ticks_per_second: procfs::ticks_per_second(),
+            missing_tracepoints: &self.missing,
+            complete,
+        };
+        super::Report::build(raw, &ctx)
+    }
+}

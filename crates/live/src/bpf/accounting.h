@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Map layouts shared by accounting.bpf.c and its Rust reader
+ * (crates/live/src/accounting/maps.rs mirrors these with #[repr(C)]).
+ * Only u64/u32/s32 fields, laid out without implicit padding.
+ */
+#ifndef IRQLAB_ACCOUNTING_H
+#define IRQLAB_ACCOUNTING_H
+
+#define NR_VECTORS 10        /* NR_SOFTIRQS */
+#define VECTOR_SLOTS 16      /* power of two so the index can be masked */
+#define MAX_IRQ_DEPTH 4      /* nested hard IRQ handlers tracked per CPU */
+#define MAX_TASKS 16384
+#define MAX_TASK_IRQS 16384
+#define MAX_SOCKETS 4096
+#define MAX_SERVICE_THREADS 1024
+
+/* Pseudo IRQ numbers for x86 system vectors (no irq_handler_entry). */
+#define IRQ_LOCAL_TIMER (-1)
+#define IRQ_RESCHEDULE (-2)
+#define IRQ_CALL_FUNCTION (-3)
+#define IRQ_CALL_FUNCTION_SINGLE (-4)
+
+struct cpu_state {
+	__u64 last_ts;          /* start of the open segment */
+	__u64 pending_ns;       /* attributable time not yet given to a beneficiary */
+	__u32 initialised;
+	__u32 cur_tid;          /* task current on this CPU (0: idle) */
+	__u32 hard_depth;       /* hard IRQ handlers active */
+	__s32 soft_vec;         /* running softirq vector, -1 outside softirq */
+	__s32 hard_irq[MAX_IRQ_DEPTH];
+	__u32 service;          /* current task is a service thread */
+	__u32 beneficiary;      /* last beneficiary of this attribution run */
+};
+
+struct cpu_totals {
+	__u64 hardirq_in_softirq_ns;
+	__u64 orphan_softirq_ns[VECTOR_SLOTS];
+	__u64 orphan_thread_ns;
+	__u64 anomalies;
+	__u64 dropped_tasks;
+};
+
+struct task_stats {
+	__u64 run_ns;                          /* ran in its own context */
+	__u64 hardirq_ns;                      /* hard IRQs while it was current */
+	__u64 softirq_ns[VECTOR_SLOTS];        /* softirqs while it was current */
+	__u64 served_softirq_ns[VECTOR_SLOTS]; /* softirq time done for it */
+	__u64 served_by_thread_ns;             /* service-thread time done for it */
+	__u64 switches_in;
+	__u32 tgid;
+	__u32 pad;
+	char comm[16];
+};
+
+struct task_irq_key {
+	__u32 tid;
+	__s32 irq;
+};
+
+#endif
