@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod error;
 pub mod latency;
 pub mod privilege;
+pub mod probe;
 pub mod testbed;
 pub mod traffic;
 

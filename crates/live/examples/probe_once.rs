@@ -1,0 +1,22 @@
+//! Runs the probe once and prints the summary: `probe_once CPU SECONDS [lift] [inject]`.
+use irqlab_live::probe::{measure_gaps, Injector, ProbeConfig};
+use std::sync::{atomic::AtomicBool, Arc};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let cpu: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
+    let mut config = ProbeConfig::new(cpu, secs * 1_000_000_000);
+    config.lift_rt_limit = args.iter().any(|a| a == "lift");
+    config.priority = Some(50);
+    let _inj = args.iter().any(|a| a == "inject").then(|| Injector::start(cpu, 60, 1_000_000, 10_000_000).unwrap());
+    let m = measure_gaps(&config, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    let c = &m.curve;
+    println!("period {:.1}ns gaps {} max {} mean {:.5} >100us/s {:.1} | {}", c.sampling_period_ns, c.gaps, c.max_gap_ns, c.mean_load, c.gaps_over_100us_per_s, c.rt_throttling.note);
+    for p in &c.points { print!("{}:{:.3} ", p.window_ns, p.max_load); }
+    println!();
+    let mut big: Vec<_> = m.gaps.iter().filter(|g| g.len_ns > 300_000).collect();
+    big.sort_by_key(|g| std::cmp::Reverse(g.len_ns));
+    for g in big.iter().take(8) { print!("[{}ms {}us] ", g.start_ns / 1_000_000, g.len_ns / 1000); }
+    println!();
+}

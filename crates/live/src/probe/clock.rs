@@ -1,0 +1,123 @@
+//! The probe's clock: the TSC where it is constant and keeps running in
+//! idle states (`constant_tsc` + `nonstop_tsc`), calibrated against
+//! CLOCK_MONOTONIC over the run; otherwise clock_gettime(CLOCK_MONOTONIC)
+//! through the vDSO (slower per read, so a coarser probe).
+
+use serde::Serialize;
+
+/// Which clock the loop reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockKind {
+    Tsc,
+    ClockGettime,
+}
+
+/// A clock the busy loop reads in raw ticks.
+pub trait Ticks {
+    fn now(&self) -> u64;
+}
+
+/// Time-stamp counter (x86_64 `rdtsc`).
+pub struct Tsc;
+
+impl Ticks for Tsc {
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        unsafe {
+            core::arch::x86_64::_rdtsc()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        monotonic_ns()
+    }
+}
+
+/// CLOCK_MONOTONIC in ns; ticks are nanoseconds.
+pub struct Monotonic;
+
+impl Ticks for Monotonic {
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        monotonic_ns()
+    }
+}
+
+/// CLOCK_MONOTONIC in ns (vDSO, no system call on x86_64 with a
+/// vDSO-capable clocksource).
+#[inline(always)]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether the TSC can be used, and if not, why.
+pub fn tsc_usable() -> Result<(), String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err("not an x86_64 machine".into());
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| format!("cannot read /proc/cpuinfo: {e}"))?;
+    tsc_flags_ok(&cpuinfo)
+}
+
+fn tsc_flags_ok(cpuinfo: &str) -> Result<(), String> {
+    let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
+    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
+    match (has("constant_tsc"), has("nonstop_tsc")) {
+        (true, true) => Ok(()),
+        (false, _) => Err("the CPU lacks constant_tsc (TSC rate changes with frequency)".into()),
+        (_, false) => Err("the CPU lacks nonstop_tsc (TSC stops in idle states)".into()),
+    }
+}
+
+/// A (ticks, CLOCK_MONOTONIC ns) pair read back to back; the pair with the
+/// shortest bracketing read out of a few is kept so a preemption between
+/// the two reads does not skew the calibration.
+pub fn pair(clock: &impl Ticks) -> (u64, u64) {
+    let mut best = (0, 0, u64::MAX);
+    for _ in 0..16 {
+        let a = clock.now();
+        let ns = monotonic_ns();
+        let b = clock.now();
+        if b - a < best.2 {
+            best = (a + (b - a) / 2, ns, b - a);
+        }
+    }
+    (best.0, best.1)
+}
+
+/// Ticks per ns between two pairs.
+pub fn rate(start: (u64, u64), end: (u64, u64)) -> f64 {
+    let ns = end.1.saturating_sub(start.1).max(1) as f64;
+    end.0.saturating_sub(start.0) as f64 / ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_flags_are_required() {
+        assert!(tsc_flags_ok("flags\t: fpu constant_tsc nonstop_tsc rdtscp\n").is_ok());
+        assert!(tsc_flags_ok("flags\t: fpu constant_tsc\n").unwrap_err().contains("nonstop_tsc"));
+        assert!(tsc_flags_ok("flags\t: fpu\n").unwrap_err().contains("constant_tsc"));
+    }
+
+    #[test]
+    fn tsc_calibrates_against_monotonic() {
+        if tsc_usable().is_err() {
+            return;
+        }
+        let a = pair(&Tsc);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = pair(&Tsc);
+        let r = rate(a, b);
+        // Any real TSC runs between 0.5 and 10 GHz.
+        assert!((0.5..10.0).contains(&r), "{r} ticks/ns");
+        let m = rate(pair(&Monotonic), { std::thread::sleep(std::time::Duration::from_millis(5)); pair(&Monotonic) });
+        assert!((m - 1.0).abs() < 1e-3, "{m}");
+    }
+}

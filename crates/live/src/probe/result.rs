@@ -1,0 +1,129 @@
+//! The probe's output document: a `irqlab/curve/v1` curve (read by
+//! `irqlab fit` / `irqlab analyze`) plus everything needed to judge it.
+
+use super::clock::ClockKind;
+use super::rt_limit::RtBandwidth;
+use super::sched::Policy;
+use super::window::Gap;
+use irqlab_analysis::curve::{CurvePoint, CURVE_SCHEMA};
+use serde::Serialize;
+
+/// One histogram bucket: gaps with `from_ns <= len < to_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub count: u64,
+}
+
+/// How RT bandwidth control bore on the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RtThrottling {
+    /// The setting before the run.
+    pub before: RtBandwidth,
+    /// The limit was lifted for the run (and restored after).
+    pub lifted: bool,
+    /// The probe could lose up to `throttled_ns_per_period` per period to
+    /// throttling: long gaps may be the kernel's bandwidth control, not
+    /// interrupts.
+    pub limited: bool,
+    pub throttled_ns_per_period: u64,
+    /// Gaps of at least half the throttled time per period (or of the
+    /// 6.12+ fair-class deadline server's 50 ms, which sysctl cannot lift):
+    /// the ones bandwidth control may have caused rather than interrupts.
+    pub suspect_gaps: u64,
+    pub suspect_gap_ns: u64,
+    pub note: String,
+}
+
+/// The whole measurement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterferenceCurve {
+    pub schema: &'static str,
+    /// Maximum load over every window of each length (after the baseline
+    /// was subtracted, when there is one).
+    pub points: Vec<CurvePoint>,
+    /// False when stopped early (Ctrl-C) or the gap log filled up.
+    pub complete: bool,
+    pub cpu: usize,
+    pub policy: Policy,
+    pub priority: i32,
+    pub priority_reason: String,
+    pub clock: ClockKind,
+    pub clock_note: String,
+    /// Calibrated against CLOCK_MONOTONIC over the run (TSC only).
+    pub tsc_ticks_per_ns: Option<f64>,
+    /// Mean time of one loop round: the probe's resolution.
+    pub sampling_period_ns: f64,
+    pub threshold_ns: u64,
+    pub requested_duration_ns: u64,
+    pub duration_ns: u64,
+    pub gaps: u64,
+    pub total_gap_ns: u64,
+    pub max_gap_ns: u64,
+    /// Total gap time over the run length.
+    pub mean_load: f64,
+    /// Gaps above 100 us per second (comparable with oslat's histogram).
+    pub gaps_over_100us_per_s: f64,
+    pub histogram: Vec<Bucket>,
+    /// Windows asked for but longer than the run.
+    pub windows_skipped_ns: Vec<u64>,
+    pub rt_throttling: RtThrottling,
+    pub log_overflow: bool,
+    /// Baseline curve subtracted from `points`, and the curve before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub points_before_baseline: Option<Vec<CurvePoint>>,
+}
+
+impl InterferenceCurve {
+    pub const SCHEMA: &'static str = CURVE_SCHEMA;
+
+    /// The plain curve that `irqlab fit` reads.
+    pub fn curve(&self) -> irqlab_analysis::curve::Curve {
+        irqlab_analysis::curve::Curve::new(self.points.clone())
+    }
+
+    /// Replaces the points by `points − baseline` (load-bounds paper §4).
+    pub fn subtract_baseline(&mut self, baseline: &irqlab_analysis::curve::Curve, name: &str) {
+        let before = self.points.clone();
+        self.points = irqlab_analysis::fit::subtract_baseline(&self.curve(), baseline).points;
+        self.points_before_baseline = Some(before);
+        self.baseline = Some(name.to_string());
+    }
+}
+
+/// Power-of-two buckets of gap length from the smallest gap up.
+pub fn histogram(gaps: &[Gap]) -> Vec<Bucket> {
+    let mut counts = [0u64; 64];
+    for g in gaps {
+        counts[63 - g.len_ns.max(1).leading_zeros() as usize] += 1;
+    }
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, &c)| c > 0)
+        .map(|(k, &count)| Bucket { from_ns: 1 << k, to_ns: 1u64.checked_shl(k as u32 + 1).unwrap_or(u64::MAX), count })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_by_power_of_two() {
+        let g = |len| Gap { start_ns: 0, len_ns: len };
+        let h = histogram(&[g(1000), g(1023), g(1024), g(3000), g(1_000_000)]);
+        assert_eq!(
+            h,
+            vec![
+                Bucket { from_ns: 512, to_ns: 1024, count: 2 },
+                Bucket { from_ns: 1024, to_ns: 2048, count: 1 },
+                Bucket { from_ns: 2048, to_ns: 4096, count: 1 },
+                Bucket { from_ns: 524_288, to_ns: 1_048_576, count: 1 },
+            ]
+        );
+    }
+}

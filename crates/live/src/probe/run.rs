@@ -1,0 +1,332 @@
+//! One probe run: prepare the thread (CPU, policy, locked memory), spin,
+//! then turn the gap log into the curve document.
+
+use super::clock::{self, ClockKind, Monotonic, Ticks, Tsc};
+use super::result::{histogram, InterferenceCurve, RtThrottling};
+use super::rt_limit::{LiftedRtLimit, RtBandwidth};
+use super::sched::{self, Policy};
+use super::spin::{spin, GapLog, RawGap, SpinOutcome};
+use super::window::{Gap, GapIndex};
+use crate::error::{Error, Result};
+use crate::privilege::{require, Capability};
+use irqlab_analysis::curve::CurvePoint;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to measure and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeConfig {
+    pub cpu: usize,
+    pub policy: Policy,
+    /// SCHED_FIFO priority; `None`: just below the driver threads, else 90.
+    pub priority: Option<i32>,
+    pub duration_ns: u64,
+    pub windows_ns: Vec<u64>,
+    /// Clock jumps above this are preemptions.
+    pub threshold_ns: u64,
+    /// Turn RT throttling off for the run (restored afterwards).
+    pub lift_rt_limit: bool,
+    /// Use clock_gettime even where the TSC is usable.
+    pub force_clock_gettime: bool,
+    /// Capacity of the preallocated gap log.
+    pub max_gaps: usize,
+}
+
+impl ProbeConfig {
+    /// Defaults: CPU `cpu`, FIFO at the default priority, 1 us threshold,
+    /// windows 10 us .. 1 s at 8 per decade.
+    pub fn new(cpu: usize, duration_ns: u64) -> ProbeConfig {
+        ProbeConfig {
+            cpu,
+            policy: Policy::Fifo,
+            priority: None,
+            duration_ns,
+            windows_ns: super::window::log_windows(10_000, 1_000_000_000, 8),
+            threshold_ns: 1_000,
+            lift_rt_limit: false,
+            force_clock_gettime: false,
+            max_gaps: 4_000_000,
+        }
+    }
+}
+
+/// A look at a run in progress (for a once-a-second display).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub elapsed_ns: u64,
+    pub gaps: usize,
+    pub max_gap_ns: u64,
+    /// Max load so far at a few windows.
+    pub loads: Vec<(u64, f64)>,
+}
+
+/// Default runtime of the fair-class deadline server per 1 s period
+/// (kernel/sched/deadline.c, `fair_server_init`, Linux 6.12+).
+const FAIR_SERVER_RUNTIME_NS: u64 = 50_000_000;
+
+/// Windows shown in the live display.
+const LIVE_WINDOWS: [u64; 4] = [100_000, 1_000_000, 10_000_000, 100_000_000];
+
+/// Runs the probe; calls `on_tick` about once a second from the calling
+/// thread while the probe spins on its CPU. Stops early when `stop` is set
+/// and returns what was measured with `complete: false`.
+pub fn run(config: &ProbeConfig, stop: Arc<AtomicBool>, on_tick: impl FnMut(&Snapshot)) -> Result<InterferenceCurve> {
+    measure_gaps(config, stop, on_tick).map(|m| m.curve)
+}
+
+/// The curve document and the gaps it was computed from (for `--raw`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    pub curve: InterferenceCurve,
+    pub gaps: Vec<Gap>,
+}
+
+impl Measurement {
+    /// The gaps as CSV `start_ns,len_ns`.
+    pub fn gaps_csv(&self) -> String {
+        let mut s = String::with_capacity(24 * self.gaps.len() + 16);
+        s.push_str("start_ns,len_ns\n");
+        for g in &self.gaps {
+            s.push_str(&format!("{},{}\n", g.start_ns, g.len_ns));
+        }
+        s
+    }
+}
+
+/// [`run`], also returning the gaps.
+pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
+    if config.cpu >= sched::cpu_count() {
+        return Err(Error::Invalid(format!("--cpu {} but this machine has CPUs 0..{}", config.cpu, sched::cpu_count() - 1)));
+    }
+    if config.policy == Policy::Fifo {
+        require(&[Capability::SysNice], "run the probe at SCHED_FIFO")?;
+        if let Some(p) = config.priority {
+            if !(1..=99).contains(&p) {
+                return Err(Error::Invalid(format!("SCHED_FIFO priority {p} is outside 1..99")));
+            }
+        }
+    }
+    require(&[Capability::IpcLock], "lock the probe's memory (mlockall)")?;
+    let (priority, priority_reason) = match (config.policy, config.priority) {
+        (Policy::Other, _) => (0, "SCHED_OTHER asked for (the probe competes with every fair task)".to_string()),
+        (Policy::Fifo, Some(p)) => (p, "asked for".to_string()),
+        (Policy::Fifo, None) => sched::default_priority(&sched::driver_threads()),
+    };
+    let before = RtBandwidth::read()?;
+    let lifted = if config.lift_rt_limit && before.limits() { Some(LiftedRtLimit::lift()?) } else { None };
+
+    let (clock_kind, clock_note) = match (config.force_clock_gettime, clock::tsc_usable()) {
+        (false, Ok(())) => (ClockKind::Tsc, "TSC (constant_tsc, nonstop_tsc), calibrated against CLOCK_MONOTONIC over the run".to_string()),
+        (true, _) => (ClockKind::ClockGettime, "clock_gettime(CLOCK_MONOTONIC) asked for".to_string()),
+        (false, Err(why)) => (ClockKind::ClockGettime, format!("clock_gettime(CLOCK_MONOTONIC): TSC unusable, {why}")),
+    };
+
+    sched::lock_memory()?;
+    let log = Arc::new(GapLog::with_capacity(config.max_gaps));
+    let spun = spawn_probe(config, priority, clock_kind, log.clone(), stop.clone());
+    let spun = match spun {
+        Ok(handle) => {
+            let mut rate_guess = None;
+            while !handle.is_finished() {
+                std::thread::sleep(Duration::from_millis(100));
+                let (elapsed, _) = log.progress();
+                let rate = *rate_guess.get_or_insert_with(|| estimate_rate(clock_kind));
+                if elapsed > 0 && elapsed_ns(elapsed, rate) / 1_000_000_000 > 0 && tick_due(elapsed_ns(elapsed, rate)) {
+                    on_tick(&snapshot(log.published(), elapsed_ns(elapsed, rate), rate));
+                }
+            }
+            handle.join().map_err(|_| Error::Failed("the probe thread panicked".into()))?
+        }
+        Err(e) => Err(e),
+    };
+    sched::unlock_memory();
+    let was_lifted = lifted.is_some();
+    drop(lifted);
+    let (outcome, start_pair, end_pair) = spun?;
+
+    let rate = match clock_kind {
+        ClockKind::Tsc => clock::rate(start_pair, end_pair),
+        ClockKind::ClockGettime => 1.0,
+    };
+    let duration_ns = ((outcome.last - outcome.first) as f64 / rate).round() as u64;
+    let gaps = to_ns(log.published(), rate, duration_ns);
+    let index = GapIndex::new(&gaps, duration_ns);
+    let points: Vec<CurvePoint> = index
+        .max_loads(&config.windows_ns)
+        .into_iter()
+        .map(|(window_ns, max_load)| CurvePoint { window_ns, max_load: max_load.clamp(0.0, 1.0) })
+        .collect();
+    let windows_skipped_ns = config.windows_ns.iter().copied().filter(|&w| w > duration_ns).collect();
+    let total_gap_ns = index.total_gap_ns();
+    let throttled = before.throttled_ns_per_period();
+    // Bandwidth control hands other classes blocks of up to the throttled
+    // time (RT throttling) or the fair server's runtime (50 ms per second by
+    // default on 6.12+, not adjustable through sysctl): gaps of at least half
+    // that are marked as possibly not interference.
+    let suspect_from = throttled.max(FAIR_SERVER_RUNTIME_NS) / 2;
+    let suspect: Vec<&Gap> = if config.policy == Policy::Fifo {
+        gaps.iter().filter(|g| g.len_ns >= suspect_from).collect()
+    } else {
+        Vec::new()
+    };
+    let limited = before.limits() && !config.lift_rt_limit && config.policy == Policy::Fifo;
+    let note = if config.policy == Policy::Other {
+        "SCHED_OTHER probe: RT bandwidth control does not apply".to_string()
+    } else if !before.limits() {
+        format!("RT throttling was off (sched_rt_runtime_us = -1); the fair-class deadline server (6.12+) may still give starved fair tasks up to 50 ms/s: {} gap(s) of 25 ms or more look like it", suspect.len())
+    } else if config.lift_rt_limit {
+        format!("RT throttling lifted for the run (sched_rt_runtime_us was {}, restored); the fair-class deadline server (6.12+) may still give starved fair tasks up to 50 ms/s: {} gap(s) of 25 ms or more look like it", before.runtime_us, suspect.len())
+    } else {
+        format!(
+            "RT throttling active ({} of {} us): up to {} ms per period may be throttling, not interference; {} gap(s) look like it; rerun with --lift-rt-limit",
+            before.runtime_us,
+            before.period_us,
+            throttled / 1_000_000,
+            suspect.len()
+        )
+    };
+    let rounds = outcome.rounds.max(1);
+    let gaps_over_100us = gaps.iter().filter(|g| g.len_ns > 100_000).count() as f64;
+    let curve = InterferenceCurve {
+        schema: InterferenceCurve::SCHEMA,
+        points,
+        complete: !outcome.stopped && !outcome.overflow,
+        cpu: config.cpu,
+        policy: config.policy,
+        priority,
+        priority_reason,
+        clock: clock_kind,
+        clock_note,
+        tsc_ticks_per_ns: (clock_kind == ClockKind::Tsc).then_some(rate),
+        // The loop's own time: what is not gaps, per round.
+        sampling_period_ns: duration_ns.saturating_sub(total_gap_ns) as f64 / rounds as f64,
+        threshold_ns: config.threshold_ns,
+        requested_duration_ns: config.duration_ns,
+        duration_ns,
+        gaps: gaps.len() as u64,
+        total_gap_ns,
+        max_gap_ns: gaps.iter().map(|g| g.len_ns).max().unwrap_or(0),
+        mean_load: if duration_ns > 0 { total_gap_ns as f64 / duration_ns as f64 } else { 0.0 },
+        gaps_over_100us_per_s: if duration_ns > 0 { gaps_over_100us * 1e9 / duration_ns as f64 } else { 0.0 },
+        histogram: histogram(&gaps),
+        windows_skipped_ns,
+        rt_throttling: RtThrottling {
+            before,
+            lifted: was_lifted,
+            limited,
+            throttled_ns_per_period: if limited { throttled } else { 0 },
+            suspect_gaps: suspect.len() as u64,
+            suspect_gap_ns: suspect.iter().map(|g| g.len_ns).sum(),
+            note,
+        },
+        log_overflow: outcome.overflow,
+        baseline: None,
+        points_before_baseline: None,
+    };
+    Ok(Measurement { curve, gaps })
+}
+
+type Spun = Result<(SpinOutcome, (u64, u64), (u64, u64))>;
+
+fn spawn_probe(
+    config: &ProbeConfig,
+    priority: i32,
+    clock_kind: ClockKind,
+    log: Arc<GapLog>,
+    stop: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Spun>> {
+    let (cpu, policy, duration_ns, threshold_ns) = (config.cpu, config.policy, config.duration_ns, config.threshold_ns);
+    std::thread::Builder::new()
+        .name("irqlab-probe".into())
+        .spawn(move || -> Spun {
+            sched::pin_to_cpu(cpu)?;
+            sched::set_policy(policy, priority)?;
+            let out = match clock_kind {
+                ClockKind::Tsc => measure(&Tsc, &log, threshold_ns, duration_ns, &stop),
+                ClockKind::ClockGettime => measure(&Monotonic, &log, threshold_ns, duration_ns, &stop),
+            };
+            // Leave the real-time class before the thread ends.
+            let _ = sched::set_policy(Policy::Other, 0);
+            Ok(out)
+        })
+        .map_err(|e| Error::io("spawning the probe thread", e))
+}
+
+/// Calibrates briefly (to turn ns into ticks for the threshold and the
+/// deadline), then spins; returns the outcome and the bracketing
+/// (ticks, ns) pairs for the final calibration.
+fn measure<C: Ticks>(clock: &C, log: &GapLog, threshold_ns: u64, duration_ns: u64, stop: &AtomicBool) -> (SpinOutcome, (u64, u64), (u64, u64)) {
+    let a = clock::pair(clock);
+    let until = a.1 + 20_000_000;
+    while clock::monotonic_ns() < until {
+        std::hint::spin_loop();
+    }
+    let b = clock::pair(clock);
+    let rate = clock::rate(a, b);
+    let threshold = (threshold_ns as f64 * rate) as u64;
+    let start = clock::pair(clock);
+    let end = start.0 + (duration_ns as f64 * rate) as u64;
+    let outcome = spin(clock, log, threshold, end, stop);
+    let finish = clock::pair(clock);
+    // Calibrate over the spin itself: the pairs bracket it.
+    (outcome, start, finish)
+}
+
+fn estimate_rate(kind: ClockKind) -> f64 {
+    match kind {
+        ClockKind::ClockGettime => 1.0,
+        ClockKind::Tsc => {
+            let a = clock::pair(&Tsc);
+            std::thread::sleep(Duration::from_millis(20));
+            clock::rate(a, clock::pair(&Tsc))
+        }
+    }
+}
+
+fn elapsed_ns(ticks: u64, rate: f64) -> u64 {
+    (ticks as f64 / rate) as u64
+}
+
+/// True once per second of run time (the monitor polls every 100 ms).
+fn tick_due(elapsed_ns: u64) -> bool {
+    elapsed_ns % 1_000_000_000 < 100_000_000
+}
+
+fn snapshot(raw: &[RawGap], elapsed: u64, rate: f64) -> Snapshot {
+    let gaps = to_ns(raw, rate, elapsed);
+    let index = GapIndex::new(&gaps, elapsed);
+    Snapshot {
+        elapsed_ns: elapsed,
+        gaps: gaps.len(),
+        max_gap_ns: gaps.iter().map(|g| g.len_ns).max().unwrap_or(0),
+        loads: index.max_loads(&LIVE_WINDOWS),
+    }
+}
+
+/// Raw tick gaps to ns, keeping them sorted, disjoint and inside the run.
+fn to_ns(raw: &[RawGap], rate: f64, total_ns: u64) -> Vec<Gap> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut floor = 0u64;
+    for g in raw {
+        let start = ((g.start as f64 / rate).round() as u64).max(floor).min(total_ns);
+        let end = (((g.start + g.len) as f64 / rate).round() as u64).max(start).min(total_ns);
+        if end > start {
+            out.push(Gap { start_ns: start, len_ns: end - start });
+        }
+        floor = end;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_gaps_convert_to_disjoint_ns_gaps() {
+        let raw = [RawGap { start: 10, len: 30 }, RawGap { start: 40, len: 2 }, RawGap { start: 100, len: 50 }];
+        let g = to_ns(&raw, 2.0, 70);
+        assert_eq!(g, vec![Gap { start_ns: 5, len_ns: 15 }, Gap { start_ns: 20, len_ns: 1 }, Gap { start_ns: 50, len_ns: 20 }]);
+    }
+}
