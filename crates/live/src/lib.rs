@@ -6,6 +6,7 @@ pub mod error;
 pub mod latency;
 pub mod privilege;
 pub mod probe;
+pub mod stimulus;
 pub mod testbed;
 pub mod traffic;
 

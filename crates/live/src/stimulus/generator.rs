@@ -1,0 +1,543 @@
+//! The generator side: sends stimuli on the chosen paths with the chosen
+//! timing, takes the kernel's send and receive timestamps, matches replies
+//! to stimuli by sequence number, and counts lost and late replies. The
+//! target takes no timestamps and writes nothing (the thesis's
+//! unintrusive measurement, `shared/SEEDS.md` §5).
+//!
+//! Threads: one sender paces the stimuli; one receiver per path drains its
+//! socket (replies and the error queue's send timestamps) and pairs them;
+//! the calling thread collects records into statistics and the log and
+//! reports progress.
+
+use super::log::{Record, RecordLog};
+use super::pattern::Pattern;
+use super::socket::{PathKind, Stamp, StampSource, StimulusSocket};
+use super::wire::Payload;
+use crate::error::{Error, Result};
+use crate::latency::realtime::{monotonic_ns, sleep_until_ns};
+use crate::latency::{LatencyStats, StatsSummary};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const SCHEMA: &str = "irqlab/stimulus/v1";
+
+/// The shortest gap between two stimuli the sender can keep: one send on
+/// each path plus a clock read and a sleep take a few microseconds, and
+/// below 10 us the schedule would be a busy loop behind its own deadlines.
+pub const MIN_GAP_NS: u64 = 10_000;
+
+/// Histogram bins of the JSON output.
+const BUCKET_NS: u64 = 1_000;
+const MAX_BUCKETS: usize = 20_000;
+
+#[derive(Debug, Clone)]
+pub struct GeneratorConfig {
+    pub target: Ipv4Addr,
+    /// The responder's UDP port (task path).
+    pub udp_port: u16,
+    pub paths: Vec<PathKind>,
+    pub pattern: Pattern,
+    /// Stop after this many stimuli ...
+    pub count: Option<u64>,
+    /// ... or after this long, whichever comes first.
+    pub duration_ns: Option<u64>,
+    /// A reply later than this counts as late, not as a latency sample; a
+    /// stimulus without a reply after this long is lost (until its reply
+    /// turns up, when it becomes late).
+    pub timeout_ns: u64,
+    /// Check before the run that each path answers at all, so a wrong
+    /// address or a missing responder is an error, not a run of losses.
+    pub preflight: bool,
+}
+
+impl GeneratorConfig {
+    pub fn validate(&self) -> Result<()> {
+        if self.paths.is_empty() {
+            return Err(Error::Invalid("no path to send stimuli on".into()));
+        }
+        self.pattern.validate().map_err(Error::Invalid)?;
+        let gap = self.pattern.min_gap_ns();
+        if gap < MIN_GAP_NS {
+            return Err(Error::Invalid(format!(
+                "rate too high: the pattern asks for a stimulus every {gap} ns, but the generator paces at most one every {} us ({} per second)",
+                MIN_GAP_NS / 1000,
+                1_000_000_000 / MIN_GAP_NS
+            )));
+        }
+        if self.count.is_none() && self.duration_ns.is_none() {
+            return Err(Error::Invalid("give a count or a duration".into()));
+        }
+        if self.count == Some(0) || self.duration_ns == Some(0) {
+            return Err(Error::Invalid("the run would send no stimulus".into()));
+        }
+        if self.timeout_ns == 0 {
+            return Err(Error::Invalid("the reply timeout must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One path's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathResult {
+    pub path: PathKind,
+    pub meaning: String,
+    pub sent: u64,
+    /// Sends the kernel refused (no buffer, no route).
+    pub send_errors: u64,
+    /// Replies within the timeout: the latency samples.
+    pub answered: u64,
+    /// Replies after the timeout.
+    pub late: u64,
+    /// Stimuli never answered.
+    pub lost: u64,
+    /// Replies to a stimulus already answered.
+    pub duplicates: u64,
+    /// Which timestamps the samples used, by count.
+    pub hardware_stamps: u64,
+    pub software_stamps: u64,
+    pub user_stamps: u64,
+    pub latency: StatsSummary,
+}
+
+/// `irqlab/stimulus/v1`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StimulusReport {
+    pub schema: String,
+    /// False when stopped (Ctrl-C) before the count or duration.
+    pub complete: bool,
+    pub target: Ipv4Addr,
+    pub udp_port: u16,
+    pub pattern: Pattern,
+    pub count: Option<u64>,
+    pub duration_ns: Option<u64>,
+    pub timeout_ns: u64,
+    /// How long the sender ran.
+    pub elapsed_ns: u64,
+    /// Stimuli sent more than one gap after their scheduled time (the
+    /// generator could not keep the pattern).
+    pub late_sends: u64,
+    pub max_send_lag_ns: u64,
+    /// "hardware" when every sample used the NIC's timestamps, "software"
+    /// (kernel) otherwise; says why in `timestamps_note`.
+    pub timestamps: String,
+    pub timestamps_note: String,
+    pub paths: Vec<PathResult>,
+}
+
+impl StimulusReport {
+    pub fn path(&self, kind: PathKind) -> Option<&PathResult> {
+        self.paths.iter().find(|p| p.path == kind)
+    }
+}
+
+/// Per-path counters the receivers and the sender update as they go.
+#[derive(Default)]
+pub struct PathCounters {
+    pub sent: AtomicU64,
+    pub send_errors: AtomicU64,
+    /// Stimuli with a reply (within the timeout or late), each once.
+    pub replied: AtomicU64,
+    pub late: AtomicU64,
+    /// Currently without a reply after the timeout.
+    pub overdue: AtomicU64,
+    pub duplicates: AtomicU64,
+}
+
+/// What the progress callback sees.
+pub struct Progress<'a> {
+    pub elapsed_ns: u64,
+    pub paths: Vec<(PathKind, &'a PathCounters, &'a LatencyStats)>,
+}
+
+fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs the generator. `progress` is called from this thread about five
+/// times a second and once at the end.
+pub fn run(
+    config: &GeneratorConfig,
+    stop: &AtomicBool,
+    mut log: Option<&mut RecordLog>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<StimulusReport> {
+    config.validate()?;
+    let run_id: u32 = rand::random();
+    let icmp_id = (std::process::id() as u16) ^ (run_id as u16);
+    let target = SocketAddrV4::new(config.target, config.udp_port);
+    let sockets: Vec<StimulusSocket> =
+        config.paths.iter().map(|&k| StimulusSocket::open(k, target, icmp_id)).collect::<Result<_>>()?;
+    if config.preflight {
+        for s in &sockets {
+            super::preflight::check(s, config.target, config.udp_port, run_id.wrapping_add(1))?;
+        }
+    }
+
+    let counters: Vec<PathCounters> = sockets.iter().map(|_| PathCounters::default()).collect();
+    let sender_done = AtomicBool::new(false);
+    let sender_done_at = AtomicU64::new(0);
+    let (events, records) = mpsc::channel::<Record>();
+    let mut stats: Vec<LatencyStats> = sockets.iter().map(|_| LatencyStats::new()).collect();
+    let mut stamp_counts = vec![[0u64; 3]; sockets.len()];
+    let start_ns = monotonic_ns() + 20_000_000;
+
+    let (send_outcome, recv_outcomes, collect_outcome) = std::thread::scope(|scope| {
+        let receivers: Vec<_> = sockets
+            .iter()
+            .zip(&counters)
+            .map(|(sock, c)| {
+                let events = events.clone();
+                let (done, done_at) = (&sender_done, &sender_done_at);
+                scope.spawn(move || receive(sock, run_id, config.timeout_ns, c, done, done_at, stop, events))
+            })
+            .collect();
+        drop(events);
+        let sender = scope.spawn(|| {
+            let outcome = send(config, &sockets, &counters, run_id, start_ns, stop);
+            sender_done_at.store(monotonic_ns(), Ordering::SeqCst);
+            sender_done.store(true, Ordering::SeqCst);
+            outcome
+        });
+
+        // Collect on this thread until every receiver has hung up.
+        let collect = (|| -> Result<()> {
+            let mut last_report = monotonic_ns();
+            loop {
+                match records.recv_timeout(Duration::from_millis(50)) {
+                    Ok(r) => {
+                        let i = sockets.iter().position(|s| s.kind() == r.path).unwrap_or(0);
+                        stats[i].record(r.latency_ns);
+                        stamp_counts[i][r.timestamps as usize] += 1;
+                        if let Some(log) = log.as_deref_mut() {
+                            log.write(&r)?;
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        if let Some(log) = log.as_deref_mut() {
+                            log.flush_if_due()?;
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+                let now = monotonic_ns();
+                if now - last_report >= 200_000_000 {
+                    last_report = now;
+                    progress(&snapshot(&sockets, &counters, &stats, start_ns));
+                }
+            }
+            if let Some(log) = log.as_deref_mut() {
+                log.flush()?;
+            }
+            progress(&snapshot(&sockets, &counters, &stats, start_ns));
+            Ok(())
+        })();
+        let recv: Vec<Result<()>> =
+            receivers.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("a receiver panicked".into())))).collect();
+        let send = sender.join().unwrap_or_else(|_| Err(Error::Failed("the sender panicked".into())));
+        (send, recv, collect)
+    });
+    let pacing = send_outcome?;
+    for r in recv_outcomes {
+        r?;
+    }
+    collect_outcome?;
+
+    let mut paths = Vec::new();
+    let mut all_hardware = true;
+    for (i, sock) in sockets.iter().enumerate() {
+        let c = &counters[i];
+        let sent = c.sent.load(Ordering::SeqCst);
+        let replied = c.replied.load(Ordering::SeqCst);
+        let [hw, sw, user] = stamp_counts[i];
+        all_hardware &= hw > 0 && sw == 0 && user == 0;
+        paths.push(PathResult {
+            path: sock.kind(),
+            meaning: sock.kind().meaning().into(),
+            sent,
+            send_errors: c.send_errors.load(Ordering::SeqCst),
+            answered: stats[i].count(),
+            late: c.late.load(Ordering::SeqCst),
+            lost: sent.saturating_sub(replied),
+            duplicates: c.duplicates.load(Ordering::SeqCst),
+            hardware_stamps: hw,
+            software_stamps: sw,
+            user_stamps: user,
+            latency: stats[i].summary(BUCKET_NS, MAX_BUCKETS),
+        });
+    }
+    let (timestamps, note) = if all_hardware {
+        ("hardware", "the NIC timestamped every send and receive")
+    } else {
+        ("software", "kernel software timestamps (SO_TIMESTAMPING at the driver); the NIC gave no hardware timestamps (they need a NIC that offers them, enabled with SIOCSHWTSTAMP)")
+    };
+    let complete = !stop.load(Ordering::SeqCst);
+    Ok(StimulusReport {
+        schema: SCHEMA.into(),
+        complete,
+        target: config.target,
+        udp_port: config.udp_port,
+        pattern: config.pattern,
+        count: config.count,
+        duration_ns: config.duration_ns,
+        timeout_ns: config.timeout_ns,
+        elapsed_ns: pacing.elapsed_ns,
+        late_sends: pacing.late_sends,
+        max_send_lag_ns: pacing.max_lag_ns,
+        timestamps: timestamps.into(),
+        timestamps_note: note.into(),
+        paths,
+    })
+}
+
+fn snapshot<'a>(sockets: &[StimulusSocket], counters: &'a [PathCounters], stats: &'a [LatencyStats], start_ns: u64) -> Progress<'a> {
+    Progress {
+        elapsed_ns: monotonic_ns().saturating_sub(start_ns),
+        paths: sockets.iter().enumerate().map(|(i, s)| (s.kind(), &counters[i], &stats[i])).collect(),
+    }
+}
+
+struct Pacing {
+    elapsed_ns: u64,
+    late_sends: u64,
+    max_lag_ns: u64,
+}
+
+fn send(
+    config: &GeneratorConfig,
+    sockets: &[StimulusSocket],
+    counters: &[PathCounters],
+    run_id: u32,
+    start_ns: u64,
+    stop: &AtomicBool,
+) -> Result<Pacing> {
+    // A 1 ns timer slack: the default 50 us would blur the pattern.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    let mut schedule = config.pattern.schedule();
+    let gap = config.pattern.min_gap_ns();
+    let mut pacing = Pacing { elapsed_ns: 0, late_sends: 0, max_lag_ns: 0 };
+    let mut seq = 0u64;
+    while !stop.load(Ordering::Relaxed) && config.count.is_none_or(|c| seq < c) {
+        let at = schedule.next_send_ns();
+        if config.duration_ns.is_some_and(|d| at >= d) {
+            break;
+        }
+        let due = start_ns + at;
+        sleep_until_ns(due);
+        let lag = monotonic_ns().saturating_sub(due);
+        pacing.max_lag_ns = pacing.max_lag_ns.max(lag);
+        if lag > gap {
+            pacing.late_sends += 1;
+        }
+        for (sock, c) in sockets.iter().zip(counters) {
+            let payload = Payload { run_id, seq, user_tx_ns: realtime_ns() };
+            match sock.send(&payload) {
+                Ok(()) => c.sent.fetch_add(1, Ordering::Relaxed),
+                Err(_) => c.send_errors.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+        seq += 1;
+    }
+    pacing.elapsed_ns = monotonic_ns().saturating_sub(start_ns);
+    Ok(pacing)
+}
+
+/// One bit per sequence number.
+#[derive(Default)]
+struct SeqSet(Vec<u64>);
+
+impl SeqSet {
+    fn contains(&self, seq: u64) -> bool {
+        self.0.get((seq / 64) as usize).is_some_and(|w| w & (1 << (seq % 64)) != 0)
+    }
+    fn insert(&mut self, seq: u64) {
+        let i = (seq / 64) as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] |= 1 << (seq % 64);
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    tx: Option<Stamp>,
+    rx: Option<Stamp>,
+    user_tx_ns: u64,
+}
+
+/// A reply whose send timestamp has not come back after this long is
+/// timed from the user-space send time instead.
+const TX_STAMP_WAIT_NS: u64 = 100_000_000;
+
+#[allow(clippy::too_many_arguments)]
+fn receive(
+    sock: &StimulusSocket,
+    run_id: u32,
+    timeout_ns: u64,
+    c: &PathCounters,
+    sender_done: &AtomicBool,
+    sender_done_at: &AtomicU64,
+    stop: &AtomicBool,
+    events: mpsc::Sender<Record>,
+) -> Result<()> {
+    let kind = sock.kind();
+    let mut buf = vec![0u8; 2048];
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
+    let mut replied = SeqSet::default();
+    let mut overdue = SeqSet::default();
+    let mut last_sweep = 0u64;
+    let io = |e: std::io::Error| Error::io(format!("receiving on the {} socket", kind.name()), e);
+
+    let finish = |seq: u64, p: &Pending, replied: &mut SeqSet| {
+        replied.insert(seq);
+        c.replied.fetch_add(1, Ordering::Relaxed);
+        let rx = p.rx.unwrap_or_default();
+        let (tx_ns, rx_ns, source) = match p.tx {
+            Some(tx) if tx.hardware_ns != 0 && rx.hardware_ns != 0 => (tx.hardware_ns, rx.hardware_ns, StampSource::Hardware),
+            Some(tx) if tx.software_ns != 0 => (tx.software_ns, rx.software_ns, StampSource::Software),
+            _ => (p.user_tx_ns, rx.software_ns, StampSource::User),
+        };
+        let latency_ns = rx_ns.saturating_sub(tx_ns);
+        if latency_ns > timeout_ns {
+            c.late.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(Record { path: kind, seq, tx_ns, rx_ns, latency_ns, timestamps: source })
+    };
+
+    loop {
+        let mut pfd = libc::pollfd { fd: sock.raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 20) };
+        // Send timestamps first: they were queued before the reply could be.
+        while let Some((payload, stamp)) = sock.recv_tx_stamp(&mut buf).map_err(io)? {
+            let Some(p) = payload.filter(|p| p.run_id == run_id) else { continue };
+            if replied.contains(p.seq) || overdue.contains(p.seq) {
+                continue;
+            }
+            let entry = pending.entry(p.seq).or_default();
+            entry.tx = Some(stamp);
+            entry.user_tx_ns = p.user_tx_ns;
+            if entry.rx.is_some() {
+                let entry = pending.remove(&p.seq).unwrap_or_default();
+                if let Some(r) = finish(p.seq, &entry, &mut replied) {
+                    let _ = events.send(r);
+                }
+            }
+        }
+        while let Some((payload, stamp)) = sock.recv_reply(&mut buf).map_err(io)? {
+            let Some(p) = payload.filter(|p| p.run_id == run_id) else { continue };
+            if replied.contains(p.seq) {
+                c.duplicates.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if overdue.contains(p.seq) {
+                // Declared lost at the timeout, answered after it: late.
+                replied.insert(p.seq);
+                c.replied.fetch_add(1, Ordering::Relaxed);
+                c.late.fetch_add(1, Ordering::Relaxed);
+                c.overdue.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            let entry = pending.entry(p.seq).or_default();
+            entry.rx = Some(stamp);
+            entry.user_tx_ns = p.user_tx_ns;
+            if entry.tx.is_some() {
+                let entry = pending.remove(&p.seq).unwrap_or_default();
+                if let Some(r) = finish(p.seq, &entry, &mut replied) {
+                    let _ = events.send(r);
+                }
+            }
+        }
+
+        let mono = monotonic_ns();
+        let done = sender_done.load(Ordering::SeqCst);
+        if mono - last_sweep >= 20_000_000 || done {
+            last_sweep = mono;
+            let now = realtime_ns();
+            let mut ready = Vec::new();
+            pending.retain(|&seq, p| match (p.tx, p.rx) {
+                (None, Some(rx)) if now.saturating_sub(rx.software_ns) > TX_STAMP_WAIT_NS => {
+                    ready.push((seq, std::mem::take(p)));
+                    false
+                }
+                (Some(tx), None) if now.saturating_sub(tx.software_ns.max(p.user_tx_ns)) > timeout_ns => {
+                    overdue.insert(seq);
+                    c.overdue.fetch_add(1, Ordering::Relaxed);
+                    false
+                }
+                _ => true,
+            });
+            for (seq, p) in ready {
+                if let Some(r) = finish(seq, &p, &mut replied) {
+                    let _ = events.send(r);
+                }
+            }
+        }
+        if done {
+            let all_replied = c.replied.load(Ordering::Relaxed) >= c.sent.load(Ordering::SeqCst);
+            let drain_ns = if stop.load(Ordering::Relaxed) { 100_000_000 } else { timeout_ns };
+            if all_replied || mono > sender_done_at.load(Ordering::SeqCst) + drain_ns {
+                break;
+            }
+        }
+    }
+    // Replies still waiting for their send timestamp are timed from user
+    // space rather than dropped.
+    for (seq, p) in pending.drain() {
+        if p.rx.is_some() {
+            if let Some(r) = finish(seq, &p, &mut replied) {
+                let _ = events.send(r);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> GeneratorConfig {
+        GeneratorConfig {
+            target: Ipv4Addr::LOCALHOST,
+            udp_port: 9,
+            paths: vec![PathKind::Udp],
+            pattern: Pattern::periodic(1_000_000),
+            count: Some(10),
+            duration_ns: None,
+            timeout_ns: 1_000_000_000,
+            preflight: false,
+        }
+    }
+
+    #[test]
+    fn validation_names_the_pacing_limit() {
+        assert!(config().validate().is_ok());
+        let fast = GeneratorConfig { pattern: Pattern::periodic(1_000), ..config() };
+        let e = fast.validate().unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("rate too high"), "{e}");
+        assert!(GeneratorConfig { count: None, ..config() }.validate().is_err());
+        assert!(GeneratorConfig { paths: vec![], ..config() }.validate().is_err());
+        assert!(GeneratorConfig { count: Some(0), ..config() }.validate().is_err());
+    }
+
+    #[test]
+    fn seq_set_grows_on_demand() {
+        let mut s = SeqSet::default();
+        assert!(!s.contains(1_000_000));
+        s.insert(1_000_000);
+        s.insert(3);
+        assert!(s.contains(1_000_000) && s.contains(3) && !s.contains(4));
+    }
+}

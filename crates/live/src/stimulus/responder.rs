@@ -1,0 +1,129 @@
+//! The target side: a thread that blocks in receive and sends each
+//! stimulus straight back — SCHED_FIFO, memory locked, and nothing else: no
+//! clock reads, no logging, so what the generator measures is the target's
+//! softirq + wake-up + syscall path and not irqlab's own bookkeeping.
+
+use crate::error::{Error, Result};
+use crate::latency::realtime;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The default UDP port of the task path.
+pub const DEFAULT_PORT: u16 = 9750;
+
+#[derive(Debug, Clone)]
+pub struct ResponderConfig {
+    pub bind: SocketAddrV4,
+    /// SCHED_FIFO priority; 0 keeps SCHED_OTHER.
+    pub priority: u8,
+    pub cpu: Option<usize>,
+}
+
+pub struct Responder {
+    socket: UdpSocket,
+    config: ResponderConfig,
+}
+
+/// Binds the socket; port conflicts and foreign addresses are reported
+/// here, before anything changes on the machine.
+pub fn bind(config: &ResponderConfig) -> Result<Responder> {
+    let socket = UdpSocket::bind(config.bind).map_err(|e| match e.raw_os_error() {
+        Some(libc::EADDRINUSE) => Error::Invalid(format!(
+            "UDP port {} is in use on {} (another responder running?): pick another with --bind",
+            config.bind.port(),
+            config.bind.ip()
+        )),
+        Some(libc::EADDRNOTAVAIL) => Error::Invalid(format!("{} is not an address of this host", config.bind.ip())),
+        Some(libc::EACCES) => Error::MissingPrivilege {
+            capability: "CAP_NET_BIND_SERVICE",
+            purpose: format!("listen on port {} (below 1024)", config.bind.port()),
+        },
+        _ => Error::io(format!("binding UDP {}", config.bind), e),
+    })?;
+    // Woken every 200 ms with nothing to do so Ctrl-C is noticed; the
+    // timeout lives in the kernel, so the loop still reads no clock.
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .map_err(|e| Error::io("setting the receive timeout", e))?;
+    Ok(Responder { socket, config: config.clone() })
+}
+
+impl Responder {
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
+        self.socket.local_addr().map_err(|e| Error::io("reading the bound address", e))
+    }
+
+    /// Answers stimuli on the calling thread until `stop` is set; returns
+    /// how many it answered. Pins and raises the calling thread and locks
+    /// the process's memory for as long as it serves.
+    pub fn serve(self, stop: &AtomicBool) -> Result<u64> {
+        if let Some(cpu) = self.config.cpu {
+            realtime::pin_to_cpu(cpu)?;
+        }
+        realtime::lock_memory()?;
+        let result = realtime::set_fifo(self.config.priority).and_then(|_| self.answer(stop));
+        realtime::unlock_memory();
+        result
+    }
+
+    fn answer(&self, stop: &AtomicBool) -> Result<u64> {
+        let mut buf = [0u8; 2048];
+        let mut answered = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            match self.socket.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    // A failed send (the generator went away) is the
+                    // generator's loss to count, not the responder's error.
+                    if self.socket.send_to(&buf[..n], from).is_ok() {
+                        answered += 1;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+                    ) => {}
+                // An ICMP error from an earlier reply's destination.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                Err(e) => return Err(Error::io("receiving a stimulus", e)),
+            }
+        }
+        Ok(answered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn port_in_use_is_bad_input() {
+        let first = bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), priority: 0, cpu: None }).unwrap();
+        let port = first.local_addr().unwrap().port();
+        let err = bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::LOCALHOST, port), priority: 0, cpu: None })
+            .err()
+            .expect("second bind must fail");
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("in use"), "{err}");
+    }
+
+    #[test]
+    fn echoes_what_it_receives() {
+        let r = bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), priority: 0, cpu: None }).unwrap();
+        let addr = r.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| r.answer(&stop));
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            c.send_to(b"ping", addr).unwrap();
+            let mut buf = [0u8; 16];
+            let n = c.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], b"ping");
+            stop.store(true, Ordering::Relaxed);
+            assert_eq!(h.join().unwrap().unwrap(), 1);
+        });
+    }
+}
