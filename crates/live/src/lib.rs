@@ -4,6 +4,7 @@
 pub mod accounting;
 pub mod error;
 pub mod latency;
+pub mod load;
 pub mod privilege;
 pub mod probe;
 pub mod stimulus;

@@ -1,10 +1,65 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab load cpu|net|disk|hackbench-like`: load on this machine for
+//! "under load" measurements.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::load::{self, LoadKind, NetLoad};
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Kind {
+    Cpu,
+    Net,
+    Disk,
+    HackbenchLike,
+}
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// What to load: cpu, net, disk or hackbench-like
+    #[arg(value_enum)]
+    kind: Kind,
+    /// How long
+    #[arg(long, default_value = "10s", value_name = "D")]
+    duration: String,
+    /// net: send from testbed host irqlab-a to the root namespace (the
+    /// machine under test) instead of over loopback
+    #[arg(long)]
+    testbed: bool,
+    /// net: datagram payload bytes
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// disk: directory for the scratch file
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// hackbench-like: pairs of threads
+    #[arg(long, default_value_t = 4)]
+    groups: usize,
+    /// Write what the load did as JSON (irqlab/load/v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let duration_ns = irqlab_analysis::parse_duration_ns(&args.duration).map_err(|e| CliError::Usage(format!("--duration: {e}")))?;
+    let kind = match args.kind {
+        Kind::Cpu => LoadKind::Cpu,
+        Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, ..NetLoad::loopback() }),
+        Kind::Disk => LoadKind::Disk { dir: args.dir.clone().unwrap_or_else(std::env::temp_dir) },
+        Kind::HackbenchLike => LoadKind::Hackbench { groups: args.groups },
+    };
+    let stop = crate::signal::stop_flag();
+    let report = load::run(&kind, duration_ns, &stop)?;
+    println!(
+        "load {}: {} {} in {:.1}s ({})",
+        report.kind,
+        report.work,
+        report.unit,
+        report.elapsed_ns as f64 / 1e9,
+        report.detail
+    );
+    if let Some(path) = &args.json {
+        output::write_json(path, &report)?;
+    }
+    Ok(Status::from_ok(report.complete))
 }

@@ -1,10 +1,104 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab measure latency`: timer latency with cyclictest's method.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::latency::{realtime, timer, LiveThread, TimerConfig};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// CPUs to measure on, one thread each (e.g. `0-1,3`); default: all online
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<String>,
+    /// SCHED_FIFO priority of the measuring threads (0 = SCHED_OTHER)
+    #[arg(long, default_value_t = 80, value_name = "P")]
+    priority: u8,
+    /// Time between wake-ups
+    #[arg(long, default_value = "1ms", value_name = "I")]
+    interval: String,
+    /// How long to measure
+    #[arg(long, default_value = "10s", value_name = "D")]
+    duration: String,
+    /// Wake at multiples of the interval from the next full second, as
+    /// `cyclictest --secaligned` does
+    #[arg(long)]
+    align: bool,
+    /// Print cyclictest's histogram (1 us bins) after the summary
+    #[arg(long)]
+    histogram: bool,
+    /// Write the result as JSON (irqlab/latency/v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let interval_ns = duration_flag("interval", &args.interval)?;
+    let duration_ns = duration_flag("duration", &args.duration)?;
+    let cpus = match &args.cpu {
+        Some(list) => realtime::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?,
+        None => realtime::online_cpus()?,
+    };
+    let config = TimerConfig { cpus, priority: args.priority, interval_ns, duration_ns, align_to_second: args.align };
+    let live: Vec<LiveThread> = config.cpus.iter().map(|&c| LiveThread::new(c)).collect();
+    let stop = crate::signal::stop_flag();
+    let done = std::sync::atomic::AtomicBool::new(false);
+
+    let report = std::thread::scope(|scope| {
+        if std::io::stdout().is_terminal() {
+            scope.spawn(|| show_running(&live, &config, &done));
+        }
+        let report = timer::run(&config, &stop, Some(&live));
+        done.store(true, Ordering::Relaxed);
+        report
+    })?;
+
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "# /dev/cpu_dma_latency {}",
+        if report.cpu_dma_latency_held { "held at 0us" } else { "not available on this kernel" }
+    );
+    for t in &report.threads {
+        let _ = writeln!(out, "{}", t.summary_line(report.priority, report.interval_ns));
+    }
+    if args.histogram {
+        for t in &report.threads {
+            let _ = writeln!(out, "# CPU {} (T:{})", t.cpu, t.index);
+            let _ = write!(out, "{}", t.histogram_block());
+        }
+    }
+    if !report.complete {
+        let _ = writeln!(out, "# stopped early: partial result");
+    }
+    if let Some(path) = &args.json {
+        output::write_json(path, &report)?;
+    }
+    Ok(Status::from_ok(report.complete))
+}
+
+/// cyclictest's running display: the thread lines, redrawn in place.
+fn show_running(live: &[LiveThread], config: &TimerConfig, done: &std::sync::atomic::AtomicBool) {
+    let mut drawn = false;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut out = std::io::stdout().lock();
+        if drawn {
+            let _ = write!(out, "\x1b[{}A", live.len());
+        }
+        for (i, l) in live.iter().enumerate() {
+            let _ = writeln!(out, "{}\x1b[K", l.line(i, config.priority, config.interval_ns));
+        }
+        let _ = out.flush();
+        drawn = true;
+    }
+    if drawn {
+        let _ = write!(std::io::stdout(), "\x1b[{}A\x1b[J", live.len());
+    }
 }

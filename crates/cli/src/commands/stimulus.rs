@@ -1,15 +1,216 @@
-//! `irqlab stimulus ...`: external stimulus/response latency.
+//! `irqlab stimulus respond|run`: external stimulus/response latency.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::stimulus::{
+    display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog,
+    ResponderConfig,
+};
+use std::io::{IsTerminal, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
 pub enum Command {
-    /// Target side: answer each stimulus at once
-    Respond {},
+    /// Target side: answer each UDP stimulus at once (SCHED_FIFO, memory
+    /// locked, no clock reads, no logging); the kernel answers ICMP itself
+    Respond(RespondArgs),
     /// Generator side: send stimuli and time the responses
-    Run {},
+    Run(RunArgs),
 }
 
-pub fn run(_command: Command) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+#[derive(clap::Args)]
+pub struct RespondArgs {
+    /// Address and UDP port to answer on
+    #[arg(long, default_value_t = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, responder::DEFAULT_PORT), value_name = "ADDR:PORT")]
+    bind: SocketAddrV4,
+    /// SCHED_FIFO priority of the responder (0 = SCHED_OTHER)
+    #[arg(long, default_value_t = 80, value_name = "P")]
+    priority: u8,
+    /// Pin the responder to this CPU
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PathArg {
+    Icmp,
+    Udp,
+    Both,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PatternArg {
+    Periodic,
+    Poisson,
+    Burst,
+    Mmpp,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The target: an IPv4 address or host name
+    #[arg(long, value_name = "HOST")]
+    target: String,
+    /// The responder's UDP port on the target
+    #[arg(long, default_value_t = responder::DEFAULT_PORT)]
+    port: u16,
+    /// icmp: the kernel's echo (softirq path); udp: the responder task
+    /// (task path); both: side by side
+    #[arg(long, value_enum, default_value = "both")]
+    path: PathArg,
+    /// When stimuli are sent
+    #[arg(long, value_enum, default_value = "periodic")]
+    pattern: PatternArg,
+    /// Mean stimuli per second
+    #[arg(long, value_name = "HZ", conflicts_with = "interval")]
+    rate: Option<f64>,
+    /// Mean time between stimuli (instead of --rate)
+    #[arg(long, value_name = "I")]
+    interval: Option<String>,
+    /// burst/mmpp: fraction of each ON/OFF cycle that is ON, in (0, 1]
+    #[arg(long, default_value_t = 0.5)]
+    duty: f64,
+    /// burst/mmpp: length of one ON/OFF cycle
+    #[arg(long, default_value = "100ms", value_name = "D")]
+    cycle: String,
+    /// poisson/mmpp: random seed
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many stimuli
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Stop after this long (default 10s when no --count)
+    #[arg(long, value_name = "D")]
+    duration: Option<String>,
+    /// A reply later than this is late; none after this long is lost
+    #[arg(long, default_value = "1s", value_name = "D")]
+    timeout: String,
+    /// Stream raw records here: CSV if the name ends in .csv, else JSON lines
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Write the result as JSON (irqlab/stimulus/v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+pub fn run(command: Command) -> Result<Status, CliError> {
+    match command {
+        Command::Respond(a) => respond(a),
+        Command::Run(a) => generate(a),
+    }
+}
+
+fn respond(args: RespondArgs) -> Result<Status, CliError> {
+    let r = responder::bind(&ResponderConfig { bind: args.bind, priority: args.priority, cpu: args.cpu })?;
+    let addr = r.local_addr()?;
+    eprintln!("answering stimuli on udp {addr} (priority {}); Ctrl-C to stop", args.priority);
+    let stop = crate::signal::stop_flag();
+    let answered = r.serve(&stop)?;
+    eprintln!("answered {answered} stimuli");
+    Ok(Status::Success)
+}
+
+fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+}
+
+fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
+    let target = irqlab_live::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
+    let interval_ns = match (&args.interval, args.rate) {
+        (Some(i), _) => duration_flag("interval", i)?,
+        (None, Some(rate)) if rate.is_finite() && rate > 0.0 => (1e9 / rate).round() as u64,
+        (None, Some(rate)) => return Err(CliError::Usage(format!("--rate: {rate} is not a positive rate"))),
+        (None, None) => 1_000_000,
+    };
+    let kind = match args.pattern {
+        PatternArg::Periodic => PatternKind::Periodic,
+        PatternArg::Poisson => PatternKind::Poisson,
+        PatternArg::Burst => PatternKind::Burst,
+        PatternArg::Mmpp => PatternKind::Mmpp,
+    };
+    let pattern = Pattern { kind, interval_ns, duty: args.duty, cycle_ns: duration_flag("cycle", &args.cycle)?, seed: args.seed };
+    let duration_ns = match (&args.duration, args.count) {
+        (Some(d), _) => Some(duration_flag("duration", d)?),
+        (None, Some(_)) => None,
+        (None, None) => Some(10_000_000_000),
+    };
+    Ok(GeneratorConfig {
+        target,
+        udp_port: args.port,
+        paths: match args.path {
+            PathArg::Icmp => vec![PathKind::Icmp],
+            PathArg::Udp => vec![PathKind::Udp],
+            PathArg::Both => vec![PathKind::Icmp, PathKind::Udp],
+        },
+        pattern,
+        count: args.count,
+        duration_ns,
+        timeout_ns: duration_flag("timeout", &args.timeout)?,
+        preflight: true,
+    })
+}
+
+fn generate(args: RunArgs) -> Result<Status, CliError> {
+    let config = generator_config(&args)?;
+    config.validate()?;
+    let mut log = match &args.log {
+        Some(path) => Some(RecordLog::create(path, LogFormat::from_path(path))?),
+        None => None,
+    };
+    let stop = crate::signal::stop_flag();
+    let tty = std::io::stdout().is_terminal();
+    let mut drawn = 0usize;
+    let mut last_plain = std::time::Instant::now();
+    let report = generator::run(&config, &stop, log.as_mut(), &mut |p| {
+        let mut out = std::io::stdout().lock();
+        if tty {
+            if drawn > 0 {
+                let _ = write!(out, "\x1b[{drawn}A");
+            }
+            let lines = display::panels(p);
+            for l in &lines {
+                let _ = writeln!(out, "{l}\x1b[K");
+            }
+            drawn = lines.len();
+            let _ = out.flush();
+        } else if last_plain.elapsed() >= std::time::Duration::from_secs(1) {
+            last_plain = std::time::Instant::now();
+            for l in display::plain_lines(p) {
+                let _ = writeln!(out, "{l}");
+            }
+        }
+    })?;
+
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "target {} ({} pattern), timestamps: {} — {}", report.target, report.pattern.kind.name(), report.timestamps, report.timestamps_note);
+    for p in &report.paths {
+        let l = &p.latency;
+        let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1000.0));
+        let _ = writeln!(
+            out,
+            "{:4} ({}): sent {} answered {} lost {} late {}  min {} mean {} p50 {} p99 {} max {} us",
+            p.path.name(),
+            p.meaning,
+            p.sent,
+            p.answered,
+            p.lost,
+            p.late,
+            us(l.min_ns),
+            l.mean_ns.map_or("-".to_string(), |v| format!("{:.1}", v / 1000.0)),
+            us(l.p50_ns),
+            us(l.p99_ns),
+            us(l.max_ns)
+        );
+    }
+    if report.late_sends > 0 {
+        let _ = writeln!(out, "note: {} stimuli left more than one interval late (max lag {:.1} us)", report.late_sends, report.max_send_lag_ns as f64 / 1000.0);
+    }
+    if !report.complete {
+        let _ = writeln!(out, "stopped early: partial result");
+    }
+    if let Some(path) = &args.json {
+        output::write_json(path, &report)?;
+    }
+    Ok(Status::from_ok(report.complete))
 }

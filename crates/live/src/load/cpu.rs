@@ -1,0 +1,30 @@
+//! CPU load: one busy loop per online CPU, at normal priority.
+
+use crate::error::Result;
+use std::sync::atomic::AtomicBool;
+
+pub fn run(duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+    let cpus = crate::latency::realtime::online_cpus()?;
+    let deadline = super::deadline(duration_ns);
+    let loops: u64 = std::thread::scope(|s| {
+        let workers: Vec<_> = cpus
+            .iter()
+            .map(|&cpu| {
+                s.spawn(move || {
+                    let _ = crate::latency::realtime::pin_to_cpu(cpu);
+                    let mut n = 0u64;
+                    let mut x = 1u64;
+                    while super::running(deadline, stop) {
+                        for _ in 0..10_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
+    });
+    Ok((loops, "spin loops of 10000 multiplications", format!("{} CPUs", cpus.len())))
+}

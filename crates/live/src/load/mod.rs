@@ -1,0 +1,111 @@
+//! Load on the target for "under load" runs (the thesis loaded its target
+//! with kernel builds, network copies and media playback), without other
+//! tools: CPU spinners, a UDP flood through the network stack, a disk
+//! writer, and a hackbench-like storm of wake-ups.
+
+mod cpu;
+mod disk;
+mod hackbench;
+mod net;
+
+pub use net::NetLoad;
+
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::AtomicBool;
+
+pub const SCHEMA: &str = "irqlab/load/v1";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadKind {
+    /// One busy loop per online CPU.
+    Cpu,
+    /// UDP datagrams as fast as they go, through the receive softirq.
+    Net(NetLoad),
+    /// Write and fdatasync a scratch file in `dir` over and over.
+    Disk { dir: std::path::PathBuf },
+    /// `groups` pairs of threads passing small messages over Unix sockets.
+    Hackbench { groups: usize },
+}
+
+impl LoadKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            LoadKind::Cpu => "cpu",
+            LoadKind::Net(_) => "net",
+            LoadKind::Disk { .. } => "disk",
+            LoadKind::Hackbench { .. } => "hackbench-like",
+        }
+    }
+}
+
+/// `irqlab/load/v1`: what the load did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub schema: String,
+    pub kind: String,
+    pub complete: bool,
+    pub duration_ns: u64,
+    pub elapsed_ns: u64,
+    /// Units of work done, counted in `unit`.
+    pub work: u64,
+    pub unit: String,
+    pub detail: String,
+}
+
+/// Runs the load for `duration_ns` or until `stop`.
+pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadReport> {
+    let start = std::time::Instant::now();
+    let (work, unit, detail) = match kind {
+        LoadKind::Cpu => cpu::run(duration_ns, stop)?,
+        LoadKind::Net(n) => n.run(duration_ns, stop)?,
+        LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
+        LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
+    };
+    let elapsed_ns = start.elapsed().as_nanos() as u64;
+    Ok(LoadReport {
+        schema: SCHEMA.into(),
+        kind: kind.name().into(),
+        complete: !stop.load(std::sync::atomic::Ordering::Relaxed),
+        duration_ns,
+        elapsed_ns,
+        work,
+        unit: unit.into(),
+        detail,
+    })
+}
+
+/// Whether a worker should keep going.
+fn running(deadline: std::time::Instant, stop: &AtomicBool) -> bool {
+    !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < deadline
+}
+
+fn deadline(duration_ns: u64) -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_nanos(duration_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unprivileged_load_does_work_and_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        for kind in [LoadKind::Cpu, LoadKind::Disk { dir: dir.path().into() }, LoadKind::Hackbench { groups: 2 }] {
+            let r = run(&kind, 100_000_000, &stop).unwrap();
+            assert!(r.work > 0, "{}: no work", r.kind);
+            assert!(r.complete);
+            assert!(r.elapsed_ns >= 100_000_000 && r.elapsed_ns < 2_000_000_000, "{}: {} ns", r.kind, r.elapsed_ns);
+        }
+        // The disk load removes its scratch file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn loopback_net_load_sends() {
+        let stop = AtomicBool::new(false);
+        let r = run(&LoadKind::Net(NetLoad::loopback()), 100_000_000, &stop).unwrap();
+        assert!(r.work > 100, "{r:?}");
+    }
+}
