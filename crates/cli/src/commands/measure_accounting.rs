@@ -1,10 +1,126 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab measure accounting`: per-task interrupt accounting with BPF
+//! (issue 7; the process-aware paper, SEEDS.md §2). Wiring only: the
+//! measurement, report and text forms live in `irqlab_live::accounting`.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::accounting::{fig6, render, Options, Session, Storage};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// How long to measure
+    #[arg(long, default_value = "10s", value_name = "D")]
+    duration: String,
+    /// Refresh period of the live view on a terminal
+    #[arg(long, default_value = "1s", value_name = "I")]
+    interval: String,
+    /// Only show these tasks (thread or process ids)
+    #[arg(long = "pid", value_name = "PID", num_args = 1..)]
+    pids: Vec<u32>,
+    /// Rows in the task table
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    top: usize,
+    /// Write the irqlab/accounting/v1 document
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write a Prometheus text-format file (node_exporter textfile collector)
+    #[arg(long, value_name = "FILE")]
+    prometheus: Option<PathBuf>,
+    /// Also run a plain softirq_entry/exit sum and print how the totals compare
+    #[arg(long)]
+    check: bool,
+    /// Run the process-aware paper's Fig. 6 experiment on the testbed instead
+    /// (SCHED_FIFO CPU hog + UDP flood to a SCHED_OTHER server on one CPU)
+    #[arg(long)]
+    fig6: bool,
+    /// Fig. 6: UDP sending rates in packets per second
+    #[arg(long, value_delimiter = ',', default_values_t = [5000u64, 20000, 50000], value_name = "PPS,...")]
+    rates: Vec<u64>,
+    /// Fig. 6: the CPU shared by the hog and the server (default: the last one)
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
+    let ns = irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))?;
+    if ns == 0 {
+        return Err(CliError::Usage(format!("--{flag} must be longer than 0")));
+    }
+    Ok(ns)
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let duration_ns = duration_flag("duration", &args.duration)?;
+    let interval_ns = duration_flag("interval", &args.interval)?;
+    if args.fig6 {
+        return run_fig6(&args, duration_ns);
+    }
+    irqlab_live::accounting::check_prerequisites()?;
+    let stop = crate::signal::stop_flag();
+    let mut storage = Storage::default();
+    let mut session = Session::start(&mut storage, Options { reference_softirq_sum: args.check })?;
+    for tp in session.missing_tracepoints() {
+        eprintln!("note: tracepoint {tp} is missing on this kernel; its part is not measured");
+    }
+
+    let live_view = std::io::stdout().is_terminal();
+    let started = Instant::now();
+    let end = started + Duration::from_nanos(duration_ns);
+    let mut next_refresh = started + Duration::from_nanos(interval_ns);
+    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
+        if live_view && Instant::now() >= next_refresh {
+            next_refresh += Duration::from_nanos(interval_ns);
+            let report = session.report(false)?;
+            let mut out = std::io::stdout().lock();
+            let _ = write!(out, "\x1b[H\x1b[2J{}", render::table(&report, &args.pids, args.top));
+            let _ = out.flush();
+        }
+    }
+    let complete = !stop.load(Ordering::SeqCst);
+    let report = session.report(complete)?;
+    if live_view {
+        print!("\x1b[H\x1b[2J");
+    }
+    print!("{}", render::table(&report, &args.pids, args.top));
+    if args.check {
+        let reference = report.totals.reference_softirq_ns.unwrap_or(0);
+        let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
+        println!(
+            "check: softirq {} ns (+{} ns nested hard IRQ) vs plain entry/exit sum {} ns; per-CPU unaccounted: {}",
+            report.totals.softirq_ns,
+            nested,
+            reference,
+            report.cpus.iter().map(|c| format!("cpu{} {} ns", c.cpu, c.unaccounted_ns)).collect::<Vec<_>>().join(", ")
+        );
+    }
+    if let Some(path) = &args.json {
+        let mut doc = report.clone();
+        if !args.pids.is_empty() {
+            doc.tasks.retain(|t| args.pids.contains(&t.tid) || args.pids.contains(&t.tgid));
+        }
+        output::write_json(path, &doc)?;
+    }
+    if let Some(path) = &args.prometheus {
+        output::write_text(path, &render::prometheus(&report, &args.pids))?;
+    }
+    Ok(Status::Success)
+}
+
+fn run_fig6(args: &Args, duration_ns: u64) -> Result<Status, CliError> {
+    if args.rates.is_empty() || args.rates.contains(&0) {
+        return Err(CliError::Usage("--rates: give one or more rates above 0 packets/s".into()));
+    }
+    let stop = crate::signal::stop_flag();
+    let config = fig6::Config { rates_pps: args.rates.clone(), duration_ns, cpu: args.cpu, ..Default::default() };
+    let result = fig6::run(&config, &stop)?;
+    print!("{}", fig6::table(&result));
+    if let Some(path) = &args.json {
+        output::write_json(path, &result)?;
+    }
+    Ok(Status::from_ok(result.complete))
 }

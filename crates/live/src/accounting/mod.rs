@@ -7,11 +7,13 @@
 //! user space only reads them ([`Session::snapshot`]) and turns them into a
 //! [`Report`].
 
+pub mod fig6;
 pub mod names;
 pub mod procfs;
 pub mod raw;
+pub mod render;
 pub mod report;
-mod session;
+pub(crate) mod session;
 mod skel;
 
 pub use report::Report;

@@ -29,10 +29,10 @@ pub fn parse_stat(line: &str) -> Option<TaskStat> {
     Some(TaskStat { comm, charged_ticks: field(14)? + field(15)?, kernel_thread: flags & PF_KTHREAD != 0 })
 }
 
-/// /proc/<tid>/stat of thread `tid` (threads are reachable by tid even
-/// though /proc lists only thread-group leaders); `None` once it exited.
-pub fn task_stat(tid: u32) -> Option<TaskStat> {
-    std::fs::read_to_string(format!("/proc/{tid}/stat")).ok().and_then(|l| parse_stat(&l))
+/// /proc/<tgid>/task/<tid>/stat of one thread; `None` once it exited.
+/// (/proc/<tid>/stat would sum the whole thread group's times.)
+pub fn task_stat(tgid: u32, tid: u32) -> Option<TaskStat> {
+    std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok().and_then(|l| parse_stat(&l))
 }
 
 /// Every thread on the machine now, with its stat.
@@ -44,7 +44,7 @@ pub fn all_threads() -> HashMap<u32, TaskStat> {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         for t in tasks.flatten() {
             let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            if let Some(stat) = task_stat(tid) {
+            if let Some(stat) = task_stat(pid, tid) {
                 out.insert(tid, stat);
             }
         }
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn own_thread_is_visible_and_user() {
         let me = nix::unistd::gettid().as_raw() as u32;
-        let s = task_stat(me).expect("own stat");
+        let s = task_stat(std::process::id(), me).expect("own stat");
         assert!(!s.kernel_thread);
         assert_eq!(TaskKind::classify(me, &s.comm, s.kernel_thread), TaskKind::User);
         assert!(all_threads().contains_key(&me));

@@ -106,8 +106,8 @@ pub struct Context<'a> {
     /// CPU numbers the raw per-CPU vectors are indexed by.
     pub cpus: &'a [usize],
     pub irq_names: &'a IrqNames,
-    /// /proc/<tid>/stat now (None: exited).
-    pub proc_now: &'a dyn Fn(u32) -> Option<TaskStat>,
+    /// /proc/<tgid>/task/<tid>/stat now (None: exited), by (tgid, tid).
+    pub proc_now: &'a dyn Fn(u32, u32) -> Option<TaskStat>,
     /// utime+stime ticks at the start.
     pub baseline_ticks: &'a dyn Fn(u32) -> u64,
     pub ticks_per_second: u64,
@@ -147,7 +147,8 @@ impl Report {
             } else {
                 let mut total = TaskCounters::default();
                 per_cpu.iter().for_each(|c| total.add(c));
-                let proc_stat = (ctx.proc_now)(tid);
+                let tgid = raw.identity.get(&tid).map(|(g, _)| *g).unwrap_or(tid);
+                let proc_stat = (ctx.proc_now)(tgid, tid);
                 tasks.push(task_report(raw, ctx, tid, None, &total, proc_stat));
             }
         }
@@ -322,7 +323,7 @@ mod tests {
 
     fn build(raw: &RawSnapshot) -> Report {
         let names = IrqNames::default();
-        let proc_now = |tid: u32| match tid {
+        let proc_now = |_tgid: u32, tid: u32| match tid {
             42 => Some(TaskStat { comm: "hog".into(), charged_ticks: 160, kernel_thread: false }),
             _ => None,
         };

@@ -88,7 +88,7 @@ fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
 }
 
 /// Online CPU numbers, from /sys/devices/system/cpu/online ("0-1,4").
-fn online_cpus() -> Vec<usize> {
+pub(crate) fn online_cpus() -> Vec<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.is_empty()) {

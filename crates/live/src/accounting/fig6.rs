@@ -1,0 +1,382 @@
+//! The process-aware paper's Fig. 6 (SEEDS.md §2), live on the testbed: a
+//! CPU-bound SCHED_FIFO task pinned to one CPU, a SCHED_OTHER UDP server on
+//! the same CPU, and a UDP flood from testbed host `irqlab-b` at several
+//! rates. For each rate: how much time interrupts stole from the CPU-bound
+//! task, how much of the NET_RX softirq time the accounting attributes to
+//! the server, and how wrong /proc's charge of the CPU-bound task is
+//! against its true run time ((t - t_o) / t_o in the paper).
+//!
+//! Setup taken from the paper's §5: 512-byte datagrams, CPU-bound task at
+//! SCHED_FIFO priority 50 that never makes a system call, server at
+//! SCHED_OTHER. The paper's 100 s runs are shortened (`duration_ns`).
+//!
+//! The testbed's veth has threaded NAPI, so packets are first polled by a
+//! `napi/irqlab-b-*` kthread; receive packet steering (RPS) on that device
+//! hands them to the measured CPU, whose NET_RX softirq then does the IP and
+//! UDP work in the CPU-bound task's context, as a NIC interrupt on that CPU
+//! would. The sender and the napi thread are kept off the measured CPU.
+//! Everything changed (rps_cpus, the napi thread's affinity) is restored.
+
+use super::names::NET_RX;
+use super::{Options, Report, Session, Storage};
+use crate::error::{Error, Result};
+use crate::privilege::{self, Capability};
+use crate::testbed::{self, Side, Testbed};
+use crate::traffic::{self, Kind, Plan, Schedule};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const SCHEMA: &str = "irqlab/accounting-fig6/v1";
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub rates_pps: Vec<u64>,
+    /// Length of each rate's run.
+    pub duration_ns: u64,
+    /// The shared CPU (default: the last online one).
+    pub cpu: Option<usize>,
+    /// UDP payload bytes (paper: 512).
+    pub payload: usize,
+    /// SCHED_FIFO priority of the CPU-bound task (paper: 50).
+    pub hog_priority: i32,
+    pub port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { rates_pps: vec![5_000, 20_000, 50_000], duration_ns: 3_000_000_000, cpu: None, payload: 512, hog_priority: 50, port: 9_716 }
+    }
+}
+
+/// One rate's outcome.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RatePoint {
+    pub rate_pps: u64,
+    pub sent: u64,
+    pub received: u64,
+    /// CPU-bound task: true run time, interrupt time stolen from it, and
+    /// what /proc charged it.
+    pub hog_run_ns: u64,
+    pub hog_stolen_ns: u64,
+    pub hog_stolen_net_rx_ns: u64,
+    pub hog_proc_charged_ns: Option<u64>,
+    /// (proc - run) / run.
+    pub hog_accounting_error: Option<f64>,
+    pub server_run_ns: u64,
+    /// NET_RX softirq time the accounting attributes to the server.
+    pub server_served_net_rx_ns: u64,
+    /// All NET_RX softirq time on the machine during the run.
+    pub net_rx_ns: u64,
+    pub orphan_net_rx_ns: u64,
+    /// server_served_net_rx / net_rx.
+    pub beneficiary_share: f64,
+    /// The full accounting report of this rate.
+    pub report: Report,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Fig6Result {
+    pub schema: String,
+    pub complete: bool,
+    pub cpu: usize,
+    pub duration_ns: u64,
+    pub points: Vec<RatePoint>,
+    /// The CPU-bound task's stolen time grows with the rate.
+    pub stolen_grows_with_rate: bool,
+    /// Every rate puts at least 80% of NET_RX time on the server.
+    pub beneficiary_share_at_least_80pct: bool,
+}
+
+/// Restores a file's content on drop (sysfs knobs).
+struct RestoreFile {
+    path: String,
+    old: String,
+}
+
+impl RestoreFile {
+    fn set(path: String, value: &str) -> Result<RestoreFile> {
+        let old = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+        std::fs::write(&path, value).map_err(|e| Error::io(format!("writing {path}"), e))?;
+        Ok(RestoreFile { path, old: old.trim().to_string() })
+    }
+}
+
+impl Drop for RestoreFile {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, &self.old);
+    }
+}
+
+/// Restores a thread's CPU affinity on drop.
+struct RestoreAffinity {
+    pid: Pid,
+    old: CpuSet,
+}
+
+impl RestoreAffinity {
+    fn set(pid: Pid, set: &CpuSet) -> Result<RestoreAffinity> {
+        let old = sched_getaffinity(pid).map_err(|e| Error::sys(format!("reading the affinity of {pid}"), e))?;
+        sched_setaffinity(pid, set).map_err(|e| Error::sys(format!("setting the affinity of {pid}"), e))?;
+        Ok(RestoreAffinity { pid, old })
+    }
+}
+
+impl Drop for RestoreAffinity {
+    fn drop(&mut self) {
+        let _ = sched_setaffinity(self.pid, &self.old);
+    }
+}
+
+fn cpuset(cpus: impl IntoIterator<Item = usize>) -> Result<CpuSet> {
+    let mut set = CpuSet::new();
+    for c in cpus {
+        set.set(c).map_err(|e| Error::sys(format!("CPU {c} in a CPU set"), e))?;
+    }
+    Ok(set)
+}
+
+fn gettid() -> u32 {
+    nix::unistd::gettid().as_raw() as u32
+}
+
+fn set_fifo(priority: i32) -> Result<()> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: plain syscall on the calling thread with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(Error::io("setting SCHED_FIFO for the CPU-bound task", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Runs the experiment; `stop` (Ctrl-C) ends it early with what was measured.
+pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
+    super::check_prerequisites()?;
+    privilege::require(&[Capability::SysNice], "run the CPU-bound task at SCHED_FIFO and pin threads")?;
+    let online = super::session::online_cpus();
+    if online.len() < 2 {
+        return Err(Error::MissingKernelFeature {
+            feature: "a second CPU".into(),
+            detail: "the sender and the napi thread need a CPU other than the measured one".into(),
+        });
+    }
+    let cpu = config.cpu.unwrap_or(*online.last().expect("non-empty"));
+    if !online.contains(&cpu) {
+        return Err(Error::Invalid(format!("--cpu {cpu}: not an online CPU (online: {online:?})")));
+    }
+    let others: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
+    let other_set = cpuset(others.iter().copied())?;
+    let cpu_set = cpuset([cpu])?;
+
+    let bed = Testbed::up()?;
+    let layout = bed.layout()?;
+    let host = layout.hosts.iter().find(|h| h.side == Side::B).ok_or_else(|| Error::Failed("testbed has no host b".into()))?;
+    let target = bed.root_addr(Side::B);
+    if !bed.allows_target(target) {
+        return Err(Error::Failed(format!("{target} is not a testbed address")));
+    }
+
+    // Steer received packets to the measured CPU; keep the napi thread off it.
+    let _rps = RestoreFile::set(format!("/sys/class/net/{}/queues/rx-0/rps_cpus", host.root_device), &format!("{:x}", 1u64 << cpu))?;
+    let mut _napi = Vec::new();
+    for t in testbed::napi_threads(&host.root_device) {
+        _napi.push(RestoreAffinity::set(Pid::from_raw(t.pid), &other_set)?);
+    }
+
+    // The UDP server: SCHED_OTHER on the measured CPU, alive for all rates.
+    let server_stop = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicU64::new(0));
+    let server_tid = Arc::new(AtomicU32::new(0));
+    let socket = UdpSocket::bind(SocketAddrV4::new(target, config.port))
+        .map_err(|e| Error::io(format!("binding the UDP server to {target}:{}", config.port), e))?;
+    socket.set_read_timeout(Some(Duration::from_millis(20))).map_err(|e| Error::io("socket timeout", e))?;
+    let server = {
+        let (stop, received, tid) = (server_stop.clone(), received.clone(), server_tid.clone());
+        std::thread::spawn(move || -> Result<()> {
+            sched_setaffinity(Pid::from_raw(0), &cpu_set).map_err(|e| Error::sys("pinning the UDP server", e))?;
+            tid.store(gettid(), Ordering::SeqCst);
+            let mut buf = [0u8; 2048];
+            while !stop.load(Ordering::Relaxed) {
+                if socket.recv(&mut buf).is_ok() {
+                    received.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        })
+    };
+    while server_tid.load(Ordering::SeqCst) == 0 && !server.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    let mut points = Vec::new();
+    let mut outcome = Ok(());
+    for &rate in &config.rates_pps {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        match run_rate(config, rate, cpu, &cpu_set, &other_set, &bed, target, server_tid.load(Ordering::SeqCst), &received, stop) {
+            Ok(p) => points.push(p),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+    server_stop.store(true, Ordering::SeqCst);
+    let server_result = server.join().map_err(|_| Error::Failed("the UDP server thread panicked".into()))?;
+    outcome?;
+    server_result?;
+
+    let stolen_grows_with_rate = points.windows(2).all(|w| w[1].hog_stolen_ns > w[0].hog_stolen_ns) && !points.is_empty();
+    let beneficiary_share_at_least_80pct = !points.is_empty() && points.iter().all(|p| p.beneficiary_share >= 0.8);
+    Ok(Fig6Result {
+        schema: SCHEMA.into(),
+        complete: points.len() == config.rates_pps.len(),
+        cpu,
+        duration_ns: config.duration_ns,
+        points,
+        stolen_grows_with_rate,
+        beneficiary_share_at_least_80pct,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_rate(
+    config: &Config,
+    rate: u64,
+    cpu: usize,
+    cpu_set: &CpuSet,
+    other_set: &CpuSet,
+    bed: &Testbed,
+    target: std::net::Ipv4Addr,
+    server_tid: u32,
+    received: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<RatePoint> {
+    let _ = cpu;
+    let mut storage = Storage::default();
+    let mut session = Session::start(&mut storage, Options::default())?;
+    let received_before = received.load(Ordering::Relaxed);
+
+    // The CPU-bound task: spins (no system calls) until told to stop; it
+    // stays alive until the report is taken so /proc still has it.
+    let hog_stop = Arc::new(AtomicBool::new(false));
+    let hog_tid = Arc::new(AtomicU32::new(0));
+    let hog = {
+        let (stop, tid, set, prio) = (hog_stop.clone(), hog_tid.clone(), *cpu_set, config.hog_priority);
+        std::thread::spawn(move || -> Result<()> {
+            sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| Error::sys("pinning the CPU-bound task", e))?;
+            set_fifo(prio)?;
+            tid.store(gettid(), Ordering::SeqCst);
+            let mut x = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..1000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                }
+                std::hint::black_box(x);
+            }
+            Ok(())
+        })
+    };
+    while hog_tid.load(Ordering::SeqCst) == 0 && !hog.is_finished() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    let plan = Plan {
+        kind: Kind::Udp { port: config.port },
+        target,
+        schedule: Schedule::Periodic { interval_ns: 1_000_000_000 / rate.max(1) },
+        size: config.payload,
+        duration_ns: config.duration_ns,
+    };
+    let send_stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let (set, s) = (*other_set, send_stop.clone());
+        bed.spawn_in(Side::B, move || -> Result<traffic::Counters> {
+            sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| Error::sys("pinning the sender", e))?;
+            traffic::send(&plan, &s)
+        })?
+    };
+    while !sender.is_finished() {
+        if stop.load(Ordering::SeqCst) {
+            send_stop.store(true, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let counters = sender.join().map_err(|_| Error::Failed("the sender thread panicked".into()))??;
+    let report = session.report(counters.complete);
+    hog_stop.store(true, Ordering::SeqCst);
+    let hog_result = hog.join().map_err(|_| Error::Failed("the CPU-bound task panicked".into()))?;
+    let report = report?;
+    hog_result?;
+
+    let hog = report.task(hog_tid.load(Ordering::SeqCst));
+    let server = report.task(server_tid);
+    let net_rx_ns = report.totals.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0);
+    let served = server.and_then(|s| s.served_by_softirq_ns.get("NET_RX").copied()).unwrap_or(0);
+    let _ = NET_RX;
+    Ok(RatePoint {
+        rate_pps: rate,
+        sent: counters.sent,
+        received: received.load(Ordering::Relaxed) - received_before,
+        hog_run_ns: hog.map(|h| h.run_ns).unwrap_or(0),
+        hog_stolen_ns: hog.map(|h| h.stolen_ns).unwrap_or(0),
+        hog_stolen_net_rx_ns: hog.and_then(|h| h.stolen_by_softirq_ns.get("NET_RX").copied()).unwrap_or(0),
+        hog_proc_charged_ns: hog.and_then(|h| h.proc_charged_ns),
+        hog_accounting_error: hog.and_then(|h| h.proc_error),
+        server_run_ns: server.map(|s| s.run_ns).unwrap_or(0),
+        server_served_net_rx_ns: served,
+        net_rx_ns,
+        orphan_net_rx_ns: report.orphan.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0),
+        beneficiary_share: if net_rx_ns > 0 { served as f64 / net_rx_ns as f64 } else { 0.0 },
+        report,
+    })
+}
+
+/// The per-rate table printed by `irqlab measure accounting --fig6`.
+pub fn table(result: &Fig6Result) -> String {
+    let mut out = String::new();
+    let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
+    let _ = writeln!(
+        out,
+        "Fig. 6 (process-aware paper) on CPU {}: SCHED_FIFO CPU-bound task + SCHED_OTHER UDP server, {:.1} s per rate",
+        result.cpu,
+        result.duration_ns as f64 / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10} {:>10} {:>8}",
+        "RATE/s", "SENT", "RECV", "HOG-RUN", "HOG-STOLEN", "NET_RX", "TO-SERVER", "SHARE", "/PROC", "PROC-ERR", "ORPHAN"
+    );
+    for p in &result.points {
+        let _ = writeln!(
+            out,
+            "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8.1}% {:>10} {:>10} {:>8}",
+            p.rate_pps,
+            p.sent,
+            p.received,
+            ms(p.hog_run_ns),
+            ms(p.hog_stolen_ns),
+            ms(p.net_rx_ns),
+            ms(p.server_served_net_rx_ns),
+            100.0 * p.beneficiary_share,
+            p.hog_proc_charged_ns.map(ms).unwrap_or_else(|| "-".into()),
+            p.hog_accounting_error.map(|e| format!("{:+.2}%", e * 100.0)).unwrap_or_else(|| "-".into()),
+            ms(p.orphan_net_rx_ns)
+        );
+    }
+    let _ = writeln!(out, "(times in ms; PROC-ERR = (/proc utime+stime - true run) / true run of the CPU-bound task)");
+    let _ = writeln!(
+        out,
+        "stolen time grows with rate: {}; NET_RX share on the server >= 80% at every rate: {}{}",
+        if result.stolen_grows_with_rate { "yes" } else { "NO" },
+        if result.beneficiary_share_at_least_80pct { "yes" } else { "NO" },
+        if result.complete { "" } else { " (interrupted: partial)" }
+    );
+    out
+}
