@@ -1,10 +1,174 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab measure interference`: the load-bounds paper's probe.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_analysis::curve::Curve;
+use irqlab_live::probe::{self, InterferenceCurve, Policy, ProbeConfig, Snapshot};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// CPU to measure (default: the last one)
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// SCHED_FIFO priority (default: just below the irq/napi threads, else 90)
+    #[arg(long, value_name = "P")]
+    priority: Option<i32>,
+    /// Scheduling policy of the probe
+    #[arg(long, value_enum, default_value_t = PolicyArg::Fifo)]
+    policy: PolicyArg,
+    /// How long to measure
+    #[arg(long, default_value = "10s", value_name = "D")]
+    duration: String,
+    /// Window lengths, `FROM..TO` on a log scale
+    #[arg(long, default_value = "10us..1s", value_name = "RANGE")]
+    windows: String,
+    /// Window lengths per decade of the range
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    per_decade: u32,
+    /// Clock jumps longer than this count as preemptions
+    #[arg(long, default_value = "1us", value_name = "NS")]
+    threshold: String,
+    /// Turn RT throttling off for the run (kernel.sched_rt_runtime_us = -1,
+    /// restored on exit); otherwise throttling is detected and marked
+    #[arg(long)]
+    lift_rt_limit: bool,
+    /// Read clock_gettime(CLOCK_MONOTONIC) instead of the TSC
+    #[arg(long)]
+    clock_gettime: bool,
+    /// Subtract an idle-system curve (irqlab/curve/v1 JSON or CSV)
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    /// Write the curve document (irqlab/curve/v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write every gap as CSV `start_ns,len_ns`
+    #[arg(long, value_name = "FILE")]
+    raw: Option<PathBuf>,
+    /// Capacity of the preallocated gap log
+    #[arg(long, default_value_t = 4_000_000, value_name = "N")]
+    max_gaps: usize,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PolicyArg {
+    Fifo,
+    Other,
+}
+
+fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+}
+
+fn windows_flag(text: &str, per_decade: u32) -> Result<Vec<u64>, CliError> {
+    let (from, to) = text
+        .split_once("..")
+        .ok_or_else(|| CliError::Usage(format!("--windows `{text}`: expected FROM..TO, e.g. 10us..1s")))?;
+    let (from, to) = (duration_flag("windows", from)?, duration_flag("windows", to)?);
+    if from == 0 || to < from || per_decade == 0 {
+        return Err(CliError::Usage(format!("--windows `{text}`: need 0 < FROM <= TO and --per-decade > 0")));
+    }
+    Ok(probe::log_windows(from, to, per_decade))
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let duration_ns = duration_flag("duration", &args.duration)?;
+    let threshold_ns = duration_flag("threshold", &args.threshold)?;
+    if duration_ns == 0 {
+        return Err(CliError::Usage("--duration must be longer than 0".into()));
+    }
+    let windows_ns = windows_flag(&args.windows, args.per_decade)?;
+    // Read the baseline before measuring: a bad file must not cost a run.
+    let baseline = match &args.baseline {
+        Some(path) => {
+            let text = output::read_text(path)?;
+            Some(Curve::parse(&path.display().to_string(), &text)?)
+        }
+        None => None,
+    };
+    let cpu = args.cpu.unwrap_or_else(|| probe::sched::cpu_count() - 1);
+    let config = ProbeConfig {
+        cpu,
+        policy: match args.policy {
+            PolicyArg::Fifo => Policy::Fifo,
+            PolicyArg::Other => Policy::Other,
+        },
+        priority: args.priority,
+        duration_ns,
+        windows_ns,
+        threshold_ns,
+        lift_rt_limit: args.lift_rt_limit,
+        force_clock_gettime: args.clock_gettime,
+        max_gaps: args.max_gaps.max(1),
+    };
+    let stop = crate::signal::stop_flag();
+    let tty = std::io::stderr().is_terminal();
+    let measured = probe::measure_gaps(&config, stop, |s| {
+        if tty {
+            show(s)
+        }
+    })?;
+    let mut curve = measured.curve.clone();
+    if let (Some(base), Some(path)) = (&baseline, &args.baseline) {
+        curve.subtract_baseline(base, &path.display().to_string());
+    }
+    print_summary(&curve);
+    if let Some(path) = &args.raw {
+        output::write_text(path, &measured.gaps_csv())?;
+    }
+    if let Some(path) = &args.json {
+        output::write_json(path, &curve)?;
+    }
+    Ok(Status::from_ok(curve.complete))
+}
+
+fn show(s: &Snapshot) {
+    let loads: Vec<String> =
+        s.loads.iter().map(|(w, l)| format!("{}:{:.3}", irqlab_analysis::format_ns(*w), l)).collect();
+    eprintln!(
+        "{:>5.1}s  gaps {:>8}  max gap {:>10}  max load {}",
+        s.elapsed_ns as f64 / 1e9,
+        s.gaps,
+        irqlab_analysis::format_ns(s.max_gap_ns),
+        loads.join("  ")
+    );
+}
+
+fn print_summary(c: &InterferenceCurve) {
+    let f = irqlab_analysis::format_ns;
+    let mut out = std::io::stdout().lock();
+    let policy = match c.policy {
+        Policy::Fifo => format!("SCHED_FIFO {} ({})", c.priority, c.priority_reason),
+        Policy::Other => "SCHED_OTHER".to_string(),
+    };
+    let _ = writeln!(out, "# CPU {}, {policy}", c.cpu);
+    let _ = writeln!(out, "# clock: {}", c.clock_note);
+    let _ = writeln!(
+        out,
+        "# {} measured, sampling period {:.1} ns, threshold {}, {} gaps ({:.1} over 100us per s), max gap {}, mean load {:.5}",
+        f(c.duration_ns),
+        c.sampling_period_ns,
+        f(c.threshold_ns),
+        c.gaps,
+        c.gaps_over_100us_per_s,
+        f(c.max_gap_ns),
+        c.mean_load
+    );
+    let _ = writeln!(out, "# {}", c.rt_throttling.note);
+    if let Some(b) = &c.baseline {
+        let _ = writeln!(out, "# baseline {b} subtracted");
+    }
+    if !c.windows_skipped_ns.is_empty() {
+        let _ = writeln!(out, "# {} window(s) longer than the run left out", c.windows_skipped_ns.len());
+    }
+    if c.log_overflow {
+        let _ = writeln!(out, "# gap log full: stopped early (raise --max-gaps or --threshold)");
+    } else if !c.complete {
+        let _ = writeln!(out, "# stopped early: partial result");
+    }
+    let _ = writeln!(out, "{:>12}  {:>10}", "window", "max_load");
+    for p in &c.points {
+        let _ = writeln!(out, "{:>12}  {:>10.6}", f(p.window_ns), p.max_load);
+    }
 }

@@ -1,10 +1,195 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab traffic ...`: paced senders between the testbed's hosts and the
+//! machine under test.
 
 use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::testbed::{Side, Testbed};
+use irqlab_live::traffic::{self, Counters, Kind, Plan, Schedule};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// What to send
+    #[arg(value_enum)]
+    kind: KindArg,
+    /// The testbed host that sends: a or b
+    #[arg(long, value_name = "a|b")]
+    from: String,
+    /// Target: `root` (this machine, on the sender's link), `a`, `b`, or an
+    /// address of the testbed or loopback
+    #[arg(long, default_value = "root", value_name = "HOST")]
+    to: String,
+    /// Time between sends (default: ping-flood 10us, udp 100us, heartbeat
+    /// 10ms, mmpp 10us while bursting)
+    #[arg(long, value_name = "I", conflicts_with = "rate")]
+    interval: Option<String>,
+    /// Sends per second instead of --interval (e.g. 50000, 100k, 1M)
+    #[arg(long, value_name = "R")]
+    rate: Option<String>,
+    /// Payload bytes
+    #[arg(long, default_value_t = 56, value_name = "B")]
+    size: usize,
+    /// How long to send
+    #[arg(long, default_value = "10s", value_name = "D")]
+    duration: String,
+    /// UDP destination port
+    #[arg(long, default_value_t = 9000)]
+    port: u16,
+    /// mmpp: mean burst (ON) length
+    #[arg(long, default_value = "1ms", value_name = "D")]
+    burst: String,
+    /// mmpp: mean pause (OFF) length
+    #[arg(long, default_value = "9ms", value_name = "D")]
+    idle: String,
+    /// mmpp: random seed
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Pin the sender to this CPU
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Write the counters as JSON (irqlab/traffic/v1)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum KindArg {
+    /// Raw ICMP echo requests, replies counted
+    PingFlood,
+    /// UDP datagrams at a fixed rate
+    Udp,
+    /// One UDP datagram per period
+    Heartbeat,
+    /// Two-state Markov-modulated bursts of UDP datagrams
+    Mmpp,
+}
+
+fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+}
+
+/// `100k` → 100000 per second → interval in ns.
+fn rate_to_interval(text: &str) -> Result<u64, CliError> {
+    let t = text.trim();
+    let (num, scale) = match t.chars().last() {
+        Some('k') | Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        _ => (t, 1.0),
+    };
+    let rate: f64 = num
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| CliError::Usage(format!("--rate `{text}`: expected sends per second, e.g. 50000 or 100k")))?;
+    let interval = (1e9 / (rate * scale)).round();
+    if interval < 1.0 {
+        return Err(CliError::Usage(format!("--rate `{text}` is above one send per nanosecond")));
+    }
+    Ok(interval as u64)
+}
+
+fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
+    let ip = match to {
+        "root" => bed.root_addr(from),
+        other => match Side::parse(other) {
+            Some(side) => bed.host_addr(side),
+            None => other.parse::<Ipv4Addr>().map_err(|_| {
+                CliError::Usage(format!("--to `{other}`: expected root, a, b or an IPv4 address of the testbed"))
+            })?,
+        },
+    };
+    if !bed.allows_target(ip) {
+        return Err(CliError::Usage(format!(
+            "--to {ip}: outside the testbed ({}/24) and loopback; irqlab only sends traffic to its own namespaces",
+            bed.subnet()
+        )));
+    }
+    Ok(ip)
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let from = Side::parse(&args.from)
+        .ok_or_else(|| CliError::Usage(format!("--from `{}`: expected a or b", args.from)))?;
+    let duration_ns = duration_flag("duration", &args.duration)?;
+    let default_interval = match args.kind {
+        KindArg::PingFlood | KindArg::Mmpp => "10us",
+        KindArg::Udp => "100us",
+        KindArg::Heartbeat => "10ms",
+    };
+    let interval_ns = match (&args.interval, &args.rate) {
+        (_, Some(rate)) => rate_to_interval(rate)?,
+        (Some(i), None) => duration_flag("interval", i)?,
+        (None, None) => duration_flag("interval", default_interval)?,
+    };
+    if interval_ns == 0 {
+        return Err(CliError::Usage("--interval must be longer than 0".into()));
+    }
+    let schedule = match args.kind {
+        KindArg::Mmpp => Schedule::Mmpp {
+            interval_ns,
+            mean_on_ns: duration_flag("burst", &args.burst)?.max(1),
+            mean_off_ns: duration_flag("idle", &args.idle)?.max(1),
+            seed: args.seed,
+        },
+        _ => Schedule::Periodic { interval_ns },
+    };
+    let kind = match args.kind {
+        KindArg::PingFlood => Kind::PingFlood,
+        _ => Kind::Udp { port: args.port },
+    };
+    if let Some(cpu) = args.cpu {
+        if cpu >= irqlab_live::probe::sched::cpu_count() {
+            return Err(CliError::Usage(format!("--cpu {cpu}: no such CPU")));
+        }
+    }
+    // Joins the testbed if it is up, else makes one that goes away with us.
+    let bed = Testbed::up()?;
+    let plan = Plan { kind, target: target(&bed, from, &args.to)?, schedule, size: args.size, duration_ns };
+    let stop = crate::signal::stop_flag();
+    let cpu = args.cpu;
+    let counters = if cpu.is_none() {
+        traffic::send_from(&bed, from, plan, stop)?.join()
+    } else {
+        if kind == Kind::PingFlood {
+            irqlab_live::privilege::require(
+                &[irqlab_live::privilege::Capability::NetRaw],
+                "open a raw ICMP socket for the ping flood",
+            )?;
+        }
+        bed.spawn_in(from, move || -> irqlab_live::Result<Counters> {
+            if let Some(cpu) = cpu {
+                irqlab_live::probe::sched::pin_to_cpu(cpu)?;
+            }
+            traffic::send(&plan, &stop)
+        })?
+        .join()
+    }
+    .map_err(|_| CliError::Failed("the sender thread panicked".into()))??;
+    println!(
+        "{} {} -> {}: sent {} failed {} replies {} late {} in {:.3} s{}",
+        from.netns(),
+        match args.kind {
+            KindArg::PingFlood => "ping-flood",
+            KindArg::Udp => "udp",
+            KindArg::Heartbeat => "heartbeat",
+            KindArg::Mmpp => "mmpp",
+        },
+        plan.target,
+        counters.sent,
+        counters.failed,
+        counters.replies,
+        counters.late,
+        counters.elapsed_ns as f64 / 1e9,
+        if counters.complete { "" } else { " (stopped early)" }
+    );
+    if let Some(path) = &args.json {
+        let mut v = serde_json::to_value(counters).expect("counters serialise");
+        v["schema"] = "irqlab/traffic/v1".into();
+        v["from"] = from.netns().into();
+        v["to"] = plan.target.to_string().into();
+        v["interval_ns"] = interval_ns.into();
+        output::write_json(path, &v)?;
+    }
+    Ok(Status::from_ok(counters.complete))
 }

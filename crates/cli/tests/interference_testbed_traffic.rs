@@ -1,0 +1,170 @@
+//! `irqlab measure interference`, `irqlab testbed` and `irqlab traffic`
+//! against the real binary: usage errors exit 2, missing capabilities exit
+//! 3 naming the capability, and (live: IRQLAB_LIVE_TESTS=1, as root) real
+//! runs write documents the rest of irqlab reads.
+
+use std::process::{Command, Output};
+
+fn irqlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_irqlab"))
+}
+
+fn live(test: &str) -> bool {
+    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("{test}: skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root)");
+    false
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective uid.
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// Runs irqlab without any capability: as root through setpriv (uid
+/// nobody, empty bounding set), as an ordinary user directly. `None` when
+/// neither is possible (root without setpriv).
+fn unprivileged(args: &[&str]) -> Option<Output> {
+    if is_root() {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|p| std::path::Path::new(p).exists())?;
+        Some(
+            Command::new(setpriv)
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
+                .arg(env!("CARGO_BIN_EXE_irqlab"))
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    } else {
+        Some(irqlab().args(args).output().unwrap())
+    }
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        vec!["measure", "interference", "--duration", "10"],
+        vec!["measure", "interference", "--windows", "1ms"],
+        vec!["measure", "interference", "--windows", "1s..1ms"],
+        vec!["measure", "interference", "--threshold", "fast"],
+        vec!["traffic", "udp", "--from", "c"],
+        vec!["traffic", "udp", "--from", "a", "--rate", "lots"],
+        vec!["traffic", "udp", "--from", "a", "--interval", "0"],
+    ] {
+        let out = irqlab().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_missing_baseline_file_exits_2_before_measuring() {
+    let out = irqlab()
+        .args(["measure", "interference", "--duration", "1s", "--baseline", "/nonexistent/irqlab-baseline.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn without_privilege_commands_exit_3_naming_the_capability() {
+    for (args, capability) in [
+        (vec!["measure", "interference", "--duration", "100ms"], "CAP_SYS_NICE"),
+        (vec!["testbed", "up"], "CAP_NET_ADMIN"),
+        (vec!["testbed", "down"], "CAP_NET_ADMIN"),
+        (vec!["traffic", "ping-flood", "--from", "a", "--duration", "100ms"], "CAP_NET_ADMIN"),
+    ] {
+        let Some(out) = unprivileged(&args) else {
+            eprintln!("skipped: running as root without setpriv, cannot drop capabilities");
+            return;
+        };
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(err.contains(capability), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn measures_a_curve_that_irqlab_reads_back() {
+    if !live("measures_a_curve_that_irqlab_reads_back") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("curve.json");
+    let raw = dir.path().join("gaps.csv");
+    let out = irqlab()
+        .args(["measure", "interference", "--duration", "300ms", "--windows", "10us..100ms", "--lift-rt-limit"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--raw")
+        .arg(&raw)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json).unwrap();
+    let curve = irqlab_analysis::curve::Curve::parse("curve.json", &text).unwrap();
+    assert!(curve.points.len() >= 30);
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["complete"], true);
+    assert!(doc["sampling_period_ns"].as_f64().unwrap() > 0.0);
+    let gaps = std::fs::read_to_string(&raw).unwrap();
+    assert_eq!(gaps.lines().count() as u64, doc["gaps"].as_u64().unwrap() + 1);
+
+    // The same curve as its own baseline leaves nothing.
+    let out = irqlab()
+        .args(["measure", "interference", "--duration", "300ms", "--windows", "10us..100ms", "--baseline"])
+        .arg(&json)
+        .arg("--json")
+        .arg(dir.path().join("isolated.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let isolated: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("isolated.json")).unwrap()).unwrap();
+    assert!(isolated["baseline"].is_string());
+    assert_eq!(isolated["points"].as_array().unwrap().len(), isolated["points_before_baseline"].as_array().unwrap().len());
+}
+
+#[test]
+fn testbed_and_traffic_round_trip() {
+    if !live("testbed_and_traffic_round_trip") {
+        return;
+    }
+    let up = irqlab().args(["testbed", "up"]).output().unwrap();
+    assert_eq!(up.status.code(), Some(0), "{}", String::from_utf8_lossy(&up.stderr));
+    let again = irqlab().args(["testbed", "up"]).output().unwrap();
+    assert_eq!(again.stdout, up.stdout, "up is idempotent");
+    let status = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["schema"], "irqlab/testbed/v1");
+    assert_eq!(doc["hosts"][0]["netns"], "irqlab-a");
+    assert_eq!(doc["hosts"][1]["gro"], true);
+
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let out = irqlab()
+        .args(["traffic", "ping-flood", "--from", "b", "--interval", "100us", "--duration", "200ms", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(t["sent"].as_u64().unwrap() >= 1900, "{t}");
+    let out = irqlab().args(["traffic", "udp", "--from", "a", "--to", "192.0.2.1", "--duration", "100ms"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "outside target refused");
+
+    // Another process (a parallel test binary) may be using the testbed:
+    // then leave it to them.
+    if irqlab_live::testbed::in_use() {
+        return;
+    }
+    let down = irqlab().args(["testbed", "down"]).output().unwrap();
+    assert_eq!(down.status.code(), Some(0));
+    let status = irqlab().args(["testbed", "status"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(1), "status of a removed testbed");
+    assert!(!std::path::Path::new("/run/netns/irqlab-a").exists());
+}
