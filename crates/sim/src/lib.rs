@@ -5,4 +5,7 @@
 //! clock, one event queue with deterministic tie-breaking, and one seeded
 //! random stream per named source.
 
+pub mod disk;
 pub mod engine;
+pub mod idletime;
+pub mod reproduce;

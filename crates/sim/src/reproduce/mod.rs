@@ -1,0 +1,55 @@
+//! Paper reproductions: run a paper's experiments in simulation and set the
+//! simulated numbers beside the paper's. Every paper module returns a
+//! [`Report`] (the `irqlab/reproduce/v1` document) made of [`Row`]s, one per
+//! claim or landmark, and says whether each relation holds.
+
+pub mod idletime;
+
+use serde::Serialize;
+
+/// The JSON schema tag of every reproduction document.
+pub const SCHEMA: &str = "irqlab/reproduce/v1";
+
+/// One compared number: what the paper reports beside what the simulation
+/// gave, and whether the relation the paper claims holds in simulation
+/// (`None` for numbers shown for information only).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub paper: String,
+    pub simulated: f64,
+    pub unit: String,
+    pub holds: Option<bool>,
+}
+
+impl Row {
+    pub fn info(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>) -> Self {
+        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: None }
+    }
+    pub fn check(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>, holds: bool) -> Self {
+        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: Some(holds) }
+    }
+}
+
+/// The `irqlab/reproduce/v1` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report<D: Serialize> {
+    pub schema: &'static str,
+    pub paper: String,
+    pub quick: bool,
+    /// False when the run was stopped (Ctrl-C) before every run finished.
+    pub complete: bool,
+    pub seed: u64,
+    pub rows: Vec<Row>,
+    /// True when every checked relation holds.
+    pub all_hold: bool,
+    /// Paper-specific detail (grids, baselines, counters).
+    pub details: D,
+}
+
+impl<D: Serialize> Report<D> {
+    pub fn new(paper: &str, quick: bool, complete: bool, seed: u64, rows: Vec<Row>, details: D) -> Self {
+        let all_hold = complete && rows.iter().all(|r| r.holds != Some(false));
+        Report { schema: SCHEMA, paper: paper.into(), quick, complete, seed, rows, all_hold, details }
+    }
+}
