@@ -17,7 +17,18 @@ step_analysis() {
   "$IRQLAB" bound --period 7ns --wcet 2ns --from 1ns --to 60ns --svg "$OUT/bound-p7-e2.svg"
 }
 
-STEPS=(step_analysis)
+step_accounting() {
+  # Per-process interrupt accounting with BPF (issue 7): who is being
+  # robbed, then the process-aware paper's Fig. 6 on the testbed. Needs
+  # root (CAP_BPF, CAP_PERFMON, CAP_NET_ADMIN, CAP_SYS_NICE): skipped without.
+  if [ "$(id -u)" -ne 0 ]; then echo "   skipped: needs root for BPF and the testbed" >&2; return 0; fi
+  "$IRQLAB" measure accounting --duration 3s --check --top 15 \
+    --json "$OUT/accounting.json" --prometheus "$OUT/accounting.prom" || return 1
+  "$IRQLAB" measure accounting --fig6 --duration 2s --rates 5000,20000,50000 \
+    --json "$OUT/accounting-fig6.json"
+}
+
+STEPS=(step_analysis step_accounting)
 
 failed=0
 for step in "${STEPS[@]}"; do
