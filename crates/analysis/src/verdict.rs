@@ -64,9 +64,10 @@ pub struct TaskVerdict {
     /// missed, `null` when unbounded.
     pub slack_ns: Option<i64>,
     /// Largest factor by which this task's wcet can be multiplied while it
-    /// and every task it can preempt stay schedulable (EDF: the whole set).
-    /// Below 1 when something is already unschedulable; 0 when even a wcet
-    /// of 0 does not help.
+    /// and every lower-priority task that is schedulable now stay
+    /// schedulable (EDF: the whole set). Below 1 when the task itself (EDF:
+    /// the set) is unschedulable: how far it must shrink; 0 when even a
+    /// wcet of 0 does not help.
     pub wcet_scale_margin: f64,
 }
 
@@ -207,14 +208,12 @@ impl Scenario<'_> {
         (tasks.saturating_add(self.edf_interference(window))) as f64 / window.max(1) as f64
     }
 
-    /// Does everything the margin of task k protects still hold?
-    fn margin_holds(&self, k: usize, test: Test) -> bool {
+    /// Does everything the margin of task k protects still hold? Task k
+    /// itself, and each task below it in `protected` (those schedulable now).
+    fn margin_holds(&self, k: usize, test: Test, protected: &[usize]) -> bool {
         match test {
             Test::Edf => self.edf().schedulable,
-            _ => {
-                self.fp_ok(k, test)
-                    && self.set.interfered_by(k).all(|j| self.fp_ok(j, test))
-            }
+            _ => self.fp_ok(k, test) && protected.iter().all(|&j| self.fp_ok(j, test)),
         }
     }
 }
@@ -238,6 +237,24 @@ fn largest_wcet(limit: Nanos, holds: impl Fn(Nanos) -> bool) -> Option<Nanos> {
         }
     }
     Some(ok)
+}
+
+/// The load task k sees in a window Δ under fixed priorities:
+/// `(e_k + Σ_{i<k} demand_i(Δ)) / Δ` — eq. 8's left side as a function of
+/// Δ (the "sum of load-bound functions" of the load-bounds paper's Figs. 9
+/// and 10). Task k meets its deadline if this is ≤ 1 at Δ = d_k (eq. 8);
+/// RTA finds the smallest Δ where it drops to 1. `None` for interferers.
+pub fn load_seen_by(set: &TaskSet, k: usize, bound: DemandBound, window: Nanos) -> Option<f64> {
+    let scenario = Scenario { set, bound, scaled: None };
+    let p = scenario.periodic(k)?;
+    let interference = scenario.fp_interference(k);
+    Some((p.wcet_ns as f64 + interference(window) as f64) / window.max(1) as f64)
+}
+
+/// Under EDF: `(Σ_k dbf_k(Δ) + interference(Δ)) / Δ`; the set passes the
+/// processor-demand test iff this is ≤ 1 at every Δ (see [`crate::edf`]).
+pub fn edf_load(set: &TaskSet, bound: DemandBound, window: Nanos) -> f64 {
+    Scenario { set, bound, scaled: None }.edf_load_at(window)
 }
 
 /// Worst-case response times by RTA of every task of `set`, in priority
@@ -295,8 +312,9 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
             }
         };
         let limit = p.deadline_ns.min(p.period_ns);
+        let protected: Vec<usize> = set.interfered_by(k).filter(|&j| base.fp_ok(j, test)).collect();
         let margin = largest_wcet(limit, |wcet| {
-            Scenario { set, bound, scaled: Some((k, wcet)) }.margin_holds(k, test)
+            Scenario { set, bound, scaled: Some((k, wcet)) }.margin_holds(k, test, &protected)
         })
         .map_or(0.0, |w| w as f64 / p.wcet_ns as f64);
         tasks.push(TaskVerdict {

@@ -113,25 +113,35 @@ impl LinePlot {
     /// Renders the plot as a standalone `<svg>` document.
     pub fn to_svg(&self) -> Result<String, PlotError> {
         let fail = |e: &dyn std::fmt::Display| PlotError { title: self.title.clone(), message: e.to_string() };
-        let finite = |v: &f64| v.is_finite();
-        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).filter(finite);
-        let ys = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(finite);
-        let x_range = self.x_range.clone().unwrap_or_else(|| padded(extent(xs), false));
-        let y_range = self.y_range.clone().unwrap_or_else(|| padded(extent(ys), true));
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, self.size).into_drawing_area();
             root.fill(&WHITE).map_err(|e| fail(&e))?;
-            if self.log_x {
-                let lo = if x_range.start > 0.0 { x_range.start } else { 1e-9_f64.max(x_range.end * 1e-6) };
-                let x = (lo..x_range.end.max(lo * 10.0)).log_scale();
-                self.draw(&root, x, y_range).map_err(|e| fail(&e))?;
-            } else {
-                self.draw(&root, x_range, y_range).map_err(|e| fail(&e))?;
-            }
+            self.draw_on(&root)?;
             root.present().map_err(|e| fail(&e))?;
         }
         Ok(svg)
+    }
+
+    /// Draws the plot into an area of a larger SVG.
+    fn draw_on(&self, area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), PlotError> {
+        let fail = |e: &dyn std::fmt::Display| PlotError { title: self.title.clone(), message: e.to_string() };
+        let finite = |v: &f64| v.is_finite();
+        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).filter(finite);
+        let ys = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(finite);
+        let y_range = self.y_range.clone().unwrap_or_else(|| padded(extent(ys), true));
+        if self.log_x {
+            let x_range = self.x_range.clone().unwrap_or_else(|| {
+                let (lo, hi) = extent(xs.filter(|&x| x > 0.0)).unwrap_or((1.0, 10.0));
+                lo / 1.25..hi * 1.25
+            });
+            let lo = if x_range.start > 0.0 { x_range.start } else { 1e-9_f64.max(x_range.end * 1e-6) };
+            let x = (lo..x_range.end.max(lo * 10.0)).log_scale();
+            self.draw(area, x, y_range).map_err(|e| fail(&e))
+        } else {
+            let x_range = self.x_range.clone().unwrap_or_else(|| padded(extent(xs), false));
+            self.draw(area, x_range, y_range).map_err(|e| fail(&e))
+        }
     }
 
     fn draw<X>(
@@ -173,6 +183,27 @@ impl LinePlot {
         }
         Ok(())
     }
+}
+
+/// Several plots stacked top to bottom in one SVG document (e.g. demand
+/// above load). The width is the widest plot's, the height the sum.
+pub fn stacked_svg(plots: &[LinePlot]) -> Result<String, PlotError> {
+    let width = plots.iter().map(|p| p.size.0).max().unwrap_or(800);
+    let height: u32 = plots.iter().map(|p| p.size.1).sum::<u32>().max(1);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        let fail = |e: &dyn std::fmt::Display| PlotError { title: "stacked".into(), message: e.to_string() };
+        root.fill(&WHITE).map_err(|e| fail(&e))?;
+        let mut rest = root.clone();
+        for plot in plots {
+            let (area, below) = rest.split_vertically(plot.size.1);
+            plot.draw_on(&area)?;
+            rest = below;
+        }
+        root.present().map_err(|e| fail(&e))?;
+    }
+    Ok(svg)
 }
 
 fn extent(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -223,5 +254,7 @@ mod tests {
             .unwrap();
         assert!(svg.contains("curve"));
         assert!(LinePlot::new("empty").to_svg().is_ok());
+        let both = stacked_svg(&[LinePlot::new("top"), LinePlot::new("bottom")]).unwrap();
+        assert!(both.contains("top") && both.contains("bottom") && both.contains("height=\"960\""));
     }
 }

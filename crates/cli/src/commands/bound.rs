@@ -1,10 +1,180 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab bound --period P --wcet E`: the demand bounds (eqs. 4, 6, 7) and
+//! load bounds (eqs. 9, 10) of one periodic task over a window range, as
+//! the load-bounds paper's Figs. 1 and 2.
 
 use crate::error::{CliError, Status};
+use crate::output::write_text;
+use irqlab_analysis::demand::{hyperbolic_load, periodic_demand, periodic_load, DemandBound};
+use irqlab_analysis::edf::edf_demand;
+use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos, PeriodicTask};
+use irqlab_report::plot::{stacked_svg, LinePlot, Series};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Period (minimum separation), e.g. "7ms"
+    #[arg(long)]
+    pub period: String,
+    /// Worst-case execution time, e.g. "2ms"
+    #[arg(long)]
+    pub wcet: String,
+    /// Relative deadline (adds the EDF demand bound column); default: none
+    #[arg(long)]
+    pub deadline: Option<String>,
+    /// Shortest window shown (default: the wcet / 4)
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Longest window shown (default: 8 periods)
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Rows in the printed table
+    #[arg(long, default_value_t = 17)]
+    pub rows: usize,
+    /// Write both plots (demand above, load below) to this SVG file
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+fn flag(name: &str, text: &str) -> Result<Nanos, CliError> {
+    parse_duration_ns(text).map_err(|e| CliError::Input(InputError::new(format!("--{name}: {e}"))))
+}
+
+const BOUNDS: [DemandBound; 3] = [DemandBound::Traditional, DemandBound::Refined, DemandBound::Linear];
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let period = flag("period", &args.period)?;
+    let wcet = flag("wcet", &args.wcet)?;
+    let deadline = args.deadline.as_deref().map(|d| flag("deadline", d)).transpose()?;
+    if period == 0 || wcet == 0 {
+        return Err(CliError::Usage("--period and --wcet must be longer than 0".into()));
+    }
+    if wcet > period {
+        return Err(CliError::Usage(format!(
+            "--wcet {} is longer than --period {}",
+            format_ns(wcet),
+            format_ns(period)
+        )));
+    }
+    let from = args.from.as_deref().map(|f| flag("from", f)).transpose()?.unwrap_or((wcet / 4).max(1)).max(1);
+    let to = args.to.as_deref().map(|t| flag("to", t)).transpose()?.unwrap_or(period.saturating_mul(8));
+    if to <= from {
+        return Err(CliError::Usage(format!("--to ({}) must be longer than --from ({})", format_ns(to), format_ns(from))));
+    }
+    let u = wcet as f64 / period as f64;
+    let task = deadline.map(|d| PeriodicTask { period_ns: period, wcet_ns: wcet, deadline_ns: d });
+
+    println!(
+        "task p = {}, e = {}, u = {u:.4}{}",
+        format_ns(period),
+        format_ns(wcet),
+        deadline.map_or(String::new(), |d| format!(", d = {}", format_ns(d)))
+    );
+    print!("  {:>10}  {:>11}  {:>11}  {:>11}", "window", "trad (eq4)", "refd (eq6)", "lin (eq7)");
+    if task.is_some() {
+        print!("  {:>11}", "edf dbf");
+    }
+    println!("  {:>10}  {:>10}  {:>10}", "load eq9", "load eq10", "trad load");
+    let rows = args.rows.max(2) as u64;
+    for i in 0..rows {
+        let w = from + (to - from) * i / (rows - 1);
+        print!("  {:>10}", format_ns(w));
+        for b in BOUNDS {
+            print!("  {:>11}", format_ns(periodic_demand(b, period, wcet, w)));
+        }
+        if let Some(t) = &task {
+            print!("  {:>11}", format_ns(edf_demand(t, w)));
+        }
+        println!(
+            "  {:>10.4}  {:>10.4}  {:>10.4}",
+            periodic_load(DemandBound::Refined, period, wcet, w),
+            hyperbolic_load(u, period, w),
+            periodic_load(DemandBound::Traditional, period, wcet, w)
+        );
+    }
+    println!("  every load bound tends to u = {u:.4} as the window grows");
+
+    if let Some(path) = &args.svg {
+        let svg = plots(period, wcet, task, from, to).map_err(|e| CliError::Failed(e.to_string()))?;
+        write_text(path, &svg)?;
+    }
+    Ok(Status::Success)
+}
+
+/// Windows where the bounds bend or jump (j·p, j·p + e, just after j·p),
+/// plus an even grid for the curved load bounds; capped for huge ranges.
+fn windows(period: Nanos, wcet: Nanos, from: Nanos, to: Nanos) -> Vec<Nanos> {
+    let mut w: Vec<Nanos> = (0..=800u64).map(|i| from + (to - from) * i / 800).collect();
+    let periods = to / period;
+    if periods <= 2_000 {
+        for j in from / period..=periods {
+            for x in [j * period, j * period + 1, j * period + wcet] {
+                if (from..=to).contains(&x) {
+                    w.push(x);
+                }
+            }
+        }
+    }
+    w.sort_unstable();
+    w.dedup();
+    w
+}
+
+fn plots(
+    period: Nanos,
+    wcet: Nanos,
+    task: Option<PeriodicTask>,
+    from: Nanos,
+    to: Nanos,
+) -> Result<String, irqlab_report::plot::PlotError> {
+    // Axis unit: the largest unit in which the period is at least 1.
+    let (scale, unit) = match period {
+        p if p >= 1_000_000_000 => (1e9, "s"),
+        p if p >= 1_000_000 => (1e6, "ms"),
+        p if p >= 1_000 => (1e3, "us"),
+        _ => (1.0, "ns"),
+    };
+    let x = |w: Nanos| w as f64 / scale;
+    let ws = windows(period, wcet, from, to);
+    let u = wcet as f64 / period as f64;
+    let mut demand = LinePlot::new(format!(
+        "Demand bounds, p = {}, e = {} (load-bounds paper Fig. 1)",
+        format_ns(period),
+        format_ns(wcet)
+    ))
+    .x_label(format!("window Δ ({unit})"))
+    .y_label(format!("demand ({unit})"));
+    let names = ["traditional (eq. 4)", "refined (eq. 6)", "linear (eq. 7)"];
+    for (b, name) in BOUNDS.iter().zip(names) {
+        let pts = ws
+            .iter()
+            .map(|&w| {
+                let demand = match b {
+                    // Plot eq. 7 exactly; the analysis rounds it up to whole ns.
+                    DemandBound::Linear => (w as f64).min(u * (w + period - wcet) as f64),
+                    _ => periodic_demand(*b, period, wcet, w) as f64,
+                };
+                (x(w), demand / scale)
+            })
+            .collect();
+        demand = demand.series(Series::line(name, pts));
+    }
+    if let Some(t) = &task {
+        let pts = ws.iter().map(|&w| (x(w), edf_demand(t, w) as f64 / scale)).collect();
+        demand = demand.series(Series::line("EDF dbf (deadline)", pts));
+    }
+    let load_of = |b: DemandBound| -> Vec<(f64, f64)> {
+        ws.iter().map(|&w| (x(w), periodic_load(b, period, wcet, w).min(1.5))).collect()
+    };
+    let load = LinePlot::new("Load bounds (load-bounds paper Fig. 2)")
+        .x_label(format!("window Δ ({unit})"))
+        .y_label("load")
+        .y_range(0.0..1.2)
+        .series(Series::line("traditional load", load_of(DemandBound::Traditional)))
+        .series(Series::line("refined load (eq. 9)", load_of(DemandBound::Refined)))
+        .series(Series::line(
+            "hyperbolic (eq. 10)",
+            ws.iter().map(|&w| (x(w), hyperbolic_load(u, period, w))).collect(),
+        ))
+        .series(Series::line(format!("u = {u:.3}"), vec![(x(from), u), (x(to), u)]));
+    stacked_svg(&[demand, load])
 }

@@ -1,10 +1,118 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab fit CURVE [--baseline CURVE]`: the load-bounds paper's hyperbola
+//! (eq. 10, fitted as in §4) for a measured interference curve.
 
 use crate::error::{CliError, Status};
+use crate::output::{read_text, write_json, write_text};
+use irqlab_analysis::fit::{fit_hyperbola, staircase, subtract_baseline, HyperbolaFit, FIT_SCHEMA};
+use irqlab_analysis::{format_ns, Curve, InputError, Location};
+use irqlab_report::plot::{LinePlot, Series};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Curve file: JSON (schema irqlab/curve/v1) or CSV `window_ns,max_load`
+    pub curve: PathBuf,
+    /// Idle-system curve to subtract first (same formats)
+    #[arg(long, value_name = "CURVE")]
+    pub baseline: Option<PathBuf>,
+    /// Write {"schema": "irqlab/fit/v1", "utilization", "period_ns", ...}
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Plot the data, the staircase and the hyperbola (log window axis)
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+/// The `--json` document.
+#[derive(Serialize)]
+struct FitDocument {
+    schema: &'static str,
+    utilization: f64,
+    period_ns: u64,
+    /// e = u·p, the hyperbola's equivalent wcet.
+    wcet_ns: u64,
+    curve: String,
+    baseline: Option<String>,
+    points: usize,
+}
+
+fn read_curve(path: &Path) -> Result<Curve, CliError> {
+    let text = read_text(path)?;
+    Ok(Curve::parse(&path.display().to_string(), &text)?)
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let measured = read_curve(&args.curve)?;
+    let baseline = args.baseline.as_deref().map(read_curve).transpose()?;
+    let curve = match &baseline {
+        Some(b) => subtract_baseline(&measured, b),
+        None => measured.clone(),
+    };
+    let fit = fit_hyperbola(&curve.points).map_err(|e| {
+        CliError::Input(InputError::at(e.to_string(), Location::file_only(&args.curve.display().to_string())))
+    })?;
+    let wcet_ns = (fit.utilization * fit.period_ns as f64).round() as u64;
+    println!("{}: {} points{}", args.curve.display(), curve.points.len(), if baseline.is_some() { ", baseline subtracted" } else { "" });
+    println!("utilization u = {:.6}", fit.utilization);
+    println!("period      p = {} ({} ns); e = u·p = {}", format_ns(fit.period_ns), fit.period_ns, format_ns(wcet_ns));
+    println!("as a task:  kind = \"hyperbolic\", utilization = {:.6}, period = \"{}\"", fit.utilization, format_ns(fit.period_ns));
+    if let Some(path) = &args.json {
+        let doc = FitDocument {
+            schema: FIT_SCHEMA,
+            utilization: fit.utilization,
+            period_ns: fit.period_ns,
+            wcet_ns,
+            curve: args.curve.display().to_string(),
+            baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
+            points: curve.points.len(),
+        };
+        write_json(path, &doc)?;
+    }
+    if let Some(path) = &args.svg {
+        let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        write_text(path, &svg)?;
+    }
+    Ok(Status::Success)
+}
+
+fn plot(
+    name: &Path,
+    measured: &Curve,
+    baseline: Option<&Curve>,
+    curve: &Curve,
+    fit: &HyperbolaFit,
+) -> Result<String, irqlab_report::plot::PlotError> {
+    let us = |w: u64| w as f64 / 1e3;
+    let points = |c: &Curve| c.points.iter().map(|p| (us(p.window_ns), p.max_load)).collect::<Vec<_>>();
+    let lo = curve.points.iter().map(|p| p.window_ns).min().unwrap_or(1).max(1);
+    let hi = curve.points.iter().map(|p| p.window_ns).max().unwrap_or(1).max(lo + 1);
+    // Log-spaced samples of the hyperbola over the data's range.
+    let samples: Vec<(f64, f64)> = (0..=300)
+        .map(|i| {
+            let w = (lo as f64 * (hi as f64 / lo as f64).powf(i as f64 / 300.0)).round() as u64;
+            (us(w), fit.load(w))
+        })
+        .collect();
+    let stairs: Vec<(f64, f64)> = staircase(&curve.points).iter().map(|p| (us(p.window_ns), p.max_load)).collect();
+    let mut plot = LinePlot::new(format!(
+        "{}: u = {:.4}, p = {} (eq. 10 fitted as in §4)",
+        name.file_name().map_or_else(|| name.display().to_string(), |n| n.to_string_lossy().into_owned()),
+        fit.utilization,
+        format_ns(fit.period_ns)
+    ))
+    .x_label("window Δ (us, log scale)")
+    .y_label("max load")
+    .log_x(true)
+    .y_range(0.0..1.05);
+    if let Some(b) = baseline {
+        plot = plot.series(Series::points("measured (before subtraction)", points(measured)));
+        plot = plot.series(Series::points("baseline", points(b)));
+    }
+    plot = plot
+        .series(Series::points(if baseline.is_some() { "driver = measured - baseline" } else { "measured" }, points(curve)))
+        .series(Series::line("staircase", stairs))
+        .series(Series::line("fitted hyperbola", samples));
+    plot.to_svg()
 }
