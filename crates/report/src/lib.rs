@@ -1,5 +1,6 @@
 //! Renders irqlab results: SVG plots, HTML pages, and atomic JSON/CSV writes.
 
+pub mod contour;
 pub mod html;
 pub mod plot;
 pub mod write;
