@@ -4,6 +4,7 @@
 use crate::error::{CliError, Status};
 use crate::output;
 use irqlab_live::load::{self, LoadKind, NetLoad};
+use irqlab_live::testbed::Side;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -22,13 +23,20 @@ pub struct Args {
     /// How long
     #[arg(long, default_value = "10s", value_name = "D")]
     duration: String,
-    /// net: send from testbed host irqlab-a to the root namespace (the
-    /// machine under test) instead of over loopback
+    /// cpu: spin in SCHED_IDLE, taking only time nobody else wants: keeps
+    /// the CPUs from halting without loading them (idle=poll on a VM)
     #[arg(long)]
-    testbed: bool,
+    sched_idle: bool,
+    /// net: send from testbed host irqlab-a or irqlab-b to the root
+    /// namespace (the machine under test) instead of over loopback
+    #[arg(long, value_name = "a|b", value_parser = parse_side)]
+    testbed: Option<Side>,
     /// net: datagram payload bytes
     #[arg(long, default_value_t = 64)]
     size: usize,
+    /// net: sending threads
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     /// disk: directory for the scratch file
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -40,11 +48,15 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
+fn parse_side(text: &str) -> Result<Side, String> {
+    Side::parse(text).ok_or_else(|| format!("`{text}` is not a testbed host (a or b)"))
+}
+
 pub fn run(args: Args) -> Result<Status, CliError> {
     let duration_ns = irqlab_analysis::parse_duration_ns(&args.duration).map_err(|e| CliError::Usage(format!("--duration: {e}")))?;
     let kind = match args.kind {
-        Kind::Cpu => LoadKind::Cpu,
-        Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, ..NetLoad::loopback() }),
+        Kind::Cpu => LoadKind::Cpu { sched_idle: args.sched_idle },
+        Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, threads: args.threads, ..NetLoad::loopback() }),
         Kind::Disk => LoadKind::Disk { dir: args.dir.clone().unwrap_or_else(std::env::temp_dir) },
         Kind::HackbenchLike => LoadKind::Hackbench { groups: args.groups },
     };

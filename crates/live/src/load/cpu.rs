@@ -1,9 +1,10 @@
-//! CPU load: one busy loop per online CPU, at normal priority.
+//! CPU load: one busy loop per online CPU, at normal priority or in
+//! SCHED_IDLE.
 
 use crate::error::Result;
 use std::sync::atomic::AtomicBool;
 
-pub fn run(duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+pub fn run(sched_idle: bool, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
     let cpus = crate::latency::realtime::online_cpus()?;
     let deadline = super::deadline(duration_ns);
     let loops: u64 = std::thread::scope(|s| {
@@ -12,6 +13,12 @@ pub fn run(duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, St
             .map(|&cpu| {
                 s.spawn(move || {
                     let _ = crate::latency::realtime::pin_to_cpu(cpu);
+                    if sched_idle {
+                        let param = libc::sched_param { sched_priority: 0 };
+                        // SAFETY: plain syscall on this thread; SCHED_IDLE
+                        // needs no privilege.
+                        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+                    }
                     let mut n = 0u64;
                     let mut x = 1u64;
                     while super::running(deadline, stop) {
@@ -26,5 +33,6 @@ pub fn run(duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, St
             .collect();
         workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
     });
-    Ok((loops, "spin loops of 10000 multiplications", format!("{} CPUs", cpus.len())))
+    let class = if sched_idle { "SCHED_IDLE" } else { "SCHED_OTHER" };
+    Ok((loops, "spin loops of 10000 multiplications", format!("{} CPUs, {class}", cpus.len())))
 }

@@ -18,8 +18,12 @@ pub const SCHEMA: &str = "irqlab/load/v1";
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoadKind {
-    /// One busy loop per online CPU.
-    Cpu,
+    /// One busy loop per online CPU. With `sched_idle` the loops run in
+    /// SCHED_IDLE: they use only time no other task wants, so they load
+    /// nothing but keep the CPUs from halting (a stand-in for `idle=poll`
+    /// on a VM without a cpuidle driver, where waking a halted vCPU costs
+    /// tens of microseconds that /dev/cpu_dma_latency cannot remove).
+    Cpu { sched_idle: bool },
     /// UDP datagrams as fast as they go, through the receive softirq.
     Net(NetLoad),
     /// Write and fdatasync a scratch file in `dir` over and over.
@@ -31,7 +35,7 @@ pub enum LoadKind {
 impl LoadKind {
     pub fn name(&self) -> &'static str {
         match self {
-            LoadKind::Cpu => "cpu",
+            LoadKind::Cpu { .. } => "cpu",
             LoadKind::Net(_) => "net",
             LoadKind::Disk { .. } => "disk",
             LoadKind::Hackbench { .. } => "hackbench-like",
@@ -57,7 +61,7 @@ pub struct LoadReport {
 pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadReport> {
     let start = std::time::Instant::now();
     let (work, unit, detail) = match kind {
-        LoadKind::Cpu => cpu::run(duration_ns, stop)?,
+        LoadKind::Cpu { sched_idle } => cpu::run(*sched_idle, duration_ns, stop)?,
         LoadKind::Net(n) => n.run(duration_ns, stop)?,
         LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
         LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
@@ -92,7 +96,7 @@ mod tests {
     fn every_unprivileged_load_does_work_and_stops() {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
-        for kind in [LoadKind::Cpu, LoadKind::Disk { dir: dir.path().into() }, LoadKind::Hackbench { groups: 2 }] {
+        for kind in [LoadKind::Cpu { sched_idle: false }, LoadKind::Cpu { sched_idle: true }, LoadKind::Disk { dir: dir.path().into() }, LoadKind::Hackbench { groups: 2 }] {
             let r = run(&kind, 100_000_000, &stop).unwrap();
             assert!(r.work > 0, "{}: no work", r.kind);
             assert!(r.complete);
