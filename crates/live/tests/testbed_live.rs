@@ -41,7 +41,16 @@ fn testbed_carries_ping_and_udp_and_refuses_outside_targets() {
         size: 56,
         duration_ns: 200_000_000,
     };
+    let napi = &layout.hosts[0].napi_threads[0];
+    let napi_ticks = || -> u64 {
+        // Time on CPU in ns, first field of schedstat.
+        let stat = std::fs::read_to_string(format!("/proc/{}/schedstat", napi.pid)).unwrap();
+        stat.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let ticks_before = napi_ticks();
     let ping = traffic::send_from(&bed, Side::A, plan, stop.clone()).unwrap().join().unwrap().unwrap();
+    // The root side's NAPI thread did the receiving.
+    assert!(napi_ticks() > ticks_before, "{} got no CPU time from the flood", napi.comm);
     assert!(ping.sent >= 1000, "{ping:?}");
     let ignoring = std::fs::read_to_string("/proc/sys/net/ipv4/icmp_echo_ignore_all").unwrap().trim() == "1";
     if !ignoring {

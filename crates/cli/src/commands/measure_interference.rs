@@ -46,6 +46,16 @@ pub struct Args {
     /// Write every gap as CSV `start_ns,len_ns`
     #[arg(long, value_name = "FILE")]
     raw: Option<PathBuf>,
+    /// Plot this curve (and any --overlay curves) with their fitted
+    /// hyperbolas (load-bounds paper Figs. 4–6)
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+    /// Name of this measurement in the plot
+    #[arg(long, default_value = "measured", value_name = "NAME")]
+    label: String,
+    /// Earlier curve to draw beside this one, `NAME=FILE` (repeatable)
+    #[arg(long, value_name = "NAME=FILE")]
+    overlay: Vec<String>,
     /// Capacity of the preallocated gap log
     #[arg(long, default_value_t = 4_000_000, value_name = "N")]
     max_gaps: usize,
@@ -79,7 +89,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         return Err(CliError::Usage("--duration must be longer than 0".into()));
     }
     let windows_ns = windows_flag(&args.windows, args.per_decade)?;
-    // Read the baseline before measuring: a bad file must not cost a run.
+    // Read every input before measuring: a bad file must not cost a run.
+    let overlays = args.overlay.iter().map(|o| read_overlay(o)).collect::<Result<Vec<_>, _>>()?;
     let baseline = match &args.baseline {
         Some(path) => {
             let text = output::read_text(path)?;
@@ -119,6 +130,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
     if let Some(path) = &args.json {
         output::write_json(path, &curve)?;
+    }
+    if let Some(path) = &args.svg {
+        let mut all = overlays;
+        all.push((args.label.clone(), curve.curve()));
+        let svg = plot(&all).map_err(|e| CliError::Failed(e.to_string()))?;
+        output::write_text(path, &svg)?;
     }
     Ok(Status::from_ok(curve.complete))
 }
@@ -171,4 +188,41 @@ fn print_summary(c: &InterferenceCurve) {
     for p in &c.points {
         let _ = writeln!(out, "{:>12}  {:>10.6}", f(p.window_ns), p.max_load);
     }
+}
+
+fn read_overlay(spec: &str) -> Result<(String, Curve), CliError> {
+    let (name, file) = spec
+        .split_once('=')
+        .ok_or_else(|| CliError::Usage(format!("--overlay `{spec}`: expected NAME=FILE")))?;
+    let text = output::read_text(std::path::Path::new(file))?;
+    Ok((name.to_string(), Curve::parse(file, &text)?))
+}
+
+/// Every curve's points and its fitted hyperbola (eq. 10 fitted as in §4)
+/// on one log-window plot, as the paper's Fig. 6 juxtaposes its cases.
+fn plot(curves: &[(String, Curve)]) -> Result<String, irqlab_report::plot::PlotError> {
+    use irqlab_report::plot::{LinePlot, Series};
+    let us = |w: u64| w as f64 / 1e3;
+    let mut plot = LinePlot::new("Observed interference and fitted hyperbolic load bounds")
+        .x_label("window Δ (us, log scale)")
+        .y_label("max load")
+        .log_x(true)
+        .y_range(0.0..1.05);
+    for (name, curve) in curves {
+        let points: Vec<(f64, f64)> = curve.points.iter().map(|p| (us(p.window_ns), p.max_load)).collect();
+        plot = plot.series(Series::points(name.clone(), points));
+        let lo = curve.points.iter().map(|p| p.window_ns).min().unwrap_or(1).max(1);
+        let hi = curve.points.iter().map(|p| p.window_ns).max().unwrap_or(1).max(lo + 1);
+        if let Ok(fit) = irqlab_analysis::fit::fit_hyperbola(&curve.points) {
+            let line: Vec<(f64, f64)> = (0..=200)
+                .map(|i| {
+                    let w = (lo as f64 * (hi as f64 / lo as f64).powf(i as f64 / 200.0)).round() as u64;
+                    (us(w), fit.load(w))
+                })
+                .collect();
+            let label = format!("{name}: u = {:.4}, p = {}", fit.utilization, irqlab_analysis::format_ns(fit.period_ns));
+            plot = plot.series(Series::line(label, line));
+        }
+    }
+    plot.to_svg()
 }

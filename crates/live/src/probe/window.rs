@@ -66,59 +66,86 @@ impl<'a> GapIndex<'a> {
     /// The maximum gap time (ns) inside any window of `window_ns`; `None`
     /// when the run is shorter than the window.
     pub fn max_in_window(&self, window_ns: u64) -> Option<u64> {
-        if window_ns == 0 || window_ns > self.total_ns {
-            return None;
+        self.max_in_windows(&[window_ns])[0]
+    }
+
+    /// [`GapIndex::max_in_window`] for several windows in one pass over the
+    /// gaps: every window's pointers stay within its length of the current
+    /// gap, so the data is read from memory once, not once per window.
+    pub fn max_in_windows(&self, windows_ns: &[u64]) -> Vec<Option<u64>> {
+        struct Scan {
+            window: u64,
+            last_start: u64,
+            /// Gaps starting before `start_i + window` (window starts at gap i).
+            k_end: usize,
+            /// Gaps starting before `end_i - window` (window ends at gap i's end).
+            k_start: usize,
+            best: u64,
         }
-        let last_start = self.total_ns - window_ns;
         let at = |x: u64| self.cumulative(self.gaps.partition_point(|g| g.start_ns < x), x);
-        // The two ends of the range of positions.
-        let mut best = at(window_ns).max(at(self.total_ns) - at(last_start));
-        // Window starts at a gap start.
-        let mut k_end = 0usize;
+        let mut scans: Vec<Scan> = windows_ns
+            .iter()
+            .filter(|&&w| w > 0 && w <= self.total_ns)
+            .map(|&w| {
+                let last_start = self.total_ns - w;
+                // The two ends of the range of positions.
+                let best = at(w).max(at(self.total_ns) - at(last_start));
+                Scan { window: w, last_start, k_end: 0, k_start: 0, best }
+            })
+            .collect();
         for (i, g) in self.gaps.iter().enumerate() {
-            let t = g.start_ns;
-            if t > last_start {
-                break;
-            }
-            // Gaps before i end before t, so the gap time before t is prefix[i].
-            self.advance(&mut k_end, t + window_ns);
-            best = best.max(self.cumulative(k_end, t + window_ns) - self.prefix[i]);
-        }
-        // Window ends at a gap end.
-        let mut k_start = 0usize;
-        for (j, g) in self.gaps.iter().enumerate() {
             let end = g.start_ns + g.len_ns;
-            if end < window_ns {
-                continue;
+            for s in scans.iter_mut() {
+                // Window starts at gap i's start; gaps before i end before
+                // it, so the gap time before t is prefix[i].
+                if g.start_ns <= s.last_start {
+                    let x = g.start_ns + s.window;
+                    self.advance(&mut s.k_end, x);
+                    s.best = s.best.max(self.cumulative(s.k_end, x) - self.prefix[i]);
+                }
+                // Window ends at gap i's end; gaps after i start at or after
+                // it, so the gap time up to the end is prefix[i + 1].
+                if end >= s.window {
+                    let t = end - s.window;
+                    self.advance(&mut s.k_start, t);
+                    s.best = s.best.max(self.prefix[i + 1] - self.cumulative(s.k_start, t));
+                }
             }
-            let t = end - window_ns;
-            self.advance(&mut k_start, t);
-            // Gaps after j start at or after end, so the gap time up to end is prefix[j + 1].
-            best = best.max(self.prefix[j + 1] - self.cumulative(k_start, t));
         }
-        Some(best)
+        let mut scans = scans.into_iter().peekable();
+        windows_ns
+            .iter()
+            .map(|&w| match scans.peek() {
+                Some(s) if s.window == w && w > 0 && w <= self.total_ns => scans.next().map(|s| s.best),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Maximum load (fraction of the window) for each window length;
-    /// windows longer than the run are left out. Windows are computed in
-    /// parallel on the machine's cores.
+    /// windows longer than the run are left out. The windows are split
+    /// over the machine's cores, each core making one pass.
     pub fn max_loads(&self, windows_ns: &[u64]) -> Vec<(u64, f64)> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(windows_ns.len().max(1));
-        let mut results: Vec<Option<(u64, f64)>> = vec![None; windows_ns.len()];
-        std::thread::scope(|scope| {
-            let chunks: Vec<_> = results.chunks_mut(windows_ns.len().div_ceil(threads).max(1)).collect();
-            let mut offset = 0;
-            for chunk in chunks {
-                let ws = &windows_ns[offset..offset + chunk.len()];
-                offset += chunk.len();
-                scope.spawn(move || {
-                    for (slot, &w) in chunk.iter_mut().zip(ws) {
-                        *slot = self.max_in_window(w).map(|m| (w, m as f64 / w as f64));
-                    }
-                });
-            }
+        // Interleave so each thread gets short and long windows alike.
+        let mut parts: Vec<Vec<u64>> = vec![Vec::new(); threads];
+        for (i, &w) in windows_ns.iter().enumerate() {
+            parts[i % threads].push(w);
+        }
+        let results: Vec<Vec<(u64, Option<u64>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .iter()
+                .map(|ws| scope.spawn(move || ws.iter().copied().zip(self.max_in_windows(ws)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("window scan")).collect()
         });
-        results.into_iter().flatten().collect()
+        let mut out: Vec<(u64, f64)> = results
+            .into_iter()
+            .flatten()
+            .filter_map(|(w, m)| m.map(|m| (w, m as f64 / w as f64)))
+            .collect();
+        out.sort_by_key(|&(w, _)| w);
+        out
     }
 }
 
@@ -215,6 +242,17 @@ mod tests {
         assert_eq!(w.last(), Some(&1_000_000_000));
         assert_eq!(w.len(), 41);
         assert!(w.windows(2).all(|p| p[0] < p[1]));
+    }
+
+    #[test]
+    fn many_windows_in_one_pass_match_one_at_a_time() {
+        let (gaps, total) = gaps_from(&[(3, 5), (0, 2), (10, 1), (7, 20), (1, 1), (30, 4)]);
+        let idx = GapIndex::new(&gaps, total);
+        let windows: Vec<u64> = (0..=total + 2).rev().collect();
+        let together = idx.max_in_windows(&windows);
+        for (w, m) in windows.iter().zip(together) {
+            assert_eq!(m, brute(&gaps, total, *w), "w={w}");
+        }
     }
 
     proptest! {

@@ -24,6 +24,10 @@
 //! | a | `irqlab-a` `10.213.X.1/30` | `eth0` in `irqlab-a`, `10.213.X.2/30` |
 //! | b | `irqlab-b` `10.213.X.5/30` | `eth0` in `irqlab-b`, `10.213.X.6/30` |
 //!
+//! TSO is off on the namespace side so that veth delivers what the hosts
+//! send through the root side's NAPI (and so its kthread), not through
+//! `netif_rx` on the sender's CPU.
+//!
 //! Each namespace's default route points at its root-side address. The root
 //! namespace does not forward (no sysctl is changed), so a and b reach the
 //! root namespace and not each other.
@@ -332,6 +336,13 @@ fn create(base: [u8; 3]) -> Result<()> {
         // it receives; threaded NAPI moves its polling into a kthread.
         netlink::set_gro(ns, true)?;
         netlink::set_threaded_napi(ns, true)?;
+        // veth hands a packet to the receiver's NAPI only when the sending
+        // device has no TSO (or the receiver forwards GRO'd UDP); otherwise
+        // it goes through netif_rx on the sender's CPU and the NAPI thread
+        // never runs (drivers/net/veth.c, veth_skb_is_eligible_for_gro).
+        spawn_in_netns(ns, || netlink::set_tso(NS_DEVICE, false))?
+            .join()
+            .map_err(|_| Error::Failed(format!("switching TSO off in {ns} panicked")))??;
     }
     Ok(())
 }

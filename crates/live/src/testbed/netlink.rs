@@ -70,6 +70,8 @@ pub fn netns_named(prefix: &str) -> Vec<String> {
 }
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GTSO: u32 = 0x1e;
+const ETHTOOL_STSO: u32 = 0x1f;
 const ETHTOOL_GGRO: u32 = 0x2b;
 const ETHTOOL_SGRO: u32 = 0x2c;
 
@@ -121,6 +123,16 @@ pub fn set_gro(dev: &str, on: bool) -> Result<()> {
             feature: "GRO on veth".into(),
             detail: format!("the kernel did not switch GRO on {dev}"),
         });
+    }
+    Ok(())
+}
+
+/// TCP segmentation offload (all TSO flavours) on a device of the calling
+/// thread's namespace.
+pub fn set_tso(dev: &str, on: bool) -> Result<()> {
+    ethtool_value(dev, ETHTOOL_STSO, on as u32)?;
+    if (ethtool_value(dev, ETHTOOL_GTSO, 0)? != 0) != on {
+        return Err(Error::Failed(format!("the kernel did not switch TSO on {dev}")));
     }
     Ok(())
 }
