@@ -1,10 +1,173 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab sim SCENARIO.toml`: runs a simulation scenario and writes the
+//! `irqlab/sim/v1` document (and optionally a Chrome trace, the probe's
+//! curve and an HTML page).
 
 use crate::error::{CliError, Status};
+use crate::output::{read_text, write_json, write_text};
+use irqlab_analysis::{parse_duration_ns, InputError, Nanos};
+use irqlab_sim::{run_scenario, RunError, Scenario};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The scenario file (TOML)
+    pub scenario: PathBuf,
+    /// Seed of every random stream (overrides [run] seed)
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration, e.g. "10s" (overrides [run] duration)
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Write the result document (irqlab/sim/v1) here; printed to stdout if absent
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write a Chrome trace-event file (opens in Perfetto)
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write the simulated interference probe's curve (irqlab/curve/v1)
+    #[arg(long)]
+    pub curve: Option<PathBuf>,
+    /// Write an HTML page with the results
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let file = args.scenario.display().to_string();
+    let text = read_text(&args.scenario)?;
+    let sc = Scenario::parse(&file, &text)?;
+    let duration: Option<Nanos> = match &args.duration {
+        Some(d) => Some(
+            parse_duration_ns(d)
+                .map_err(|e| CliError::Usage(format!("--duration: {e}")))
+                .and_then(|v| if v == 0 { Err(CliError::Usage("--duration must be > 0".into())) } else { Ok(v) })?,
+        ),
+        None => None,
+    };
+    let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;
+    if args.curve.is_some() && !text.contains("probe") {
+        return Err(CliError::Input(InputError::new(format!(
+            "--curve needs a probe task or a [[metric]] kind = \"probe\" in {file}"
+        ))));
+    }
+    let stop = crate::signal::stop_flag();
+    let bar = crate::progress::bar(params.duration / 1_000_000, "simulating");
+    let started = std::time::Instant::now();
+    let out = run_scenario(&sc, params, args.trace.is_some(), &stop, |now| {
+        // Only worth drawing for runs longer than a couple of seconds.
+        if started.elapsed().as_millis() > 1500 {
+            bar.set_position(now / 1_000_000);
+        }
+    })
+    .map_err(|e| match e {
+        RunError::Input(e) => CliError::Input(e),
+        RunError::Sim(e) => CliError::Failed(e.to_string()),
+    })?;
+    bar.finish_and_clear();
+    let result = out.result;
+    match &args.json {
+        Some(path) => write_json(path, &result)?,
+        None => println!("{}", serde_json::to_string_pretty(&result).expect("serialisable")),
+    }
+    if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
+        write_json(path, trace)?;
+    }
+    if let Some(path) = &args.curve {
+        match &result.probe {
+            Some(curve) => write_json(path, curve)?,
+            None => return Err(CliError::Failed("the scenario produced no probe curve".into())),
+        }
+    }
+    if let Some(path) = &args.html {
+        write_text(path, &html_page(&result)?)?;
+    }
+    if !result.conservation.cpu_time_ok || !result.conservation.packets_ok {
+        return Err(CliError::Failed("conservation check failed (see \"conservation\" in the result)".into()));
+    }
+    if !result.complete {
+        eprintln!("stopped early: result marked \"complete\": false");
+    }
+    Ok(Status::Success)
+}
+
+/// The HTML page of a run: CPU time split, tasks, NIC, and the plots the
+/// scenario asked for (bottom-half time per interval, probe curve).
+fn html_page(r: &irqlab_sim::SimResult) -> Result<String, CliError> {
+    use irqlab_analysis::format_ns;
+    use irqlab_report::html::{Page, Section, Table};
+    use irqlab_report::plot::{LinePlot, Series};
+    let ms = |ns: Nanos| format!("{:.3}", ns as f64 / 1e6);
+    let pct = |ns: Nanos| format!("{:.2}%", 100.0 * ns as f64 / r.measured_ns.max(1) as f64);
+    let c = &r.cpu;
+    let cpu = Table::new(["context", "time (ms)", "share"])
+        .row(["hard IRQ".into(), ms(c.hardirq_ns), pct(c.hardirq_ns)])
+        .row(["softirq".into(), ms(c.softirq_ns), pct(c.softirq_ns)])
+        .row(["tasks".into(), ms(c.task_ns), pct(c.task_ns)])
+        .row(["context switch".into(), ms(c.context_switch_ns), pct(c.context_switch_ns)])
+        .row(["idle".to_string(), ms(c.idle_ns), pct(c.idle_ns)]);
+    let mut tasks = Table::new([
+        "task", "policy", "cpu (ms)", "stolen (ms)", "utime (ms)", "stime (ms)", "jobs", "misses", "max response",
+    ]);
+    for t in &r.tasks {
+        tasks.push_row([
+            t.name.clone(),
+            t.policy.clone(),
+            ms(t.cpu_ns),
+            ms(t.stolen_ns),
+            ms(t.charged_utime_ns),
+            ms(t.charged_stime_ns),
+            t.jobs.to_string(),
+            t.deadline_misses.to_string(),
+            t.response.as_ref().map_or("-".into(), |p| format_ns(p.max_ns)),
+        ]);
+    }
+    let mut nics = Table::new(["nic", "offered", "received", "ring drops", "backlog drops", "socket drops", "IRQs"]);
+    for n in &r.nics {
+        let s = &n.stats;
+        nics.push_row([
+            n.name.clone(),
+            s.packets_offered.to_string(),
+            s.packets_received.to_string(),
+            s.dropped_ring_full.to_string(),
+            s.dropped_backlog_full.to_string(),
+            s.dropped_socket_full.to_string(),
+            s.hardirqs.to_string(),
+        ]);
+    }
+    let mut page = Page::new(format!("Simulation: {}", r.scenario))
+        .intro(format!(
+            "{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
+            r.machine.softirq_model, r.machine.scheduler, r.machine.hz, r.seed, format_ns(r.measured_ns), r.events
+        ))
+        .section(Section::new("CPU time").table(cpu))
+        .section(Section::new("Tasks").table(tasks))
+        .section(Section::new("Network").table(nics));
+    let plot_err = |e: irqlab_report::plot::PlotError| CliError::Failed(e.to_string());
+    if let Some(series) = &r.bh_time {
+        let pts = series
+            .values_ns
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i as f64 * series.interval_ns as f64 / 1e6, *v as f64 / 1e3))
+            .collect();
+        let svg = LinePlot::new("Bottom-half time per interval")
+            .x_label("time (ms)")
+            .y_label(format!("bottom-half time per {} (us)", format_ns(series.interval_ns)))
+            .series(Series::line("bottom halves", pts))
+            .to_svg()
+            .map_err(plot_err)?;
+        page = page.section(Section::new("Bottom-half time").svg(svg));
+    }
+    if let Some(curve) = &r.probe {
+        let pts = curve.points.iter().map(|p| (p.window_ns as f64 / 1e3, p.max_load)).collect();
+        let svg = LinePlot::new("Simulated interference probe")
+            .x_label("window (us)")
+            .y_label("max load")
+            .log_x(true)
+            .series(Series::points("observed", pts))
+            .to_svg()
+            .map_err(plot_err)?;
+        page = page.section(Section::new("Interference (probe)").svg(svg));
+    }
+    page.render().map_err(|e| CliError::Failed(e.to_string()))
 }

@@ -1,0 +1,804 @@
+//! Scenario files (TOML): machine, NIC, kernel threads, tasks, traffic,
+//! bottom-half policy, run and metric selection. Every value that is
+//! wrong is reported with its `file:line:col`.
+//!
+//! [`Scenario::parse`] reads and fully validates (it builds the simulator
+//! once); [`Scenario::build`] makes a fresh simulator for a run.
+
+use crate::engine::rng_stream;
+use crate::kernel::{IrqKind, IrqLine, MachineConfig, Sim};
+use crate::net::{wire_ns, Arrivals, Nic, NicCosts, Proto, Socket, Source};
+use crate::probe::{log_windows, Probe};
+use crate::sched::FairKind;
+use crate::server::{Periodic as PeriodicServer, Server, Sporadic};
+use crate::softirq::{self, SoftirqModel};
+use crate::task::{Policy, Task, TaskKind};
+use crate::workload::{CpuLoop, Dist, MediaPlayer, Periodic, UdpServer};
+use irqlab_analysis::{parse_duration_ns, InputError, Location, Nanos};
+use serde::Deserialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use toml::Spanned;
+
+type Dur = Spanned<String>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    name: Option<String>,
+    description: Option<String>,
+    machine: Spanned<RawMachine>,
+    nic: Option<Spanned<RawNic>>,
+    #[serde(default)]
+    threads: BTreeMap<String, Spanned<RawThread>>,
+    #[serde(default)]
+    socket: Vec<Spanned<RawSocket>>,
+    #[serde(default)]
+    task: Vec<Spanned<RawTask>>,
+    #[serde(default)]
+    traffic: Vec<Spanned<RawTraffic>>,
+    policy: Option<Spanned<toml::Table>>,
+    run: Spanned<RawRun>,
+    #[serde(default)]
+    metric: Vec<Spanned<RawMetric>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMachine {
+    hz: Spanned<u32>,
+    #[serde(default)]
+    cores: Option<Spanned<u32>>,
+    softirq: Spanned<String>,
+    #[serde(default)]
+    scheduler: Option<Spanned<String>>,
+    #[serde(default)]
+    ksoftirqd_nice: Option<Spanned<i64>>,
+    #[serde(default)]
+    irq_time_accounting: Option<bool>,
+    #[serde(default)]
+    netdev_max_backlog: Option<Spanned<u64>>,
+    #[serde(default)]
+    netdev_budget: Option<Spanned<u64>>,
+    #[serde(default)]
+    netdev_budget_usecs: Option<Dur>,
+    costs: Spanned<RawCosts>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCosts {
+    irq_entry: Dur,
+    irq_exit: Dur,
+    tick: Dur,
+    context_switch: Dur,
+    #[serde(default)]
+    irq_primary: Option<Dur>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNic {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    ring: Option<Spanned<u64>>,
+    napi: bool,
+    #[serde(default)]
+    weight: Option<Spanned<u64>>,
+    #[serde(default)]
+    coalesce_frames: Option<Spanned<u64>>,
+    #[serde(default)]
+    coalesce_usecs: Option<Dur>,
+    costs: Spanned<RawNicCosts>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNicCosts {
+    irq: Dur,
+    #[serde(default)]
+    irq_per_packet: Option<Dur>,
+    icmp_echo: Dur,
+    #[serde(default)]
+    icmp_no_reply: Option<Dur>,
+    udp: Dur,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThread {
+    policy: Spanned<String>,
+    #[serde(default)]
+    priority: Option<Spanned<i64>>,
+    #[serde(default)]
+    nice: Option<Spanned<i64>>,
+    #[serde(default)]
+    runtime: Option<Dur>,
+    #[serde(default)]
+    deadline: Option<Dur>,
+    #[serde(default)]
+    period: Option<Dur>,
+    #[serde(default)]
+    server: Option<Spanned<RawServer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSocket {
+    name: Spanned<String>,
+    rcvbuf: Spanned<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    kind: Spanned<String>,
+    budget: Dur,
+    period: Dur,
+    #[serde(default)]
+    max_repl: Option<Spanned<u64>>,
+    #[serde(default)]
+    low_priority: Option<Spanned<i64>>,
+    #[serde(default)]
+    granularity: Option<Dur>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: Spanned<String>,
+    kind: Spanned<String>,
+    #[serde(default)]
+    policy: Option<Spanned<String>>,
+    #[serde(default)]
+    priority: Option<Spanned<i64>>,
+    #[serde(default)]
+    nice: Option<Spanned<i64>>,
+    #[serde(default)]
+    runtime: Option<Dur>,
+    #[serde(default)]
+    deadline: Option<Dur>,
+    #[serde(default)]
+    period: Option<Dur>,
+    #[serde(default)]
+    offset: Option<Dur>,
+    #[serde(default)]
+    exec: Option<Dur>,
+    #[serde(default)]
+    exec_max: Option<Dur>,
+    #[serde(default)]
+    exec_dist: Option<Spanned<String>>,
+    #[serde(default)]
+    jobs: Option<u64>,
+    #[serde(default)]
+    poll: Option<Spanned<String>>,
+    #[serde(default)]
+    socket: Option<Spanned<String>>,
+    #[serde(default)]
+    recv_cost: Option<Dur>,
+    #[serde(default)]
+    user_cost: Option<Dur>,
+    #[serde(default)]
+    run: Option<Dur>,
+    #[serde(default)]
+    sleep: Option<Dur>,
+    #[serde(default)]
+    frames: Option<u64>,
+    #[serde(default)]
+    keep_frames: Option<bool>,
+    #[serde(default)]
+    server: Option<Spanned<RawServer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTraffic {
+    kind: Spanned<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    interval: Option<Dur>,
+    #[serde(default)]
+    size: Option<Spanned<u64>>,
+    #[serde(default)]
+    link: Option<Spanned<String>>,
+    #[serde(default)]
+    socket: Option<Spanned<String>>,
+    #[serde(default)]
+    reply: Option<bool>,
+    #[serde(default)]
+    start: Option<Dur>,
+    #[serde(default)]
+    stop: Option<Dur>,
+    #[serde(default)]
+    burst: Option<Spanned<f64>>,
+    #[serde(default)]
+    spacing: Option<Dur>,
+    #[serde(default)]
+    gap: Option<Dur>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    duration: Dur,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    warmup: Option<Dur>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetric {
+    kind: Spanned<String>,
+    #[serde(default)]
+    interval: Option<Dur>,
+    #[serde(default)]
+    task: Option<Spanned<String>>,
+    #[serde(default)]
+    windows: Option<Vec<Dur>>,
+    #[serde(default)]
+    from: Option<Dur>,
+    #[serde(default)]
+    to: Option<Dur>,
+    #[serde(default)]
+    points: Option<u64>,
+}
+
+/// A parsed, validated scenario.
+pub struct Scenario {
+    pub file: String,
+    text: String,
+    raw: Raw,
+}
+
+/// Run parameters after overrides.
+#[derive(Debug, Clone, Copy)]
+pub struct RunParams {
+    pub duration: Nanos,
+    pub warmup: Nanos,
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// Parses and validates `text` (the contents of `file`).
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, InputError> {
+        let raw: Raw = toml::from_str(text).map_err(|e| InputError::from_toml(file, text, &e))?;
+        let sc = Scenario { file: file.to_string(), text: text.to_string(), raw };
+        let p = sc.run_params(None, None)?;
+        sc.build(p)?;
+        Ok(sc)
+    }
+
+    pub fn name(&self) -> String {
+        self.raw.name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&self.file)
+                .file_stem()
+                .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+        })
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.raw.description.as_deref()
+    }
+
+    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> InputError {
+        InputError::at(msg, Location::at_span(&self.file, &self.text, span))
+    }
+
+    fn dur(&self, d: &Dur) -> Result<Nanos, InputError> {
+        parse_duration_ns(d.get_ref()).map_err(|e| self.err(d.span(), e.to_string()))
+    }
+
+    fn dur_or(&self, d: &Option<Dur>, default: Nanos) -> Result<Nanos, InputError> {
+        d.as_ref().map_or(Ok(default), |d| self.dur(d))
+    }
+
+    fn positive(&self, d: &Dur, what: &str) -> Result<Nanos, InputError> {
+        let v = self.dur(d)?;
+        if v == 0 {
+            return Err(self.err(d.span(), format!("{what} must be greater than 0")));
+        }
+        Ok(v)
+    }
+
+    fn need<'a, T>(&self, v: &'a Option<T>, span: Range<usize>, what: &str) -> Result<&'a T, InputError> {
+        v.as_ref().ok_or_else(|| self.err(span, format!("missing `{what}`")))
+    }
+
+    /// Duration, seed and warm-up from the file, with command-line
+    /// overrides.
+    pub fn run_params(&self, seed: Option<u64>, duration: Option<Nanos>) -> Result<RunParams, InputError> {
+        let r = self.raw.run.get_ref();
+        let duration = match duration {
+            Some(d) => d,
+            None => self.positive(&r.duration, "run.duration")?,
+        };
+        let warmup = self.dur_or(&r.warmup, 0)?;
+        if warmup >= duration {
+            let span = r.warmup.as_ref().map_or(self.raw.run.span(), |w| w.span());
+            return Err(self.err(span, "warm-up must be shorter than the run"));
+        }
+        Ok(RunParams { duration, warmup, seed: seed.or(r.seed).unwrap_or(1) })
+    }
+
+    fn policy_of(
+        &self,
+        span: Range<usize>,
+        policy: &Option<Spanned<String>>,
+        priority: &Option<Spanned<i64>>,
+        nice: &Option<Spanned<i64>>,
+        dl: (&Option<Dur>, &Option<Dur>, &Option<Dur>),
+    ) -> Result<Policy, InputError> {
+        let rt_prio = |what: &str| -> Result<u8, InputError> {
+            let p = priority.as_ref().ok_or_else(|| self.err(span.clone(), format!("{what} needs `priority` (1-99)")))?;
+            if !(1..=99).contains(p.get_ref()) {
+                return Err(self.err(p.span(), "priority must be 1-99"));
+            }
+            Ok(*p.get_ref() as u8)
+        };
+        let name = policy.as_ref().map_or("other", |p| p.get_ref().as_str());
+        Ok(match name {
+            "fifo" => Policy::Fifo(rt_prio("fifo")?),
+            "rr" => Policy::Rr(rt_prio("rr")?),
+            "other" => {
+                let n = nice.as_ref().map_or(Ok(0), |n| {
+                    if (-20..=19).contains(n.get_ref()) {
+                        Ok(*n.get_ref() as i8)
+                    } else {
+                        Err(self.err(n.span(), "nice must be -20..19"))
+                    }
+                })?;
+                Policy::Other(n)
+            }
+            "idle" => Policy::Idle,
+            "deadline" => {
+                let runtime = self.positive(self.need(dl.0, span.clone(), "runtime")?, "runtime")?;
+                let period = self.positive(self.need(dl.2, span.clone(), "period")?, "period")?;
+                let deadline = self.dur_or(dl.1, period)?;
+                if !(runtime <= deadline && deadline <= period) {
+                    return Err(self.err(span, "SCHED_DEADLINE needs runtime <= deadline <= period"));
+                }
+                Policy::Deadline { runtime, deadline, period }
+            }
+            _ => {
+                let p = policy.as_ref().expect("non-default");
+                return Err(self.err(p.span(), format!("unknown policy `{name}` (fifo, rr, other, idle, deadline)")));
+            }
+        })
+    }
+
+    fn server_of(&self, s: &Spanned<RawServer>, task: usize, high: Policy) -> Result<Box<dyn Server>, InputError> {
+        let r = s.get_ref();
+        let budget = self.positive(&r.budget, "budget")?;
+        let period = self.positive(&r.period, "period")?;
+        if budget > period {
+            return Err(self.err(r.budget.span(), "budget must not exceed the period"));
+        }
+        Ok(match r.kind.get_ref().as_str() {
+            "sporadic" => {
+                if high.rt_priority().is_none() {
+                    return Err(self.err(s.span(), "a sporadic server needs a fifo or rr task"));
+                }
+                let low = match &r.low_priority {
+                    None => None,
+                    Some(p) if (1..=99).contains(p.get_ref()) => Some(Policy::Fifo(*p.get_ref() as u8)),
+                    Some(p) => return Err(self.err(p.span(), "low_priority must be 1-99 (omit it to suspend instead)")),
+                };
+                let max_repl = r.max_repl.as_ref().map_or(4, |m| *m.get_ref()) as usize;
+                let gran = self.dur_or(&r.granularity, 1)?;
+                Box::new(Sporadic::new(task, high, low, budget, period, max_repl, gran))
+            }
+            "polling" => Box::new(PeriodicServer::new(task, budget, period, false)),
+            "deferrable" => Box::new(PeriodicServer::new(task, budget, period, true)),
+            k => return Err(self.err(r.kind.span(), format!("unknown server kind `{k}` (sporadic, polling, deferrable)"))),
+        })
+    }
+
+    /// Builds a fresh simulator for one run.
+    pub fn build(&self, p: RunParams) -> Result<Sim, InputError> {
+        let m = self.raw.machine.get_ref();
+        let hz = *m.hz.get_ref();
+        if ![100, 250, 300, 1000].contains(&hz) {
+            return Err(self.err(m.hz.span(), "hz must be 100, 250, 300 or 1000"));
+        }
+        if let Some(c) = &m.cores {
+            if *c.get_ref() != 1 {
+                return Err(self.err(c.span(), "only cores = 1 is modelled so far"));
+            }
+        }
+        let costs = m.costs.get_ref();
+        let model_name = m.softirq.get_ref().as_str();
+        let cfg = MachineConfig {
+            hz,
+            irq_entry: self.dur(&costs.irq_entry)?,
+            irq_exit: self.dur(&costs.irq_exit)?,
+            tick: self.dur(&costs.tick)?,
+            context_switch: self.dur(&costs.context_switch)?,
+            irq_primary: self.dur_or(&costs.irq_primary, 0)?,
+            irq_time_accounting: m.irq_time_accounting.unwrap_or(model_name == "linux-modern"),
+            netdev_max_backlog: m.netdev_max_backlog.as_ref().map_or(
+                if model_name == "linux-2.4" { 300 } else { 1000 },
+                |v| *v.get_ref() as usize,
+            ),
+        };
+        let model: Box<dyn SoftirqModel> = match model_name {
+            "linux-2.4" => Box::new(softirq::Linux24),
+            "linux-2.6" => Box::new(softirq::Linux26),
+            "linux-modern" => Box::new(softirq::LinuxModern {
+                budget_packets: m.netdev_budget.as_ref().map_or(300, |v| *v.get_ref() as u32),
+                budget_ns: self.dur_or(&m.netdev_budget_usecs, 2_000_000)?,
+            }),
+            "threaded" => Box::new(softirq::Threaded),
+            _ => {
+                return Err(self.err(
+                    m.softirq.span(),
+                    format!("unknown softirq model `{model_name}` (linux-2.4, linux-2.6, linux-modern, threaded)"),
+                ))
+            }
+        };
+        let fair = match m.scheduler.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("cfs", _)) => FairKind::Cfs,
+            Some(("linux-2.4", _)) => FairKind::Linux24,
+            Some((other, span)) => {
+                return Err(self.err(span, format!("unknown scheduler `{other}` (cfs, linux-2.4)")))
+            }
+        };
+        let threaded = model.threaded();
+        let mut sim = Sim::new(cfg, fair, model, p.seed);
+
+        // Kernel threads.
+        let ks_nice = match &m.ksoftirqd_nice {
+            Some(n) if (-20..=19).contains(n.get_ref()) => *n.get_ref() as i8,
+            Some(n) => return Err(self.err(n.span(), "nice must be -20..19")),
+            // 2.4 ran ksoftirqd at nice 19; 2.6 and later at nice 0.
+            None => if model_name == "linux-2.4" { 19 } else { 0 },
+        };
+        for (name, _) in &self.raw.threads {
+            if !["net_rx", "net_tx", "nic_irq", "ksoftirqd"].contains(&name.as_str()) {
+                let span = self.raw.threads[name].span();
+                return Err(self.err(span, format!("unknown thread `{name}` (net_rx, net_tx, nic_irq, ksoftirqd)")));
+            }
+        }
+        let thread_policy = |key: &str, default: Policy| -> Result<(Policy, Option<&Spanned<RawServer>>), InputError> {
+            match self.raw.threads.get(key) {
+                None => Ok((default, None)),
+                Some(t) => {
+                    let r = t.get_ref();
+                    let pol = self.policy_of(t.span(), &Some(r.policy.clone()), &r.priority, &r.nice, (&r.runtime, &r.deadline, &r.period))?;
+                    Ok((pol, r.server.as_ref()))
+                }
+            }
+        };
+        let mut pending_servers: Vec<(usize, &Spanned<RawServer>)> = Vec::new();
+        let (kp, ks) = thread_policy("ksoftirqd", Policy::Other(ks_nice))?;
+        let kid = sim.add_task(Task::new("ksoftirqd/0", kp, TaskKind::Ksoftirqd));
+        if let Some(s) = ks {
+            pending_servers.push((kid, s));
+        }
+        if threaded {
+            // Default priorities as PREEMPT_RT gives its IRQ threads (FIFO 50).
+            for (key, name, vector) in [("net_rx", "net-rx", softirq::NET_RX), ("net_tx", "net-tx", softirq::NET_TX)] {
+                let (pol, srv) = thread_policy(key, Policy::Fifo(50))?;
+                let id = sim.add_task(Task::new(name, pol, TaskKind::SoftirqThread { vectors: 1 << vector }));
+                sim.vector_thread[vector as usize] = Some(id);
+                if let Some(s) = srv {
+                    pending_servers.push((id, s));
+                }
+            }
+        } else if let Some((k, t)) = self.raw.threads.iter().find(|(k, _)| *k != "ksoftirqd") {
+            return Err(self.err(t.span(), format!("thread `{k}` exists only under the threaded softirq model")));
+        }
+
+        // Sockets: declared ones, then any name a task or source uses.
+        let mut socket_ids: BTreeMap<String, usize> = BTreeMap::new();
+        for s in &self.raw.socket {
+            let r = s.get_ref();
+            if socket_ids.contains_key(r.name.get_ref()) {
+                return Err(self.err(r.name.span(), format!("socket `{}` declared twice", r.name.get_ref())));
+            }
+            socket_ids.insert(r.name.get_ref().clone(), sim.sockets.len());
+            sim.sockets.push(Socket::new(r.name.get_ref().clone(), *r.rcvbuf.get_ref()));
+        }
+        let mut socket = |sim: &mut Sim, name: &str| -> usize {
+            *socket_ids.entry(name.to_string()).or_insert_with(|| {
+                // Linux's default rmem_default (212992 bytes).
+                sim.sockets.push(Socket::new(name, 212_992));
+                sim.sockets.len() - 1
+            })
+        };
+
+        // NIC.
+        if let Some(nic) = &self.raw.nic {
+            let r = nic.get_ref();
+            let c = r.costs.get_ref();
+            let costs = NicCosts {
+                irq: self.dur(&c.irq)?,
+                irq_per_packet: self.dur_or(&c.irq_per_packet, 0)?,
+                icmp_echo: self.dur(&c.icmp_echo)?,
+                icmp_no_reply: match &c.icmp_no_reply {
+                    Some(d) => self.dur(d)?,
+                    None => self.dur(&c.icmp_echo)?,
+                },
+                udp: self.dur(&c.udp)?,
+            };
+            let name = r.name.clone().unwrap_or_else(|| "eth0".into());
+            let line = sim.add_line(IrqLine::new(name.clone(), IrqKind::Nic(0)));
+            let ring = r.ring.as_ref().map_or(256, |v| *v.get_ref()) as usize;
+            if ring == 0 {
+                return Err(self.err(r.ring.as_ref().expect("set").span(), "ring must have at least one descriptor"));
+            }
+            sim.nics.push(Nic {
+                name: name.clone(),
+                ring: VecDeque::with_capacity(ring),
+                ring_size: ring,
+                napi: r.napi,
+                weight: r.weight.as_ref().map_or(64, |w| (*w.get_ref()).max(1) as u32),
+                line,
+                napi_scheduled: false,
+                costs,
+                coalesce_frames: r.coalesce_frames.as_ref().map_or(1, |v| *v.get_ref() as u32),
+                coalesce_ns: self.dur_or(&r.coalesce_usecs, 0)?,
+                unsignalled: 0,
+                coalesce_gen: 0,
+                coalesce_armed: false,
+                link_free_at: 0,
+                stats: Default::default(),
+            });
+            if threaded {
+                let (pol, srv) = thread_policy("nic_irq", Policy::Fifo(50))?;
+                let id = sim.add_task(Task::new(format!("irq/{line}-{name}"), pol, TaskKind::IrqThread { line }));
+                sim.lines[line].thread = Some(id);
+                if let Some(s) = srv {
+                    pending_servers.push((id, s));
+                }
+            }
+        }
+
+        // Tasks.
+        let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
+        for t in &sim.tasks {
+            names.insert(t.name.clone(), 0..0);
+        }
+        let mut probe_tasks = Vec::new();
+        for (i, t) in self.raw.task.iter().enumerate() {
+            let r = t.get_ref();
+            let name = r.name.get_ref().clone();
+            if names.contains_key(&name) {
+                return Err(self.err(r.name.span(), format!("task name `{name}` is used twice")));
+            }
+            names.insert(name.clone(), r.name.span());
+            let policy = self.policy_of(t.span(), &r.policy, &r.priority, &r.nice, (&r.runtime, &r.deadline, &r.period))?;
+            let rng = rng_stream(p.seed, &format!("task/{name}"));
+            let exec = |what: &str| -> Result<Dist, InputError> {
+                let e = self.positive(self.need(&r.exec, t.span(), what)?, what)?;
+                let dist = r.exec_dist.as_ref().map_or("const", |d| d.get_ref().as_str());
+                match dist {
+                    "const" => Ok(Dist::Const(e)),
+                    "uniform" => {
+                        let hi = self.dur(self.need(&r.exec_max, t.span(), "exec_max")?)?;
+                        if hi < e {
+                            return Err(self.err(r.exec_max.as_ref().expect("set").span(), "exec_max must be >= exec"));
+                        }
+                        Ok(Dist::Uniform(e, hi))
+                    }
+                    "exp" => Ok(Dist::Exp(e)),
+                    _ => Err(self.err(r.exec_dist.as_ref().expect("set").span(), "exec_dist must be const, uniform or exp")),
+                }
+            };
+            let behavior: Box<dyn crate::task::Behavior> = match r.kind.get_ref().as_str() {
+                "periodic" => {
+                    let period = match (&r.period, policy) {
+                        (Some(d), _) => self.positive(d, "period")?,
+                        (None, Policy::Deadline { period, .. }) => period,
+                        (None, _) => return Err(self.err(t.span(), "missing `period`")),
+                    };
+                    let deadline = match (&r.deadline, policy) {
+                        (_, Policy::Deadline { deadline, .. }) => deadline,
+                        (Some(d), _) => self.positive(d, "deadline")?,
+                        (None, _) => period,
+                    };
+                    let mut b = Periodic::new(period, self.dur_or(&r.offset, 0)?, deadline, exec("exec")?, rng);
+                    if let Some(s) = &r.poll {
+                        b.poll = Some(socket(&mut sim, s.get_ref()));
+                        b.recv_cost = self.dur_or(&r.recv_cost, 0)?;
+                    }
+                    b.max_jobs = r.jobs;
+                    Box::new(b)
+                }
+                "cpu-loop" | "probe" => {
+                    let phases = match (&r.run, &r.sleep) {
+                        (Some(a), Some(b)) => Some((self.positive(a, "run")?, self.dur(b)?)),
+                        (None, None) => None,
+                        _ => return Err(self.err(t.span(), "`run` and `sleep` go together")),
+                    };
+                    if r.kind.get_ref() == "probe" {
+                        probe_tasks.push((i, name.clone()));
+                    }
+                    Box::new(CpuLoop::new(phases))
+                }
+                "udp-server" => {
+                    let s = self.need(&r.socket, t.span(), "socket")?;
+                    let sid = socket(&mut sim, s.get_ref());
+                    Box::new(UdpServer::new(sid, self.dur_or(&r.recv_cost, 0)?, self.dur_or(&r.user_cost, 0)?))
+                }
+                "media-player" => {
+                    let period = self.positive(self.need(&r.period, t.span(), "period")?, "period")?;
+                    let frames = r.frames.unwrap_or(u64::MAX);
+                    Box::new(MediaPlayer::new(period, exec("exec")?, frames, rng, r.keep_frames.unwrap_or(false)))
+                }
+                k => {
+                    return Err(self.err(
+                        r.kind.span(),
+                        format!("unknown task kind `{k}` (periodic, cpu-loop, probe, udp-server, media-player)"),
+                    ))
+                }
+            };
+            let id = sim.add_task(Task::new(name, policy, TaskKind::User(behavior)));
+            if let Policy::Rr(_) = policy {
+                sim.tasks[id].rr_left = crate::sched::rt::RR_TIMESLICE_NS;
+            }
+            for s in [&r.socket, &r.poll].into_iter().flatten() {
+                let sid = socket(&mut sim, s.get_ref());
+                if sim.sockets[sid].owner.is_none() {
+                    sim.sockets[sid].owner = Some(id);
+                }
+            }
+            if let Some(s) = &r.server {
+                pending_servers.push((id, s));
+            }
+        }
+        for (task, s) in pending_servers {
+            if matches!(sim.tasks[task].policy, Policy::Deadline { .. }) {
+                return Err(self.err(s.span(), "a SCHED_DEADLINE task is its own server"));
+            }
+            let server = self.server_of(s, task, sim.tasks[task].policy)?;
+            sim.tasks[task].server = Some(sim.servers.len());
+            sim.servers.push(server);
+        }
+
+        // Traffic.
+        for (i, tr) in self.raw.traffic.iter().enumerate() {
+            let r = tr.get_ref();
+            if sim.nics.is_empty() {
+                return Err(self.err(tr.span(), "traffic needs a [nic]"));
+            }
+            let kind = r.kind.get_ref().as_str();
+            let size = r.size.as_ref().map_or(64, |s| *s.get_ref());
+            if !(1..=65_535).contains(&size) {
+                return Err(self.err(r.size.as_ref().expect("set").span(), "size must be 1-65535 bytes"));
+            }
+            let link = match &r.link {
+                Some(l) => parse_link(l.get_ref()).map_err(|e| self.err(l.span(), e))?,
+                None => 1_000_000_000,
+            };
+            let interval = |default: Option<Nanos>| -> Result<Nanos, InputError> {
+                match (&r.interval, default) {
+                    (Some(d), _) => self.positive(d, "interval"),
+                    (None, Some(d)) => Ok(d),
+                    (None, None) => Err(self.err(tr.span(), "missing `interval`")),
+                }
+            };
+            let mut proto_udp = |sim: &mut Sim| -> Result<Proto, InputError> {
+                let s = self.need(&r.socket, tr.span(), "socket")?;
+                Ok(Proto::Udp { socket: socket(sim, s.get_ref()) as u16 })
+            };
+            let (arrivals, proto) = match kind {
+                "ping-flood" => (Arrivals::Constant { interval: interval(None)? }, Proto::IcmpEcho { reply: r.reply.unwrap_or(true) }),
+                // The load-bounds paper's heartbeat: a datagram every 10 ms.
+                "heartbeat" => (Arrivals::Constant { interval: interval(Some(10_000_000))? }, proto_udp(&mut sim)?),
+                "constant" | "poisson" | "mmpp2" => {
+                    let proto = if r.socket.is_some() { proto_udp(&mut sim)? } else { Proto::IcmpEcho { reply: r.reply.unwrap_or(true) } };
+                    let arrivals = match kind {
+                        "constant" => Arrivals::Constant { interval: interval(None)? },
+                        "poisson" => Arrivals::Poisson { mean: interval(None)? },
+                        _ => {
+                            let burst = self.need(&r.burst, tr.span(), "burst")?;
+                            if *burst.get_ref() < 1.0 {
+                                return Err(self.err(burst.span(), "burst (mean packets per burst) must be >= 1"));
+                            }
+                            Arrivals::Mmpp2 {
+                                burst: *burst.get_ref(),
+                                spacing: self.dur_or(&r.spacing, wire_ns(size as u32, link))?,
+                                gap: self.positive(self.need(&r.gap, tr.span(), "gap")?, "gap")?,
+                            }
+                        }
+                    };
+                    (arrivals, proto)
+                }
+                k => {
+                    return Err(self.err(
+                        r.kind.span(),
+                        format!("unknown traffic kind `{k}` (ping-flood, heartbeat, constant, poisson, mmpp2)"),
+                    ))
+                }
+            };
+            let name = r.name.clone().unwrap_or_else(|| format!("{kind}-{i}"));
+            sim.sources.push(Source {
+                rng: rng_stream(p.seed, &format!("traffic/{name}")),
+                name,
+                nic: 0,
+                arrivals,
+                proto,
+                size: size as u32,
+                wire_ns: wire_ns(size as u32, link),
+                start: self.dur_or(&r.start, 0)?,
+                stop: self.dur_or(&r.stop, Nanos::MAX)?,
+                sent: 0,
+            });
+        }
+
+        // Metrics.
+        for mt in &self.raw.metric {
+            let r = mt.get_ref();
+            match r.kind.get_ref().as_str() {
+                "bh_time" => {
+                    let interval = match &r.interval {
+                        Some(d) => self.positive(d, "interval")?,
+                        None => 1_000_000,
+                    };
+                    sim.bh_series = Some(crate::metrics::Series::new(interval, 0));
+                }
+                "probe" => {
+                    let t = self.need(&r.task, mt.span(), "task")?;
+                    let id = sim.task_id(t.get_ref()).ok_or_else(|| self.err(t.span(), format!("no task named `{}`", t.get_ref())))?;
+                    let windows = match &r.windows {
+                        Some(ws) => ws.iter().map(|w| self.positive(w, "window")).collect::<Result<Vec<_>, _>>()?,
+                        None => log_windows(
+                            self.dur_or(&r.from, 10_000)?,
+                            self.dur_or(&r.to, 100_000_000)?,
+                            r.points.unwrap_or(25) as usize,
+                        ),
+                    };
+                    if windows.is_empty() {
+                        return Err(self.err(mt.span(), "a probe needs at least one window"));
+                    }
+                    sim.probe = Some(Probe::new(id, windows, 0));
+                }
+                k => return Err(self.err(r.kind.span(), format!("unknown metric `{k}` (bh_time, probe)"))),
+            }
+        }
+        if sim.probe.is_none() {
+            if let Some((_, name)) = probe_tasks.first() {
+                let id = sim.task_id(name).expect("added");
+                sim.probe = Some(Probe::new(id, log_windows(10_000, 100_000_000, 25), 0));
+            }
+        }
+
+        // Bottom-half policy.
+        if let Some(pol) = &self.raw.policy {
+            let mut table = pol.get_ref().clone();
+            let name = match table.remove("bottom_half") {
+                None => "none".to_string(),
+                Some(toml::Value::String(s)) => s,
+                Some(_) => return Err(self.err(pol.span(), "bottom_half must be a string")),
+            };
+            let made = crate::policy::bottom_half_policy(&name, &table, &sim).map_err(|e| self.err(pol.span(), e))?;
+            sim.bh_policy = made;
+        }
+        let _ = p.duration;
+        Ok(sim)
+    }
+}
+
+/// Parses a link rate: `"100Mbit"`, `"1Gbit"`, `"10Gbit/s"`, `"56kbit"`.
+pub fn parse_link(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches("/s").trim_end_matches("ps");
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let v: f64 = num.parse().map_err(|_| format!("link rate `{s}` is not a number with a unit (e.g. \"100Mbit\")"))?;
+    let scale = match unit {
+        "bit" | "b" => 1.0,
+        "kbit" | "Kbit" | "kb" => 1e3,
+        "Mbit" | "mbit" | "Mb" => 1e6,
+        "Gbit" | "gbit" | "Gb" => 1e9,
+        _ => return Err(format!("link rate `{s}` has an unknown unit (bit, kbit, Mbit, Gbit)")),
+    };
+    let r = (v * scale).round();
+    if r < 1.0 {
+        return Err(format!("link rate `{s}` must be positive"));
+    }
+    Ok(r as u64)
+}

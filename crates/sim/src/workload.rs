@@ -1,0 +1,297 @@
+//! Workloads: periodic real-time task (optionally polling a socket once
+//! per period), CPU-bound loop (optionally run/sleep phases), UDP server,
+//! media player. Each is a [`Behavior`]: a small state machine the kernel
+//! asks for its next step.
+
+use crate::engine::SourceRng;
+use crate::metrics::Histogram;
+use crate::task::{Behavior, Step, StepCtx};
+use irqlab_analysis::Nanos;
+use rand::Rng;
+use serde_json::json;
+
+/// A cost or execution-time distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Dist {
+    Const(Nanos),
+    Uniform(Nanos, Nanos),
+    /// Exponential with this mean.
+    Exp(Nanos),
+}
+
+impl Dist {
+    pub fn draw(&self, rng: &mut SourceRng) -> Nanos {
+        match *self {
+            Dist::Const(v) => v,
+            Dist::Uniform(a, b) => {
+                if b <= a {
+                    a
+                } else {
+                    rng.gen_range(a..=b)
+                }
+            }
+            Dist::Exp(m) => (-(1.0 - rng.gen::<f64>()).ln() * m as f64).round() as Nanos,
+        }
+    }
+
+    pub fn max(&self) -> Option<Nanos> {
+        match *self {
+            Dist::Const(v) => Some(v),
+            Dist::Uniform(_, b) => Some(b),
+            Dist::Exp(_) => None,
+        }
+    }
+}
+
+/// A periodic task: a job every `period` (first at `offset`), each
+/// computing an execution time drawn from `exec`; response time = finish −
+/// release, a miss when it exceeds `deadline`. Jobs never skip: an overrun
+/// delays the next job. With `poll`, each job first makes one
+/// non-blocking receive on that socket (cost `recv_cost` in kernel mode)
+/// and counts successes (the load-bounds paper's τ1 counting heartbeats).
+pub struct Periodic {
+    pub period: Nanos,
+    pub offset: Nanos,
+    pub deadline: Nanos,
+    pub exec: Dist,
+    pub rng: SourceRng,
+    pub poll: Option<usize>,
+    pub recv_cost: Nanos,
+    release: Nanos,
+    phase: u8,
+    pub polled_ok: u64,
+    pub polled_empty: u64,
+    pub max_jobs: Option<u64>,
+}
+
+impl Periodic {
+    pub fn new(period: Nanos, offset: Nanos, deadline: Nanos, exec: Dist, rng: SourceRng) -> Self {
+        Periodic {
+            period,
+            offset,
+            deadline,
+            exec,
+            rng,
+            poll: None,
+            recv_cost: 0,
+            release: offset,
+            phase: 0,
+            polled_ok: 0,
+            polled_empty: 0,
+            max_jobs: None,
+        }
+    }
+}
+
+impl Behavior for Periodic {
+    fn next(&mut self, ctx: &mut StepCtx) -> Step {
+        loop {
+            match self.phase {
+                // Waiting for the release.
+                0 => {
+                    if self.max_jobs.is_some_and(|m| ctx.jobs.jobs >= m) {
+                        return Step::Exit;
+                    }
+                    if ctx.now < self.release {
+                        return Step::SleepUntil(self.release);
+                    }
+                    self.phase = 1;
+                    if let Some(s) = self.poll {
+                        if ctx.sockets[s].try_recv().is_some() {
+                            self.polled_ok += 1;
+                        } else {
+                            self.polled_empty += 1;
+                        }
+                        if self.recv_cost > 0 {
+                            return Step::Kernel(self.recv_cost);
+                        }
+                    }
+                }
+                1 => {
+                    self.phase = 2;
+                    return Step::User(self.exec.draw(&mut self.rng));
+                }
+                _ => {
+                    let response = ctx.now - self.release;
+                    ctx.jobs.jobs += 1;
+                    ctx.jobs.response.record(response);
+                    if response > self.deadline {
+                        ctx.jobs.deadline_misses += 1;
+                    }
+                    self.release += self.period;
+                    self.phase = 0;
+                }
+            }
+        }
+    }
+
+    fn extra(&self) -> Option<serde_json::Value> {
+        self.poll.map(|_| json!({"polls_ok": self.polled_ok, "polls_empty": self.polled_empty}))
+    }
+}
+
+/// A CPU-bound loop; with `run`/`sleep` it computes for `run` of wall
+/// time, then sleeps `sleep`, and so on (the process-aware paper's
+/// CPU-bound process: 100 s on, 10 s off). Reports the CPU time it got in
+/// each completed active phase.
+pub struct CpuLoop {
+    pub chunk: Nanos,
+    pub phases: Option<(Nanos, Nanos)>,
+    phase_end: Option<Nanos>,
+    pub phase_count: u64,
+}
+
+impl CpuLoop {
+    pub fn new(phases: Option<(Nanos, Nanos)>) -> Self {
+        CpuLoop { chunk: 1_000_000, phases, phase_end: None, phase_count: 0 }
+    }
+}
+
+impl Behavior for CpuLoop {
+    fn next(&mut self, ctx: &mut StepCtx) -> Step {
+        let Some((run, sleep)) = self.phases else {
+            return Step::User(self.chunk);
+        };
+        let end = *self.phase_end.get_or_insert(ctx.now + run);
+        if ctx.now >= end {
+            self.phase_count += 1;
+            self.phase_end = Some(end + sleep + run);
+            return Step::SleepUntil(end + sleep);
+        }
+        Step::User(self.chunk.min(end - ctx.now))
+    }
+
+    fn extra(&self) -> Option<serde_json::Value> {
+        self.phases.map(|_| json!({"active_phases_completed": self.phase_count}))
+    }
+}
+
+/// A UDP server: blocking receive, then `recv_cost` in the kernel (copy
+/// to user) and `user_cost` of user work per datagram.
+pub struct UdpServer {
+    pub socket: usize,
+    pub recv_cost: Nanos,
+    pub user_cost: Nanos,
+    phase: u8,
+    pub received: u64,
+}
+
+impl UdpServer {
+    pub fn new(socket: usize, recv_cost: Nanos, user_cost: Nanos) -> Self {
+        UdpServer { socket, recv_cost, user_cost, phase: 0, received: 0 }
+    }
+}
+
+impl Behavior for UdpServer {
+    fn next(&mut self, ctx: &mut StepCtx) -> Step {
+        loop {
+            match self.phase {
+                0 => {
+                    if ctx.received {
+                        ctx.received = false;
+                        self.received += 1;
+                        self.phase = 1;
+                        return Step::Kernel(self.recv_cost);
+                    }
+                    return Step::Recv(self.socket);
+                }
+                1 => {
+                    self.phase = 2;
+                    return Step::User(self.user_cost);
+                }
+                _ => self.phase = 0,
+            }
+        }
+    }
+
+    fn extra(&self) -> Option<serde_json::Value> {
+        Some(json!({"datagrams": self.received}))
+    }
+}
+
+/// A media player (mplayer as in the BH-threshold paper): decodes frame k
+/// (cost drawn from `decode`), sleeps until its display time start + k ×
+/// period if early, displays late frames at once. Records the delay
+/// between consecutive displays.
+pub struct MediaPlayer {
+    pub period: Nanos,
+    pub decode: Dist,
+    pub frames: u64,
+    pub rng: SourceRng,
+    pub keep_frames: bool,
+    start: Option<Nanos>,
+    k: u64,
+    decoded: bool,
+    last_display: Option<Nanos>,
+    pub delays: Histogram,
+    pub delays_ns: Vec<Nanos>,
+    pub late_frames: u64,
+    pub finished_at: Option<Nanos>,
+}
+
+impl MediaPlayer {
+    pub fn new(period: Nanos, decode: Dist, frames: u64, rng: SourceRng, keep_frames: bool) -> Self {
+        MediaPlayer {
+            period,
+            decode,
+            frames,
+            rng,
+            keep_frames,
+            start: None,
+            k: 0,
+            decoded: false,
+            last_display: None,
+            delays: Histogram::default(),
+            delays_ns: Vec::new(),
+            late_frames: 0,
+            finished_at: None,
+        }
+    }
+}
+
+impl Behavior for MediaPlayer {
+    fn next(&mut self, ctx: &mut StepCtx) -> Step {
+        let start = *self.start.get_or_insert(ctx.now);
+        if self.k >= self.frames {
+            self.finished_at.get_or_insert(ctx.now);
+            return Step::Exit;
+        }
+        if !self.decoded {
+            self.decoded = true;
+            return Step::User(self.decode.draw(&mut self.rng));
+        }
+        let due = start + self.k * self.period;
+        if ctx.now < due {
+            return Step::SleepUntil(due);
+        }
+        if ctx.now > due {
+            self.late_frames += 1;
+        }
+        if let Some(last) = self.last_display {
+            let d = ctx.now - last;
+            self.delays.record(d);
+            if self.keep_frames {
+                self.delays_ns.push(d);
+            }
+        }
+        ctx.jobs.jobs += 1;
+        self.last_display = Some(ctx.now);
+        self.k += 1;
+        self.decoded = false;
+        self.next(ctx)
+    }
+
+    fn extra(&self) -> Option<serde_json::Value> {
+        let s = self.delays.summary();
+        let mut v = json!({
+            "frames_displayed": self.k,
+            "late_frames": self.late_frames,
+            "decode_finished_ns": self.finished_at,
+            "inter_frame_delay": s,
+        });
+        if self.keep_frames {
+            v["inter_frame_delays_ns"] = json!(self.delays_ns);
+        }
+        Some(v)
+    }
+}
