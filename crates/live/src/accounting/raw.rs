@@ -57,6 +57,9 @@ pub struct CpuTotals {
     pub orphan_thread_ns: u64,
     pub anomalies: u64,
     pub dropped_tasks: u64,
+    pub socket_events: u64,
+    pub socket_events_no_owner: u64,
+    pub socket_events_outside: u64,
 }
 
 /// Everything read from the maps at one instant.

@@ -32,6 +32,10 @@ pub struct TaskReport {
     /// Softirq time done on its behalf, wherever it ran.
     pub served_softirq_ns: u64,
     pub served_by_softirq_ns: BTreeMap<String, u64>,
+    /// The same split by the CPU the softirq ran on (CPU number -> vector
+    /// -> ns); empty for tasks nobody served.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub served_by_cpu_ns: BTreeMap<usize, BTreeMap<String, u64>>,
     /// Time of service threads (ksoftirqd, irq/, napi/) done on its behalf.
     pub served_by_thread_ns: u64,
     /// utime + stime growth in /proc/<tid>/stat over the run, in ns;
@@ -61,6 +65,12 @@ pub struct CpuReport {
     pub unaccounted_ns: i64,
     /// Lost or mismatched events the BPF side resynchronised after.
     pub anomalies: u64,
+    /// Packets queued to (or dropped at) a socket on this CPU; of them,
+    /// those whose socket had no known owner (it never received), and
+    /// those seen outside softirq or service-thread context.
+    pub socket_events: u64,
+    pub socket_events_no_owner: u64,
+    pub socket_events_outside: u64,
 }
 
 /// Interrupt work for which no beneficiary was found.
@@ -182,6 +192,9 @@ impl Report {
                 orphan_softirq_ns: orphan_softirq,
                 unaccounted_ns: wall_ns as i64 - accounted as i64,
                 anomalies: totals.anomalies,
+                socket_events: totals.socket_events,
+                socket_events_no_owner: totals.socket_events_no_owner,
+                socket_events_outside: totals.socket_events_outside,
             });
         }
         orphan.softirq_ns = orphan_vec.iter().sum();
@@ -230,6 +243,17 @@ impl Report {
     pub fn task(&self, tid: u32) -> Option<&TaskReport> {
         self.tasks.iter().find(|t| t.tid == tid)
     }
+}
+
+fn served_by_cpu(raw: &RawSnapshot, ctx: &Context, tid: u32, idle_cpu: Option<(usize, usize)>) -> BTreeMap<usize, BTreeMap<String, u64>> {
+    let Some(per_cpu) = raw.tasks.get(&tid) else { return BTreeMap::new() };
+    per_cpu
+        .iter()
+        .enumerate()
+        .filter(|(idx, _)| idle_cpu.map_or(true, |(i, _)| i == *idx))
+        .map(|(idx, c)| (ctx.cpus.get(idx).copied().unwrap_or(idx), by_vector(&c.served_softirq_ns)))
+        .filter(|(_, m)| !m.is_empty())
+        .collect()
 }
 
 fn task_report(
@@ -286,6 +310,7 @@ fn task_report(
         stolen_by_softirq_ns: by_vector(&c.softirq_ns),
         served_softirq_ns: c.served_softirq_total(),
         served_by_softirq_ns: by_vector(&c.served_softirq_ns),
+        served_by_cpu_ns: served_by_cpu(raw, ctx, tid, idle_cpu),
         served_by_thread_ns: c.served_by_thread_ns,
         proc_charged_ns,
         proc_error,
@@ -358,6 +383,8 @@ mod tests {
         assert_eq!(idle0.kind, TaskKind::Idle);
         assert_eq!(r.orphan.softirq_by_vector_ns["RCU"], 50);
         assert_eq!(r.task(43).unwrap().served_by_softirq_ns["NET_RX"], 80_000);
+        assert_eq!(r.task(43).unwrap().served_by_cpu_ns[&1]["NET_RX"], 80_000);
+        assert!(!r.task(43).unwrap().served_by_cpu_ns.contains_key(&0));
     }
 
     #[test]

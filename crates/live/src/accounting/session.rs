@@ -245,6 +245,9 @@ impl<'obj> Session<'obj> {
                     orphan_thread_ns: t.orphan_thread_ns,
                     anomalies: t.anomalies,
                     dropped_tasks: t.dropped_tasks,
+                    socket_events: t.socket_events,
+                    socket_events_no_owner: t.socket_events_no_owner,
+                    socket_events_outside: t.socket_events_outside,
                 };
                 (state, totals)
             })

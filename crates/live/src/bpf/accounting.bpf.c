@@ -395,12 +395,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 static __always_inline void packet_for_socket(const struct sock *sk)
 {
 	struct cpu_state *st = this_cpu_state();
-	if (!st || !st->initialised || !attributing(st))
+	struct cpu_totals *t = this_cpu_totals();
+	if (!st || !t || !st->initialised)
 		return;
+	t->socket_events++;
+	if (!attributing(st)) {
+		t->socket_events_outside++;
+		return;
+	}
 	u64 key = (u64)sk;
 	u32 *owner = bpf_map_lookup_elem(&sock_owner, &key);
-	if (!owner)
+	if (!owner) {
+		t->socket_events_no_owner++;
 		return;
+	}
 	close_segment(st, bpf_ktime_get_ns());
 	serve(st, *owner);
 }

@@ -39,6 +39,9 @@ struct cpu_totals {
 	__u64 orphan_thread_ns;
 	__u64 anomalies;
 	__u64 dropped_tasks;
+	__u64 socket_events;          /* packets queued/dropped at a socket */
+	__u64 socket_events_no_owner; /* ... whose socket had no known owner */
+	__u64 socket_events_outside;  /* ... outside softirq/service context */
 };
 
 struct task_stats {
