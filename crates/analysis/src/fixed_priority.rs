@@ -90,7 +90,7 @@ pub fn response_time(
     for q in 0..horizon.max_jobs {
         let work = (q + 1).checked_mul(wcet)?;
         let finish = smallest_window(work, &interference, horizon)?;
-        worst = worst.max(finish.saturating_sub(q * period));
+        worst = worst.max(finish.saturating_sub(q.saturating_mul(period)));
         if finish <= (q + 1).saturating_mul(period) {
             return Some(worst);
         }

@@ -288,12 +288,13 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
             });
             continue;
         };
-        let d = p.deadline_ns as i64;
+        // d - x in i64, saturating (durations can exceed i64 in principle).
+        let minus = |x: u128| (p.deadline_ns as i128 - x as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
         let (schedulable, response, load, slack) = match (&edf, test) {
             (Some(out), _) => (out.schedulable, None, base.edf_load_at(p.deadline_ns), out.min_slack_ns),
             (None, Test::Load) => {
                 let interference = base.fp_interference(k);
-                let spare = d - p.wcet_ns as i64 - interference(p.deadline_ns) as i64;
+                let spare = minus(p.wcet_ns as u128 + interference(p.deadline_ns) as u128);
                 (
                     base.fp_ok(k, test),
                     base.rta(k),
@@ -307,7 +308,7 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
                     r.is_some_and(|r| r <= p.deadline_ns),
                     r,
                     load_at_deadline(p.wcet_ns, p.deadline_ns, base.fp_interference(k)),
-                    r.map(|r| d - r as i64),
+                    r.map(|r| minus(r as u128)),
                 )
             }
         };
@@ -337,6 +338,7 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envelope::DemandEnvelope;
     use crate::taskset::{Origin, Task};
     use proptest::prelude::*;
 
@@ -382,6 +384,61 @@ mod tests {
         let set = TaskSet { tasks: vec![periodic("a", 0, 10, 2, 20)] };
         assert!(analyze(&set, Test::Load, DemandBound::Refined).is_err());
         assert!(analyze(&set, Test::Rta, DemandBound::Refined).unwrap().schedulable);
+    }
+
+    fn interferer(name: &str, priority: i64, model: Model) -> Task {
+        Task { name: name.into(), priority, model, origin: Origin::default() }
+    }
+
+    #[test]
+    fn servers_as_interferers() {
+        // Budget 2 per 10 above a task with e = 5: a polling or sporadic server
+        // takes one budget (R = 7); a deferrable server can run two budgets
+        // back to back (R = 9).
+        let server = crate::task::Server { budget_ns: 2, period_ns: 10 };
+        let below = periodic("t", 1, 20, 5, 20);
+        for (model, expected) in [
+            (Model::PollingServer(server), 7),
+            (Model::SporadicServer(server), 7),
+            (Model::DeferrableServer(server), 9),
+        ] {
+            let set = TaskSet { tasks: vec![interferer("s", 0, model.clone()), below.clone()] };
+            assert_eq!(response_times(&set, DemandBound::Refined)[1], Some(expected), "{}", model.kind());
+        }
+    }
+
+    #[test]
+    fn rta_with_a_tabulated_curve_is_sound() {
+        // A curve sampled from a periodic driver (p = 1000, e = 300) at
+        // every 50 ns, breakpoints included, then RTA of tasks below it: the
+        // curve's envelope can only be more pessimistic than the exact
+        // periodic model, and with dense samples it is the same.
+        let (p, e) = (1_000u64, 300u64);
+        let points: Vec<crate::curve::CurvePoint> = (1..=200u64)
+            .map(|i| {
+                let w = i * 50;
+                crate::curve::CurvePoint {
+                    window_ns: w,
+                    max_load: crate::demand::periodic_load(DemandBound::Refined, p, e, w),
+                }
+            })
+            .collect();
+        let curve = Model::Curve(DemandEnvelope::from_points(&points));
+        let exact = Model::Periodic(PeriodicTask { period_ns: p, wcet_ns: e, deadline_ns: p });
+        for (wcet, period) in [(100u64, 2_000u64), (650, 5_000), (1_500, 20_000)] {
+            let below = periodic("t", 1, period, wcet, period);
+            let with_curve = TaskSet { tasks: vec![interferer("d", 0, curve.clone()), below.clone()] };
+            let with_task = TaskSet { tasks: vec![interferer("d", 0, exact.clone()), below] };
+            let r_curve = response_times(&with_curve, DemandBound::Refined)[1].unwrap();
+            let r_exact = response_times(&with_task, DemandBound::Refined)[1].unwrap();
+            assert_eq!(r_curve, r_exact, "e = {wcet}");
+        }
+        // Sparse samples: still never below the exact response time.
+        let sparse: Vec<_> = points.iter().copied().step_by(7).collect();
+        let curve = Model::Curve(DemandEnvelope::from_points(&sparse));
+        let set = TaskSet { tasks: vec![interferer("d", 0, curve), periodic("t", 1, 5_000, 650, 5_000)] };
+        let exact_set = TaskSet { tasks: vec![interferer("d", 0, exact), periodic("t", 1, 5_000, 650, 5_000)] };
+        assert!(response_times(&set, DemandBound::Refined)[1] >= response_times(&exact_set, DemandBound::Refined)[1]);
     }
 
     fn arb_set() -> impl Strategy<Value = TaskSet> {
