@@ -15,7 +15,9 @@ pub const CURVE_SCHEMA: &str = "irqlab/curve/v1";
 /// was taken (a fraction in [0, 1]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CurvePoint {
+    /// Window length Δ (ns).
     pub window_ns: u64,
+    /// Largest observed load over any window of that length, `load_max(Δ)` of the load-bounds paper §4.
     pub max_load: f64,
 }
 
@@ -24,7 +26,9 @@ pub struct CurvePoint {
 /// `complete`, ...) beside these; readers ignore what they do not know.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Curve {
+    /// Always [`CURVE_SCHEMA`].
     pub schema: String,
+    /// The measured points, in any order.
     pub points: Vec<CurvePoint>,
 }
 
@@ -32,6 +36,7 @@ pub struct Curve {
 pub const CSV_HEADER: &str = "window_ns,max_load";
 
 impl Curve {
+    /// A curve document holding `points`.
     pub fn new(points: Vec<CurvePoint>) -> Self {
         Curve { schema: CURVE_SCHEMA.to_string(), points }
     }

@@ -24,6 +24,7 @@ pub enum DemandBound {
 }
 
 impl DemandBound {
+    /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
             DemandBound::Traditional => "traditional",

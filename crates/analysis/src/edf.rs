@@ -26,6 +26,7 @@ pub fn edf_demand(task: &PeriodicTask, window: Nanos) -> Nanos {
 /// The outcome of [`edf_test`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct EdfOutcome {
+    /// Every deadline met (processor-demand criterion held at every checked point).
     pub schedulable: bool,
     /// Smallest `t - interference(t) - Σ dbf(t)` over the checked deadlines
     /// (ns); `None` when the utilisation exceeds 1 (no finite check).

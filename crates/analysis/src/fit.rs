@@ -13,7 +13,9 @@ pub const FIT_SCHEMA: &str = "irqlab/fit/v1";
 /// u and p): `load(Δ) = min(1, u + u (1 - u) p / Δ)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HyperbolaFit {
+    /// u: the load the bound converges to (eq. 10).
     pub utilization: f64,
+    /// p: the fitted period; e = u·p (eq. 10).
     pub period_ns: Nanos,
 }
 

@@ -12,8 +12,11 @@ use crate::units::Nanos;
 /// within `deadline_ns` of its release (may be longer than the period).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeriodicTask {
+    /// p: period or minimum separation of releases.
     pub period_ns: Nanos,
+    /// e: worst-case execution time of one job.
     pub wcet_ns: Nanos,
+    /// d: relative deadline.
     pub deadline_ns: Nanos,
 }
 
@@ -28,7 +31,9 @@ impl PeriodicTask {
 /// fitted `u` and `p` of §4): `load(Δ) = min(1, u + u (1 - u) p / Δ)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Hyperbola {
+    /// u of eq. 10.
     pub utilization: f64,
+    /// p of eq. 10 (e = u·p).
     pub period_ns: Nanos,
 }
 
@@ -36,7 +41,9 @@ pub struct Hyperbola {
 /// paper §2, "aperiodic server thread scheduling algorithms").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Server {
+    /// C: execution budget per period.
     pub budget_ns: Nanos,
+    /// T: replenishment period.
     pub period_ns: Nanos,
 }
 

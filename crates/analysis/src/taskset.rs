@@ -27,11 +27,14 @@ use toml::Spanned;
 /// One task of a task set, with where it was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
+    /// Unique within the set.
     pub name: String,
     /// Smaller = more urgent. Tasks of equal priority are assumed to
     /// interfere with each other (FIFO among equals, counted both ways).
     pub priority: i64,
+    /// What the task is and how much it demands.
     pub model: Model,
+    /// Where it was written.
     pub origin: Origin,
 }
 
@@ -39,14 +42,18 @@ pub struct Task {
 /// (e.g. a test that needs `deadline ≤ period`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Origin {
+    /// The `[[task]]` table.
     pub table: Option<Location>,
+    /// The `wcet` value.
     pub wcet: Option<Location>,
+    /// The `deadline` value (the `period` when the deadline is implicit).
     pub deadline: Option<Location>,
 }
 
 /// Tasks in priority order (most urgent first; file order among equals).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TaskSet {
+    /// Tasks, most urgent first.
     pub tasks: Vec<Task>,
 }
 

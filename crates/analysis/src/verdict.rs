@@ -34,6 +34,7 @@ pub enum Test {
 }
 
 impl Test {
+    /// The name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
             Test::Rta => "rta",
@@ -46,11 +47,17 @@ impl Test {
 /// One analysed (periodic or sporadic) task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskVerdict {
+    /// Task name from the task set.
     pub name: String,
+    /// Smaller = more urgent.
     pub priority: i64,
+    /// p (ns).
     pub period_ns: Nanos,
+    /// e (ns).
     pub wcet_ns: Nanos,
+    /// d (ns).
     pub deadline_ns: Nanos,
+    /// Whether the test proves every deadline is met.
     pub schedulable: bool,
     /// Worst-case response time by RTA with the chosen bound (also under
     /// `--test load`, as information); `null` when unbounded, and under EDF,
@@ -74,8 +81,11 @@ pub struct TaskVerdict {
 /// A task that is only an interferer (driver, server, measured curve).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InterfererSummary {
+    /// Task name from the task set.
     pub name: String,
+    /// `hyperbolic`, `curve`, `polling-server`, ...
     pub kind: String,
+    /// Smaller = more urgent.
     pub priority: i64,
     /// The load it converges to over long windows.
     pub utilization: f64,
@@ -84,11 +94,17 @@ pub struct InterfererSummary {
 /// The result of analysing a task set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
+    /// Always [`ANALYSIS_SCHEMA`].
     pub schema: String,
+    /// The test that decided.
     pub test: Test,
+    /// The demand bound used for periodic tasks and servers.
     pub bound: DemandBound,
+    /// Every analysed task is schedulable.
     pub schedulable: bool,
+    /// Analysed (periodic/sporadic) tasks, most urgent first.
     pub tasks: Vec<TaskVerdict>,
+    /// Tasks that only interfere (drivers, servers, curves).
     pub interferers: Vec<InterfererSummary>,
 }
 
