@@ -280,6 +280,12 @@ impl Scenario {
         })
     }
 
+    /// Whether a run produces a probe curve.
+    pub fn has_probe(&self) -> bool {
+        self.raw.task.iter().any(|t| t.get_ref().kind.get_ref() == "probe")
+            || self.raw.metric.iter().any(|m| m.get_ref().kind.get_ref() == "probe")
+    }
+
     pub fn description(&self) -> Option<&str> {
         self.raw.description.as_deref()
     }

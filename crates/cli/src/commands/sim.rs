@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         None => None,
     };
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;
-    if args.curve.is_some() && !text.contains("probe") {
+    if args.curve.is_some() && !sc.has_probe() {
         return Err(CliError::Input(InputError::new(format!(
             "--curve needs a probe task or a [[metric]] kind = \"probe\" in {file}"
         ))));

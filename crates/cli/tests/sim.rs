@@ -1,0 +1,71 @@
+//! `irqlab sim`: real invocations of the binary.
+
+use std::process::Command;
+
+fn irqlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_irqlab"))
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../../scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn writes_identical_json_for_one_seed_and_html_and_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: &str, out: &str| {
+        let st = irqlab()
+            .args(["sim", &example("udp-poisson.toml"), "--duration", "200ms", "--seed", seed, "--json"])
+            .arg(dir.path().join(out))
+            .arg("--html")
+            .arg(dir.path().join("page.html"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::fs::read(dir.path().join(out)).unwrap()
+    };
+    let a = run("3", "a.json");
+    assert_eq!(a, run("3", "b.json"));
+    assert_ne!(a, run("4", "c.json"));
+    let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+    assert_eq!(v["schema"], "irqlab/sim/v1");
+    assert_eq!(v["conservation"]["cpu_time_ok"], true);
+    assert!(std::fs::read_to_string(dir.path().join("page.html")).unwrap().contains("<svg"));
+
+    let curve = dir.path().join("curve.json");
+    let st = irqlab()
+        .args(["sim", &example("probe-threaded.toml"), "--duration", "50ms", "--json"])
+        .arg(dir.path().join("p.json"))
+        .arg("--curve")
+        .arg(&curve)
+        .arg("--trace")
+        .arg(dir.path().join("trace.json"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&curve).unwrap()).unwrap();
+    assert_eq!(c["schema"], "irqlab/curve/v1");
+    assert!(!c["points"].as_array().unwrap().is_empty());
+    let t: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("trace.json")).unwrap()).unwrap();
+    assert!(t["traceEvents"].as_array().unwrap().len() > 100);
+}
+
+#[test]
+fn bad_input_exits_2_with_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(example("ping-flood.toml")).unwrap().replace("priority = 90", "priority = 190");
+    std::fs::write(&f, text).unwrap();
+    let out = irqlab().arg("sim").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("priority must be 1-99"), "{err}");
+    assert!(err.contains("bad.toml:"), "{err}");
+
+    let out = irqlab().args(["sim", &example("ping-flood.toml"), "--curve", "x.json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = irqlab().args(["sim", &example("ping-flood.toml"), "--duration", "5 parsecs"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = irqlab().args(["sim", "/nonexistent.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
