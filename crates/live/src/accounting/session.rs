@@ -115,6 +115,17 @@ fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
     v
 }
 
+/// Runs the task_file iterator that gives already-open sockets their
+/// process as owner.
+fn seed_socket_owners(skel: &AccountingSkel<'_>) -> Result<()> {
+    use std::io::Read;
+    let link = skel.progs.seed_socket_owners.attach().map_err(bpf_err("attaching the socket-owner iterator"))?;
+    let mut iter = libbpf_rs::Iter::new(&link).map_err(bpf_err("creating the socket-owner iterator"))?;
+    let mut sink = Vec::new();
+    iter.read_to_end(&mut sink).map_err(|e| Error::io("running the socket-owner iterator", e))?;
+    Ok(())
+}
+
 /// Optional programs (by BPF function name) and the tracepoint each needs.
 const OPTIONAL: &[(&str, &str)] = &[
     ("on_timer_entry", "local_timer_entry"),
@@ -154,6 +165,8 @@ impl<'obj> Session<'obj> {
                 prog.set_autoload(false);
             }
         }
+        // The iterator runs once, by hand, before the tracepoints attach.
+        open.progs.seed_socket_owners.set_autoattach(false);
         let missing: Vec<String> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((_, tp), _)| tp.to_string()).collect();
         let skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
@@ -164,6 +177,7 @@ impl<'obj> Session<'obj> {
             None
         };
 
+        seed_socket_owners(&skel)?;
         let baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
         let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing };
         session.refresh_service_threads()?;

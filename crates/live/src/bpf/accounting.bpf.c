@@ -237,12 +237,15 @@ static __always_inline void note_anomaly(void)
 		t->anomalies++;
 }
 
+// Each handler reads the clock first, so its timestamp is as close to the
+// event as possible whatever else is attached to the same tracepoint.
 static __always_inline void hard_enter(s32 irq)
 {
+	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = state_for_event();
 	if (!st)
 		return;
-	close_segment(st, bpf_ktime_get_ns());
+	close_segment(st, now);
 	u32 depth = st->hard_depth;
 	if (depth >= MAX_IRQ_DEPTH) {
 		note_anomaly();
@@ -254,10 +257,11 @@ static __always_inline void hard_enter(s32 irq)
 
 static __always_inline void hard_exit(s32 irq)
 {
+	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = state_for_event();
 	if (!st)
 		return;
-	close_segment(st, bpf_ktime_get_ns());
+	close_segment(st, now);
 	u32 depth = st->hard_depth;
 	if (depth == 0) {
 		// Its entry happened before we attached (or was missed).
@@ -304,10 +308,11 @@ int BPF_PROG(on_callfn1_exit, int vector) { hard_exit(IRQ_CALL_FUNCTION_SINGLE);
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
+	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = state_for_event();
 	if (!st)
 		return 0;
-	close_segment(st, bpf_ktime_get_ns());
+	close_segment(st, now);
 	// Softirqs run with no hard IRQ handler active: a non-zero depth means
 	// an exit was missed; resynchronise here.
 	if (st->hard_depth) {
@@ -328,10 +333,11 @@ int BPF_PROG(on_softirq_entry, unsigned int vec)
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(on_softirq_exit, unsigned int vec)
 {
+	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = state_for_event();
 	if (!st)
 		return 0;
-	close_segment(st, bpf_ktime_get_ns());
+	close_segment(st, now);
 	if (st->soft_vec < 0)
 		return 0;
 	end_attribution(st);
@@ -342,10 +348,10 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
+	u64 now = bpf_ktime_get_ns();
 	struct cpu_state *st = state_for_event();
 	if (!st)
 		return 0;
-	u64 now = bpf_ktime_get_ns();
 	u32 prev_tid = prev->pid;
 	if (st->cur_tid != prev_tid) {
 		note_anomaly();
@@ -439,5 +445,29 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 	if (owner && *owner == tid)
 		return 0;
 	bpf_map_update_elem(&sock_owner, &key, &tid, BPF_ANY);
+	return 0;
+}
+
+// Run once at start (a task_file iterator over every process's open
+// files): sockets that are already open get their process as owner, so a
+// server that is starved and never returns from recv during the
+// measurement is still found. A thread receiving later takes over
+// (sock_recv_length); an owner learned that way is never overwritten here.
+SEC("iter/task_file")
+int seed_socket_owners(struct bpf_iter__task_file *ctx)
+{
+	struct file *file = ctx->file;
+	struct task_struct *task = ctx->task;
+	if (!file || !task)
+		return 0;
+	struct socket *sock = bpf_sock_from_file(file);
+	if (!sock)
+		return 0;
+	struct sock *sk = sock->sk;
+	if (!sk)
+		return 0;
+	u64 key = (u64)sk;
+	u32 tid = task->pid;
+	bpf_map_update_elem(&sock_owner, &key, &tid, BPF_NOEXIST);
 	return 0;
 }

@@ -28,21 +28,23 @@ struct {
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(sum_entry, unsigned int vec)
 {
+	u64 now = bpf_ktime_get_ns();
 	u32 zero = 0;
 	struct sum_state *s = bpf_map_lookup_elem(&softirq_sums, &zero);
 	if (s)
-		s->entered_ns = bpf_ktime_get_ns();
+		s->entered_ns = now;
 	return 0;
 }
 
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(sum_exit, unsigned int vec)
 {
+	u64 now = bpf_ktime_get_ns();
 	u32 zero = 0;
 	struct sum_state *s = bpf_map_lookup_elem(&softirq_sums, &zero);
 	if (!s || !s->entered_ns)
 		return 0;
-	s->sum_ns[vec & (VECTOR_SLOTS - 1)] += bpf_ktime_get_ns() - s->entered_ns;
+	s->sum_ns[vec & (VECTOR_SLOTS - 1)] += now - s->entered_ns;
 	s->entered_ns = 0;
 	return 0;
 }
