@@ -86,7 +86,23 @@ step_interference() {
   )
 }
 
-STEPS=(step_analysis step_accounting step_interference)
+step_idletime() {
+  # Idletime scheduling (issue 9): the throughput model as contour plots,
+  # then the dissertation's disk and network experiments in simulation
+  # (quick sweep). `reproduce` exits 1 when a relation of the dissertation
+  # does not hold in simulation (known misses are listed in its table and in
+  # scenarios/idletime/README.md); only exit codes above 1 fail the step.
+  local rc=0 code
+  "$IRQLAB" idletime-model --resource disk --p 0..200ms --i 1..100% --svg "$OUT/idletime-model-disk.svg" >/dev/null || rc=1
+  "$IRQLAB" idletime-model --resource udp --p 0..2ms --i 1..100% --svg "$OUT/idletime-model-udp.svg" >/dev/null || rc=1
+  "$IRQLAB" reproduce idletime --quick --json "$OUT/reproduce-idletime.json" --html "$OUT/reproduce-idletime.html" \
+    > "$OUT/reproduce-idletime.txt"
+  code=$?
+  [ "$code" -le 1 ] || rc=1
+  [ "$code" -eq 1 ] && echo "   some relations do not hold in simulation: see $OUT/reproduce-idletime.html" >&2
+  return $rc
+}
+STEPS=(step_analysis step_accounting step_interference step_idletime)
 
 failed=0
 for step in "${STEPS[@]}"; do

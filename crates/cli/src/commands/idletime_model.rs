@@ -1,10 +1,233 @@
-//! Placeholder until this command is built; see the open issues.
+//! `irqlab idletime-model --resource disk|udp|TABLE.csv --p 0..200ms --i 1..100%`:
+//! the idletime dissertation's throughput model (§4.4, SEEDS.md §4), the
+//! predicted normalised foreground and background throughput over a grid of
+//! preemption intervals p and foreground intensities i, as a table, an SVG
+//! pair of shaded grids (as Fig. 4.17) and JSON.
 
 use crate::error::{CliError, Status};
+use crate::output::{read_text, write_json, write_text};
+use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
+use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
+use irqlab_report::contour::{side_by_side_svg, HeatMap};
+use serde::Serialize;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// disk (random reads, Fig. 6.3 table, 19 ms service), udp (GigE UDP,
+    /// Fig. 6.7 table, 0.05 ms service) or a CSV file of
+    /// `intensity_pct,throughput` rows (`# unit: X` comment optional)
+    #[arg(long)]
+    pub resource: String,
+    /// Preemption interval range, e.g. "0..200ms" (default: 0..200ms for
+    /// disk, 0..5ms for udp, 0..2*t_max otherwise)
+    #[arg(long)]
+    pub p: Option<String>,
+    /// Number of p values in the grid
+    #[arg(long, default_value_t = 11)]
+    pub p_steps: usize,
+    /// Foreground intensity range in percent, e.g. "1..100%"
+    #[arg(long, default_value = "1..100%")]
+    pub i: String,
+    /// Number of intensity values in the grid
+    #[arg(long, default_value_t = 10)]
+    pub i_steps: usize,
+    /// Service time of one request (the preemption cost); default: the
+    /// dissertation's measured value for disk/udp, 1/r_max for a CSV table
+    /// (then its throughput must count requests per second)
+    #[arg(long)]
+    pub service: Option<String>,
+    /// α: foreground efficiency while background work is present (0..1)
+    #[arg(long, default_value_t = 1.0)]
+    pub alpha: f64,
+    /// t_max: the foreground quantum / longest inter-arrival time
+    #[arg(long, default_value = "100ms")]
+    pub t_max: String,
+    /// Write the foreground and background grids as shaded SVG plots
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Write the grid as JSON (schema irqlab/idletime-model/v1)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> Result<Status, CliError> {
-    Err(CliError::Failed("this command is not built yet".into()))
+#[derive(Serialize)]
+struct ModelDoc<'a> {
+    schema: &'static str,
+    table: &'a BaselineTable,
+    service_ns: f64,
+    t_max_ns: Nanos,
+    alpha: f64,
+    intervals_ns: Vec<Nanos>,
+    intensities: Vec<f64>,
+    /// [p][i], normalised as in §4.4.1.
+    foreground_norm: Vec<Vec<f64>>,
+    background_norm: Vec<Vec<f64>>,
+}
+
+fn duration_flag(name: &str, text: &str) -> Result<Nanos, CliError> {
+    parse_duration_ns(text).map_err(|e| CliError::Input(InputError::new(format!("--{name}: {e}"))))
+}
+
+/// "A..B" with a unit on B that A may omit ("0..200ms", "1ms..5ms").
+fn duration_range(text: &str) -> Result<(Nanos, Nanos), CliError> {
+    let bad = || CliError::Usage(format!("--p: `{text}` is not a range like \"0..200ms\""));
+    let (a, b) = text.split_once("..").ok_or_else(bad)?;
+    let hi = duration_flag("p", b)?;
+    let a = a.trim();
+    let lo = if !a.is_empty() && a.chars().all(|c| c.is_ascii_digit() || c == '.') && a != "0" {
+        let unit: String = b.trim().chars().skip_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        duration_flag("p", &format!("{a}{unit}"))?
+    } else {
+        duration_flag("p", a)?
+    };
+    if hi < lo {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+/// "1..100%" → (0.01, 1.0).
+fn percent_range(text: &str) -> Result<(f64, f64), CliError> {
+    let bad = || CliError::Usage(format!("--i: `{text}` is not a range of percentages like \"1..100%\""));
+    let t = text.trim().trim_end_matches('%');
+    let (a, b) = t.split_once("..").ok_or_else(bad)?;
+    let a: f64 = a.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+    let b: f64 = b.trim().parse().map_err(|_| bad())?;
+    if !(a > 0.0 && a <= b && b <= 100.0) {
+        return Err(CliError::Usage(format!("--i: `{text}`: need 0 < from <= to <= 100")));
+    }
+    Ok((a / 100.0, b / 100.0))
+}
+
+fn steps(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    if n <= 1 || hi <= lo {
+        return vec![lo];
+    }
+    (0..n).map(|k| lo + (hi - lo) * k as f64 / (n - 1) as f64).collect()
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let (table, mut params, default_p) = match args.resource.as_str() {
+        "disk" => (Resource::Disk.table(), Resource::Disk.params(), "0..200ms"),
+        "udp" => (Resource::Udp.table(), Resource::Udp.params(), "0..5ms"),
+        path => {
+            let text = read_text(path.as_ref())?;
+            let table = BaselineTable::parse_csv(path, path, &text)?;
+            let params = ModelParams { service: ServiceTime::InverseRmax, t_max_ns: T_MAX_NS, alpha: 1.0 };
+            (table, params, "")
+        }
+    };
+    if let Some(s) = &args.service {
+        params.service = ServiceTime::Fixed(duration_flag("service", s)?);
+    }
+    if !(0.0..=1.0).contains(&args.alpha) {
+        return Err(CliError::Usage(format!("--alpha {} is outside 0..1", args.alpha)));
+    }
+    params.alpha = args.alpha;
+    params.t_max_ns = duration_flag("t-max", &args.t_max)?;
+    if params.t_max_ns == 0 {
+        return Err(CliError::Usage("--t-max must be longer than 0".into()));
+    }
+    let p_text = match (&args.p, default_p) {
+        (Some(p), _) => p.clone(),
+        (None, "") => format!("0..{}", format_ns(params.t_max_ns * 2)),
+        (None, d) => d.to_string(),
+    };
+    let (p_lo, p_hi) = duration_range(&p_text)?;
+    let (i_lo, i_hi) = percent_range(&args.i)?;
+    if args.p_steps == 0 || args.i_steps == 0 || args.p_steps > 1000 || args.i_steps > 1000 {
+        return Err(CliError::Usage("--p-steps and --i-steps must be between 1 and 1000".into()));
+    }
+    let intervals: Vec<Nanos> = steps(p_lo as f64, p_hi as f64, args.p_steps).into_iter().map(|p| p.round() as Nanos).collect();
+    let intensities = steps(i_lo, i_hi, args.i_steps);
+    let service_ns = params.service_ns(&table);
+
+    let mut fg = vec![vec![0.0; intensities.len()]; intervals.len()];
+    let mut bg = fg.clone();
+    for (pi, &p) in intervals.iter().enumerate() {
+        for (k, &i) in intensities.iter().enumerate() {
+            let pr = predict(&table, &params, i, p);
+            fg[pi][k] = pr.foreground_norm;
+            bg[pi][k] = pr.background_norm;
+        }
+    }
+
+    println!(
+        "idletime model: {} (r_max {} {}), service {}, t_max {}, alpha {}",
+        table.name,
+        table.r_max(),
+        table.unit,
+        format_ns(service_ns.round() as Nanos),
+        format_ns(params.t_max_ns),
+        params.alpha
+    );
+    println!("normalised foreground / background throughput in % (rows p, columns i)");
+    print!("{:>10}", "p \\ i");
+    for i in &intensities {
+        print!(" {:>9}", format!("{:.0}%", i * 100.0));
+    }
+    println!();
+    for (pi, &p) in intervals.iter().enumerate() {
+        print!("{:>10}", format_ns(p));
+        for k in 0..intensities.len() {
+            print!(" {:>9}", format!("{:.0}/{:.0}", fg[pi][k] * 100.0, bg[pi][k] * 100.0));
+        }
+        println!();
+    }
+
+    if let Some(path) = &args.svg {
+        let x: Vec<String> = intensities.iter().map(|i| format!("{:.0}%", i * 100.0)).collect();
+        let y: Vec<String> = intervals.iter().map(|&p| format_ns(p)).collect();
+        // The service time as a row position, for the dashed landmark line.
+        let marker = intervals.windows(2).enumerate().find_map(|(k, w)| {
+            let (a, b) = (w[0] as f64, w[1] as f64);
+            (service_ns >= a && service_ns <= b && b > a).then(|| k as f64 + (service_ns - a) / (b - a))
+        });
+        let mk = |title: &str, v: &Vec<Vec<f64>>| {
+            let m = HeatMap::new(title, x.clone(), y.clone(), v.clone()).labels("foreground intensity", "preemption interval p");
+            match marker {
+                Some(pos) => m.marker(pos, "service time"),
+                None => m,
+            }
+        };
+        let svg = side_by_side_svg(&[
+            mk("predicted foreground throughput (% of r(i))", &fg),
+            mk("predicted background throughput (% of r_max)", &bg),
+        ])
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+        write_text(path, &svg)?;
+    }
+    if let Some(path) = &args.json {
+        let doc = ModelDoc {
+            schema: "irqlab/idletime-model/v1",
+            table: &table,
+            service_ns,
+            t_max_ns: params.t_max_ns,
+            alpha: params.alpha,
+            intervals_ns: intervals,
+            intensities,
+            foreground_norm: fg,
+            background_norm: bg,
+        };
+        write_json(path, &doc)?;
+    }
+    Ok(Status::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_parse() {
+        assert_eq!(duration_range("0..200ms").unwrap(), (0, 200_000_000));
+        assert_eq!(duration_range("1..5ms").unwrap(), (1_000_000, 5_000_000));
+        assert_eq!(duration_range("1us..2ms").unwrap(), (1_000, 2_000_000));
+        assert!(duration_range("5ms..1ms").is_err());
+        assert!(duration_range("200ms").is_err());
+        assert_eq!(percent_range("1..100%").unwrap(), (0.01, 1.0));
+        assert!(percent_range("0..100%").is_err());
+        assert!(percent_range("1..120").is_err());
+    }
 }

@@ -207,7 +207,8 @@ impl<'a> Sim<'a> {
                     Decision::StartForeground => fg.pop_next(head).map(|(_, r)| r),
                     Decision::StartBackground => bg.pop_next(head).map(|(_, r)| r),
                     Decision::WaitUntil(t) => {
-                        if self.wake_at != Some(t) {
+                        // One pending wake-up at most; it re-asks.
+                        if self.wake_at.is_none() {
                             self.wake_at = Some(t);
                             self.q.schedule_at(t, Ev::IntervalEnd);
                         }

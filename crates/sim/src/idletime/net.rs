@@ -204,7 +204,7 @@ enum Ev {
     IntervalEnd(usize),
     FgWake,
     UdpWake(Class),
-    Rto(usize, u64),
+    Rto(usize),
     DelAck(usize),
 }
 
@@ -230,8 +230,10 @@ struct Conn {
     rx: TcpReceiver,
     output_pending: bool,
     retransmit_pending: bool,
-    rto_gen: u64,
-    rto_armed: bool,
+    /// The retransmission timer, reset lazily like a BSD callout: one
+    /// pending event per connection that re-checks the current deadline.
+    rto_deadline: Option<Nanos>,
+    rto_event_pending: bool,
     delack_armed: bool,
 }
 
@@ -307,8 +309,8 @@ impl<'a> Sim<'a> {
                         rx: TcpReceiver::default(),
                         output_pending: false,
                         retransmit_pending: false,
-                        rto_gen: 0,
-                        rto_armed: false,
+                        rto_deadline: None,
+                        rto_event_pending: false,
                         delack_armed: false,
                     });
                 }
@@ -410,7 +412,9 @@ impl<'a> Sim<'a> {
                     Decision::StartForeground => fg.pop_front(),
                     Decision::StartBackground => bg.pop_front(),
                     Decision::WaitUntil(t) => {
-                        if host.wake_at != Some(t) {
+                        // One pending wake-up at most: the interval only
+                        // ever moves later, and the wake-up re-asks.
+                        if host.wake_at.is_none() {
                             host.wake_at = Some(t);
                             self.q.schedule_at(t, Ev::IntervalEnd(h));
                         }
@@ -557,11 +561,14 @@ impl<'a> Sim<'a> {
     }
 
     fn arm_rto(&mut self, c: usize) {
+        let now = self.q.now();
         let conn = &mut self.conns[c];
-        conn.rto_gen += 1;
-        conn.rto_armed = true;
-        let (gen, rto) = (conn.rto_gen, conn.tx.rto_ns());
-        self.q.schedule_in(rto, Ev::Rto(c, gen));
+        let deadline = now + conn.tx.rto_ns();
+        conn.rto_deadline = Some(deadline);
+        if !conn.rto_event_pending {
+            conn.rto_event_pending = true;
+            self.q.schedule_at(deadline, Ev::Rto(c));
+        }
     }
 
     fn tcp_output_done(&mut self, c: usize) {
@@ -584,24 +591,32 @@ impl<'a> Sim<'a> {
             let conn = &mut self.conns[c];
             conn.tx.on_sent(now, seq, len);
             conn.retransmit_pending = false;
-            if !conn.rto_armed {
+            if conn.rto_deadline.is_none() {
                 self.arm_rto(c);
             }
             self.tcp_output(c);
         } else {
             self.conns[c].tx.quench();
-            if !self.conns[c].rto_armed {
+            if self.conns[c].rto_deadline.is_none() {
                 self.arm_rto(c);
             }
         }
     }
 
-    fn rto_fired(&mut self, c: usize, gen: u64) {
+    fn rto_fired(&mut self, c: usize) {
+        let now = self.q.now();
         let conn = &mut self.conns[c];
-        if !conn.rto_armed || conn.rto_gen != gen {
-            return;
+        conn.rto_event_pending = false;
+        match conn.rto_deadline {
+            None => return,
+            Some(d) if d > now => {
+                conn.rto_event_pending = true;
+                self.q.schedule_at(d, Ev::Rto(c));
+                return;
+            }
+            Some(_) => conn.rto_deadline = None,
         }
-        conn.rto_armed = false;
+        let conn = &mut self.conns[c];
         if conn.tx.outstanding() > 0 {
             conn.tx.on_timeout();
             self.arm_rto(c);
@@ -616,7 +631,7 @@ impl<'a> Sim<'a> {
                 if self.conns[c].tx.outstanding() > 0 {
                     self.arm_rto(c);
                 } else {
-                    self.conns[c].rto_armed = false;
+                    self.conns[c].rto_deadline = None;
                 }
                 let pi = self.proc_index(self.conns[c].class).expect("tcp process");
                 let p = &self.procs[pi];
@@ -695,7 +710,7 @@ impl<'a> Sim<'a> {
                     let pi = self.proc_index(class).expect("udp process");
                     self.proc_continue(pi);
                 }
-                Ev::Rto(c, gen) => self.rto_fired(c, gen),
+                Ev::Rto(c) => self.rto_fired(c),
                 Ev::DelAck(c) => self.delack(c),
             }
         }

@@ -68,13 +68,17 @@ pub enum Decision {
     /// Preemptable resource only: put the active background request back at
     /// the head of its queue and start the foreground request instead.
     PreemptAndStartForeground,
-    /// Stay idle; call `dispatch` again at this time (the interval's end).
+    /// Stay idle although background work waits; call `dispatch` again at
+    /// this time (the interval's end). With nothing waiting the scheduler
+    /// answers `Nothing`: the next arrival calls `dispatch` anyway.
     WaitUntil(Nanos),
     /// Nothing to do (the resource is busy, or the queue is empty).
     Nothing,
 }
 
-/// The X[e] counters: how often event e was seen in state X.
+/// The X[e] counters: how often event e was seen in state X. A repeated
+/// observation of the same (X, e) with nothing started in between (e.g. the
+/// resource asking again while the queue stays empty) counts once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
     counts: BTreeMap<(State, Event), u64>,
@@ -117,6 +121,7 @@ pub struct IdletimeScheduler {
     /// The preemption interval runs while `now < interval_end`.
     interval_end: Nanos,
     counters: Counters,
+    last_seen: Option<(State, Event)>,
 }
 
 impl IdletimeScheduler {
@@ -131,6 +136,7 @@ impl IdletimeScheduler {
             active: None,
             interval_end: 0,
             counters: Counters::default(),
+            last_seen: None,
         }
     }
 
@@ -160,6 +166,7 @@ impl IdletimeScheduler {
     pub fn on_arrival(&mut self, now: Nanos, class: Class) -> Decision {
         if self.preemptable && class == Class::Foreground && self.active == Some(Class::Background) {
             self.counters.bump(State::B, Event::F);
+            self.last_seen = None;
             self.state = State::F;
             self.active = Some(Class::Foreground);
             self.restart_interval(now);
@@ -192,7 +199,10 @@ impl IdletimeScheduler {
                 Some(Class::Background) => Event::B,
                 None => Event::I,
             };
-            self.counters.bump(self.state, event);
+            if self.last_seen != Some((self.state, event)) {
+                self.counters.bump(self.state, event);
+                self.last_seen = Some((self.state, event));
+            }
             let next = match (self.state, event) {
                 (_, Event::F) => State::F,
                 (State::I, Event::B) | (State::B, Event::B) => State::B,
@@ -206,6 +216,7 @@ impl IdletimeScheduler {
             self.state = next;
             match next {
                 State::F => {
+                    self.last_seen = None;
                     self.active = Some(Class::Foreground);
                     if self.start == IntervalStart::Dispatch {
                         self.restart_interval(now);
@@ -213,6 +224,7 @@ impl IdletimeScheduler {
                     return Decision::StartForeground;
                 }
                 State::B => {
+                    self.last_seen = None;
                     self.active = Some(Class::Background);
                     return Decision::StartBackground;
                 }
@@ -220,9 +232,9 @@ impl IdletimeScheduler {
                 State::I => return Decision::Nothing,
                 State::P => {
                     if self.interval_running(now) {
-                        return match self.interval_end {
-                            Nanos::MAX => Decision::Nothing,
-                            end => Decision::WaitUntil(end),
+                        return match (self.interval_end, head) {
+                            (Nanos::MAX, _) | (_, None) => Decision::Nothing,
+                            (end, _) => Decision::WaitUntil(end),
                         };
                     }
                     if from == State::P {
@@ -276,7 +288,7 @@ mod tests {
         let mut s = sched(10);
         s.dispatch(0, Some(Fg));
         s.on_completion(2);
-        assert_eq!(s.dispatch(2, None), Decision::WaitUntil(10));
+        assert_eq!(s.dispatch(2, None), Decision::Nothing); // nothing waits: no wake-up needed
         assert_eq!(s.state(), State::P);
         assert_eq!(s.counters().get(State::F, Event::I), 1);
     }
@@ -307,7 +319,9 @@ mod tests {
         assert_eq!(s.dispatch(2, Some(Bg)), Decision::WaitUntil(10));
         // P --b--> P and P --i--> P while the interval runs.
         assert_eq!(s.dispatch(5, Some(Bg)), Decision::WaitUntil(10));
-        assert_eq!(s.dispatch(6, None), Decision::WaitUntil(10));
+        assert_eq!(s.dispatch(5, Some(Bg)), Decision::WaitUntil(10)); // asked again: counted once
+        assert_eq!(s.counters().get(State::P, Event::B), 1);
+        assert_eq!(s.dispatch(6, None), Decision::Nothing);
         assert_eq!(s.state(), State::P);
         // P --t--> I, then I --b--> B.
         assert_eq!(s.dispatch(10, Some(Bg)), Decision::StartBackground);

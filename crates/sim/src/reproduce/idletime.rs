@@ -46,8 +46,10 @@ pub struct ExperimentSpec {
 
 /// The sweeps: quick (for tests and `make demo`) or the fuller one.
 pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
+    // Like the dissertation's figures: 1% and then even steps up to 100%,
+    // where r_max = r(1) is measured.
     let intensities: Vec<f64> = if quick {
-        vec![0.01, 0.1, 0.3, 0.5, 0.8, 1.0]
+        vec![0.01, 0.2, 0.4, 0.6, 0.8, 1.0]
     } else {
         vec![0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     };
@@ -63,12 +65,12 @@ pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
         ms(&[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0])
     };
     let lan_tcp_p = if quick {
-        ms(&[0.0, 0.05, 0.3, 1.25, 2.5, 5.0])
+        ms(&[0.0, 0.1, 0.3, 1.25, 2.5, 5.0])
     } else {
         ms(&[0.0, 0.05, 0.1, 0.3, 0.6, 0.9, 1.25, 2.0, 2.5, 4.0, 5.0])
     };
     let wan_p = if quick {
-        ms(&[0.0, 5.0, 10.0, 30.0, 60.0])
+        ms(&[0.0, 5.0, 10.0, 20.0, 30.0, 60.0])
     } else {
         ms(&[0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0])
     };
@@ -543,7 +545,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         if let Some(m) = &x.model {
             model_rows(&mut rows, "disk random", "< 15%", m);
         }
-        rows.push(Row::info("disk random: simulated baseline at i = 100%", "52.4", x.baseline.last().copied().unwrap_or(0.0), "blocks/s"));
+        rows.push(Row::info("disk random: simulated baseline r_max (Fig. 6.3: r(100%))", "52.4", x.r_max, "blocks/s"));
         rows.push(Row::info("disk random: mean service time", "~19-20", x.mean_service_ns / 1e6, "ms"));
     }
     if let Some(x) = find(xs, "disk-sequential") {
@@ -556,9 +558,25 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
             "% of normaliser",
             !effective.is_empty() && mx <= 0.1,
         ));
+        // The same background relative to what it gets alone (no read-ahead,
+        // no cache): how much of it the foreground's read-ahead takes away.
+        if x.background_alone > 0.0 {
+            for (what, lo, hi) in [("i = 1%", 0.0, 0.011), ("i >= 40%", 0.4, 1.0)] {
+                let v = cells(x)
+                    .filter(|(p, i, _)| *p >= 20 * MS && *i >= lo && *i <= hi)
+                    .map(|(_, _, c)| c.bg / x.background_alone)
+                    .fold(0.0, f64::max);
+                rows.push(Row::info(
+                    format!("disk sequential: max background vs background alone, p >= service, {what}"),
+                    "0-10% (starved at every intensity)",
+                    pct(v),
+                    "% of bg alone",
+                ));
+            }
+        }
         let fgmin = cells(x).filter(|(p, _, _)| *p >= 20 * MS).map(|(_, _, c)| c.fg_norm).fold(f64::INFINITY, f64::min);
         rows.push(Row::info("disk sequential: min foreground at p >= service", "70-100%", pct(fgmin), "% of baseline"));
-        rows.push(Row::info("disk sequential: simulated baseline at i = 100%", "12.9", x.baseline.last().copied().unwrap_or(0.0), "MB/s"));
+        rows.push(Row::info("disk sequential: simulated baseline r_max (Fig. 6.5)", "12.9", x.r_max, "MB/s"));
     }
     if let Some(x) = find(xs, "gige-udp-udp") {
         let low: Vec<f64> = cells(x).filter(|(p, i, _)| *p < 50 * US && *i >= 0.8).map(|(_, _, c)| c.fg_norm).collect();
@@ -572,7 +590,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         if let Some(m) = &x.model {
             model_rows(&mut rows, "GigE UDP/UDP", "< 15% (paper: < 10%)", m);
         }
-        rows.push(Row::info("GigE UDP/UDP: simulated baseline at i = 100%", "275.95", x.baseline.last().copied().unwrap_or(0.0), "Mb/s"));
+        rows.push(Row::info("GigE UDP/UDP: simulated baseline r_max (Fig. 6.7)", "275.95", x.r_max, "Mb/s"));
     }
     // TCP foreground needs p above its RTT (estimate).
     for (name, paper, lo, hi) in [

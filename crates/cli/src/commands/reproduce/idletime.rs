@@ -1,0 +1,214 @@
+//! `irqlab reproduce idletime`: wiring of `irqlab_sim::reproduce::idletime`
+//! to the terminal, JSON and an HTML page with the contour plots.
+
+use super::{print_rows, threads, Args};
+use crate::error::{CliError, Status};
+use crate::output::{write_json, write_text};
+use crate::progress::bar;
+use crate::signal::stop_flag;
+use irqlab_analysis::format_ns;
+use irqlab_analysis::idletime::BaselineTable;
+use irqlab_analysis::Nanos;
+use irqlab_report::contour::{side_by_side_svg, HeatMap};
+use irqlab_report::html::{Page, Section, Table};
+use irqlab_sim::idletime::net::Proto;
+use irqlab_sim::idletime::disk_experiment::Pattern;
+use irqlab_sim::reproduce::idletime::{reproduce, Details, ExperimentResult, Options, Setup};
+use irqlab_sim::reproduce::Report;
+
+pub fn run(args: &Args) -> Result<Status, CliError> {
+    let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
+    let stop = stop_flag();
+    let progress = bar(0, "idletime");
+    let report = reproduce(&opts, &stop, &|done, total| {
+        progress.set_length(total as u64);
+        progress.set_position(done as u64);
+    });
+    progress.finish_and_clear();
+    for x in &report.details.experiments {
+        print_experiment(x);
+    }
+    println!();
+    print_rows(&report.rows);
+    if !report.complete {
+        eprintln!("stopped early: the document is marked \"complete\": false");
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    if let Some(path) = &args.html {
+        write_text(path, &html(&report)?)?;
+    }
+    let failed = report.rows.iter().filter(|r| r.holds == Some(false)).count();
+    if failed > 0 {
+        eprintln!("{failed} relation(s) of the dissertation do not hold in simulation (marked NO)");
+    }
+    Ok(Status::from_ok(report.all_hold))
+}
+
+fn p_label(p: Nanos) -> String {
+    if p == 0 {
+        "0".into()
+    } else {
+        format_ns(p)
+    }
+}
+
+fn print_experiment(x: &ExperimentResult) {
+    println!(
+        "\n== {} (Fig. {}): baseline r_max {:.2} {}, background alone {:.2} {}, mean service {}",
+        x.spec.name,
+        x.spec.figure,
+        x.r_max,
+        x.unit,
+        x.background_alone,
+        x.unit,
+        format_ns(x.mean_service_ns.round() as Nanos)
+    );
+    print!("{:>10}", "p \\ i");
+    for i in &x.spec.intensities {
+        print!(" {:>8}", format!("{:.0}%", i * 100.0));
+    }
+    println!("   (foreground/background throughput, % normalised)");
+    print!("{:>10}", "fifo");
+    for c in &x.fifo {
+        print!(" {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
+    }
+    println!();
+    for (pi, &p) in x.spec.intervals_ns.iter().enumerate() {
+        print!("{:>10}", p_label(p));
+        for c in &x.grid[pi] {
+            print!(" {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
+        }
+        println!();
+    }
+}
+
+/// The dissertation's baseline table for the foreground of an experiment.
+fn paper_table(x: &ExperimentResult) -> Option<BaselineTable> {
+    match &x.spec.setup {
+        Setup::Disk { pattern: Pattern::Random } => Some(BaselineTable::disk_random()),
+        Setup::Disk { pattern: Pattern::Sequential } => Some(BaselineTable::disk_sequential()),
+        Setup::Net { setup, fg, .. } if setup.name == "gige-lan" => Some(match fg {
+            Proto::Udp => BaselineTable::udp_gige(),
+            Proto::Tcp => BaselineTable::tcp_gige(),
+        }),
+        _ => None,
+    }
+}
+
+/// Row position of a landmark between the swept intervals (for the dashed line).
+fn marker_row(intervals: &[Nanos], at: Nanos) -> Option<f64> {
+    intervals.windows(2).enumerate().find_map(|(k, w)| {
+        let (a, b, v) = (w[0] as f64, w[1] as f64, at as f64);
+        (v >= a && v <= b && b > a).then(|| k as f64 + (v - a) / (b - a))
+    })
+}
+
+fn grids_svg(x: &ExperimentResult, maps: Vec<(&str, Vec<Vec<f64>>, bool)>) -> Result<String, CliError> {
+    let xt: Vec<String> = x.spec.intensities.iter().map(|i| format!("{:.0}%", i * 100.0)).collect();
+    let yt: Vec<String> = x.spec.intervals_ns.iter().map(|&p| p_label(p)).collect();
+    let marker = marker_row(&x.spec.intervals_ns, x.spec.landmark_ns);
+    let maps: Vec<HeatMap> = maps
+        .into_iter()
+        .map(|(title, v, is_error)| {
+            let mut m = HeatMap::new(title, xt.clone(), yt.clone(), v).labels("foreground intensity", "preemption interval p");
+            if is_error {
+                m = m.range(0.0, 0.5, false); // black = 50% difference, as Figs. 7.1/7.2
+            }
+            if let Some(pos) = marker {
+                m = m.marker(pos, x.spec.landmark.clone());
+            }
+            m
+        })
+        .collect();
+    side_by_side_svg(&maps).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+fn html(report: &Report<Details>) -> Result<String, CliError> {
+    let verdict = if !report.complete {
+        "The run was stopped early; the results are incomplete."
+    } else if report.all_hold {
+        "Every checked relation holds in simulation."
+    } else {
+        "Some relations do not hold in simulation (marked NO below)."
+    };
+    let mut rows = Table::new(["metric", "paper", "simulated", "unit", "holds"]);
+    for r in &report.rows {
+        let holds = match r.holds {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        rows.push_row([r.metric.clone(), r.paper.clone(), format!("{:.2}", r.simulated), r.unit.clone(), holds.to_string()]);
+    }
+    let mut page = Page::new("irqlab reproduce idletime")
+        .intro(format!(
+            "Idletime scheduling with a preemption interval (Eggert's dissertation, ch. 6-7) in simulation: {} sweep, seed {}. {verdict} \
+             Shaded grids as in Figs. 6.4-6.16: lighter is better; foreground normalised to its baseline at the same intensity, \
+             background to r_max (disk) or to the background protocol alone (network).",
+            if report.quick { "quick" } else { "full" },
+            report.seed
+        ))
+        .section(Section::new("Relations and landmarks").table(rows));
+    for x in &report.details.experiments {
+        let fg: Vec<Vec<f64>> = x.grid.iter().map(|r| r.iter().map(|c| c.fg_norm).collect()).collect();
+        let bg: Vec<Vec<f64>> = x.grid.iter().map(|r| r.iter().map(|c| c.bg_norm).collect()).collect();
+        let mut section = Section::new(format!("{} (dissertation Fig. {})", x.spec.name, x.spec.figure)).paragraph(format!(
+            "Simulated {} s per point. Baseline r_max {:.2} {}, background alone {:.2} {}, mean service time {}.",
+            x.spec.duration_ns as f64 / 1e9,
+            x.r_max,
+            x.unit,
+            x.background_alone,
+            x.unit,
+            format_ns(x.mean_service_ns.round() as Nanos)
+        ));
+        section = section.svg(grids_svg(
+            x,
+            vec![("foreground throughput (% of baseline)", fg, false), ("background throughput (% of normaliser)", bg, false)],
+        )?);
+        let paper = paper_table(x);
+        let mut base = Table::new(["intensity", "simulated baseline", "paper r(i)", "FIFO fg %", "FIFO bg %"]);
+        for (k, &i) in x.spec.intensities.iter().enumerate() {
+            let p = paper.as_ref().map_or("-".to_string(), |t| format!("{:.2}", t.r(i)));
+            base.push_row([
+                format!("{:.0}%", i * 100.0),
+                format!("{:.2} {}", x.baseline[k], x.unit),
+                p,
+                format!("{:.0}", x.fifo[k].fg_norm * 100.0),
+                format!("{:.0}", x.fifo[k].bg_norm * 100.0),
+            ]);
+        }
+        section = section.table(base);
+        if let Some(m) = &x.model {
+            section = section
+                .paragraph(format!(
+                    "Model of section 4.4 with the simulated r(i) and service time {} ({}). Errors against the simulation with the interval \
+                     restarted at completion (the model's variant): foreground MAE {:.1}%, background MAE {:.1}%; against the prototype's \
+                     dispatch variant: {:.1}% / {:.1}%.",
+                    format_ns(m.service_ns),
+                    m.service_source,
+                    m.fg_mae * 100.0,
+                    m.bg_mae * 100.0,
+                    m.fg_mae_dispatch * 100.0,
+                    m.bg_mae_dispatch * 100.0
+                ))
+                .svg(grids_svg(
+                    x,
+                    vec![
+                        ("model: foreground", m.fg_norm.clone(), false),
+                        ("model: background", m.bg_norm.clone(), false),
+                    ],
+                )?)
+                .svg(grids_svg(
+                    x,
+                    vec![
+                        ("|model - sim| foreground", m.fg_error.clone(), true),
+                        ("|model - sim| background", m.bg_error.clone(), true),
+                    ],
+                )?);
+        }
+        page = page.section(section);
+    }
+    page.render().map_err(|e| CliError::Failed(e.to_string()))
+}
