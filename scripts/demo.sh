@@ -102,7 +102,18 @@ step_idletime() {
   [ "$code" -eq 1 ] && echo "   some relations do not hold in simulation: see $OUT/reproduce-idletime.html" >&2
   return $rc
 }
-STEPS=(step_analysis step_accounting step_interference step_idletime)
+step_sim() {
+  # Short simulations of the example scenarios: JSON + HTML each; the
+  # probe scenario also writes its interference curve and a Perfetto trace.
+  for f in scenarios/examples/*.toml; do
+    name=$(basename "$f" .toml)
+    extra=()
+    [ "$name" = probe-threaded ] && extra=(--curve "$OUT/sim-$name-curve.json" --trace "$OUT/sim-$name-trace.json" --duration 200ms)
+    "$IRQLAB" sim "$f" --json "$OUT/sim-$name.json" --html "$OUT/sim-$name.html" "${extra[@]}" || return 1
+  done
+}
+
+STEPS=(step_analysis step_accounting step_interference step_idletime step_sim)
 
 failed=0
 for step in "${STEPS[@]}"; do
