@@ -13,7 +13,7 @@ fn stolen_time_grows_with_rate_and_proc_overcharges() {
         eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root: BPF, netns, SCHED_FIFO)");
         return;
     }
-    let config = Config { rates_pps: vec![2_000, 10_000, 40_000], duration_ns: 1_500_000_000, ..Default::default() };
+    let config = Config { rates_pps: vec![1_000, 4_000, 16_000], duration_ns: 1_500_000_000, ..Default::default() };
     let result = fig6::run(&config, &AtomicBool::new(false)).expect("fig6 run");
     eprint!("{}", fig6::table(&result));
     assert!(result.complete);
