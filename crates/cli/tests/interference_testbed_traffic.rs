@@ -168,3 +168,54 @@ fn testbed_and_traffic_round_trip() {
     assert_eq!(status.status.code(), Some(1), "status of a removed testbed");
     assert!(!std::path::Path::new("/run/netns/irqlab-a").exists());
 }
+
+fn sigint(child: &std::process::Child) {
+    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill -INT");
+}
+
+fn rt_runtime() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim().to_string()
+}
+
+#[test]
+fn ctrl_c_writes_a_partial_curve_and_restores_the_rt_limit() {
+    if !live("ctrl_c_writes_a_partial_curve_and_restores_the_rt_limit") {
+        return;
+    }
+    let before = rt_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("partial.json");
+    let child = irqlab()
+        .args(["measure", "interference", "--duration", "30s", "--windows", "10us..10ms", "--lift-rt-limit", "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "an interrupted run is not complete");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["complete"], false);
+    assert!(doc["duration_ns"].as_u64().unwrap() < 10_000_000_000);
+    assert!(!doc["points"].as_array().unwrap().is_empty());
+    assert_eq!(rt_runtime(), before, "sched_rt_runtime_us restored after Ctrl-C");
+
+    // A second Ctrl-C exits at once (no destructors): the exit hook still
+    // restores the limit.
+    let child = irqlab()
+        .args(["measure", "interference", "--duration", "30s", "--windows", "10us..10ms", "--lift-rt-limit"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    sigint(&child);
+    sigint(&child);
+    let mut child = child;
+    let status = child.wait().unwrap();
+    assert!(status.code() == Some(130) || status.code() == Some(1), "{status:?}");
+    assert_eq!(rt_runtime(), before, "sched_rt_runtime_us restored after a second Ctrl-C");
+}

@@ -172,6 +172,9 @@ fn print_summary(c: &InterferenceCurve) {
         f(c.max_gap_ns),
         c.mean_load
     );
+    let hist: Vec<String> =
+        c.histogram.iter().map(|b| format!("{}..{}: {}", f(b.from_ns), f(b.to_ns), b.count)).collect();
+    let _ = writeln!(out, "# gap histogram: {}", if hist.is_empty() { "no gaps".to_string() } else { hist.join(", ") });
     let _ = writeln!(out, "# {}", c.rt_throttling.note);
     if let Some(b) = &c.baseline {
         let _ = writeln!(out, "# baseline {b} subtracted");

@@ -18,31 +18,43 @@ pub struct Gap {
     pub len_ns: u64,
 }
 
+/// One gap as the scan reads it: everything about it in one place, so a
+/// pointer step touches one cache line. `off` = start minus the gap time
+/// before the gap, so the gap time in `[0, x]` for `start < x` is
+/// `min(end, x) - off`.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    start: u64,
+    end: u64,
+    off: u64,
+}
+
 /// Gaps with the prefix sums the window scan needs, built once and shared
 /// by every Δ.
-pub struct GapIndex<'a> {
-    gaps: &'a [Gap],
-    /// `prefix[k]` = total length of the first k gaps.
-    prefix: Vec<u64>,
+pub struct GapIndex {
+    entries: Vec<Entry>,
     total_ns: u64,
 }
 
-impl<'a> GapIndex<'a> {
+impl GapIndex {
     /// `gaps` sorted by start, non-overlapping, inside `[0, total_ns]`.
-    pub fn new(gaps: &'a [Gap], total_ns: u64) -> Self {
-        let mut prefix = Vec::with_capacity(gaps.len() + 1);
-        let mut sum = 0u64;
-        prefix.push(0);
-        for g in gaps {
-            debug_assert!(g.start_ns + g.len_ns <= total_ns);
-            sum += g.len_ns;
-            prefix.push(sum);
-        }
-        GapIndex { gaps, prefix, total_ns }
+    pub fn new(gaps: &[Gap], total_ns: u64) -> Self {
+        let mut before = 0u64;
+        let entries = gaps
+            .iter()
+            .map(|g| {
+                debug_assert!(g.start_ns + g.len_ns <= total_ns);
+                debug_assert!(before <= g.start_ns);
+                let e = Entry { start: g.start_ns, end: g.start_ns + g.len_ns, off: g.start_ns - before };
+                before += g.len_ns;
+                e
+            })
+            .collect();
+        GapIndex { entries, total_ns }
     }
 
     pub fn total_gap_ns(&self) -> u64 {
-        *self.prefix.last().unwrap_or(&0)
+        self.entries.last().map_or(0, |e| e.end - e.off)
     }
 
     /// Gap time in `[0, x]`, given `k` = number of gaps starting before `x`.
@@ -51,14 +63,14 @@ impl<'a> GapIndex<'a> {
         if k == 0 {
             return 0;
         }
-        let g = self.gaps[k - 1];
-        self.prefix[k - 1] + g.len_ns.min(x - g.start_ns)
+        let e = self.entries[k - 1];
+        e.end.min(x) - e.off
     }
 
     /// Advances `k` so that it counts the gaps starting before `x`.
     #[inline]
     fn advance(&self, k: &mut usize, x: u64) {
-        while *k < self.gaps.len() && self.gaps[*k].start_ns < x {
+        while *k < self.entries.len() && self.entries[*k].start < x {
             *k += 1;
         }
     }
@@ -82,7 +94,7 @@ impl<'a> GapIndex<'a> {
             k_start: usize,
             best: u64,
         }
-        let at = |x: u64| self.cumulative(self.gaps.partition_point(|g| g.start_ns < x), x);
+        let at = |x: u64| self.cumulative(self.entries.partition_point(|e| e.start < x), x);
         let mut scans: Vec<Scan> = windows_ns
             .iter()
             .filter(|&&w| w > 0 && w <= self.total_ns)
@@ -93,22 +105,21 @@ impl<'a> GapIndex<'a> {
                 Scan { window: w, last_start, k_end: 0, k_start: 0, best }
             })
             .collect();
-        for (i, g) in self.gaps.iter().enumerate() {
-            let end = g.start_ns + g.len_ns;
+        for g in &self.entries {
+            // Gap time before gap i, and up to its end.
+            let (before, through) = (g.start - g.off, g.end - g.off);
             for s in scans.iter_mut() {
-                // Window starts at gap i's start; gaps before i end before
-                // it, so the gap time before t is prefix[i].
-                if g.start_ns <= s.last_start {
-                    let x = g.start_ns + s.window;
+                // Window starts at gap i's start.
+                if g.start <= s.last_start {
+                    let x = g.start + s.window;
                     self.advance(&mut s.k_end, x);
-                    s.best = s.best.max(self.cumulative(s.k_end, x) - self.prefix[i]);
+                    s.best = s.best.max(self.cumulative(s.k_end, x) - before);
                 }
-                // Window ends at gap i's end; gaps after i start at or after
-                // it, so the gap time up to the end is prefix[i + 1].
-                if end >= s.window {
-                    let t = end - s.window;
+                // Window ends at gap i's end (later gaps start after it).
+                if g.end >= s.window {
+                    let t = g.end - s.window;
                     self.advance(&mut s.k_start, t);
-                    s.best = s.best.max(self.prefix[i + 1] - self.cumulative(s.k_start, t));
+                    s.best = s.best.max(through - self.cumulative(s.k_start, t));
                 }
             }
         }
