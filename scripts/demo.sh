@@ -52,6 +52,9 @@ step_interference() {
     was_up=0; "$IRQLAB" testbed status >/dev/null 2>&1 && was_up=1
     cleanup() {
       echo "$old_ignore" > $ignore
+      for pid in $(pgrep '^napi/irqlab-a'); do
+        chrt -o -p 0 "$pid"; taskset -p -c "0-$cpu" "$pid" >/dev/null
+      done
       [ "$was_up" = 1 ] || "$IRQLAB" testbed down >/dev/null
     }
     trap cleanup EXIT
