@@ -25,6 +25,7 @@ fn config(port: u16, count: u64, interval_ns: u64) -> GeneratorConfig {
         duration_ns: None,
         timeout_ns: 1_000_000_000,
         preflight: true,
+        sender_priority: 0,
     }
 }
 

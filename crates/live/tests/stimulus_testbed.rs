@@ -31,6 +31,7 @@ fn run_from_b(bed: &Testbed, port: u16, count: u64, log: Option<PathBuf>) -> Sti
         duration_ns: None,
         timeout_ns: 1_000_000_000,
         preflight: true,
+        sender_priority: 0,
     };
     bed.spawn_in(Side::B, move || {
         let mut log = log.map(|p| RecordLog::create(&p, LogFormat::JsonLines).unwrap());

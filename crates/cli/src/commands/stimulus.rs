@@ -86,6 +86,9 @@ pub struct RunArgs {
     /// A reply later than this is late; none after this long is lost
     #[arg(long, default_value = "1s", value_name = "D")]
     timeout: String,
+    /// SCHED_FIFO priority of the sending and receiving threads (0 = SCHED_OTHER)
+    #[arg(long, default_value_t = 0, value_name = "P")]
+    priority: u8,
     /// Stream raw records here: CSV if the name ends in .csv, else JSON lines
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
@@ -148,6 +151,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         duration_ns,
         timeout_ns: duration_flag("timeout", &args.timeout)?,
         preflight: true,
+        sender_priority: args.priority,
     })
 }
 

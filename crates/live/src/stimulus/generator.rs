@@ -52,6 +52,10 @@ pub struct GeneratorConfig {
     /// Check before the run that each path answers at all, so a wrong
     /// address or a missing responder is an error, not a run of losses.
     pub preflight: bool,
+    /// SCHED_FIFO priority of the sending and receiving threads (0 =
+    /// SCHED_OTHER), so the pattern holds and the sockets are drained
+    /// while other work competes for the CPU.
+    pub sender_priority: u8,
 }
 
 impl GeneratorConfig {
@@ -196,7 +200,7 @@ pub fn run(
             .map(|(sock, c)| {
                 let events = events.clone();
                 let (done, done_at) = (&sender_done, &sender_done_at);
-                scope.spawn(move || receive(sock, run_id, config.timeout_ns, c, done, done_at, stop, events))
+                scope.spawn(move || receive(sock, config.sender_priority, run_id, config.timeout_ns, c, done, done_at, stop, events))
             })
             .collect();
         drop(events);
@@ -321,6 +325,7 @@ fn send(
     // A 1 ns timer slack: the default 50 us would blur the pattern.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+    crate::latency::realtime::set_fifo(config.sender_priority)?;
     let mut schedule = config.pattern.schedule();
     let gap = config.pattern.min_gap_ns();
     let mut pacing = Pacing { elapsed_ns: 0, late_sends: 0, max_lag_ns: 0 };
@@ -381,6 +386,7 @@ const TX_STAMP_WAIT_NS: u64 = 100_000_000;
 #[allow(clippy::too_many_arguments)]
 fn receive(
     sock: &StimulusSocket,
+    priority: u8,
     run_id: u32,
     timeout_ns: u64,
     c: &PathCounters,
@@ -389,6 +395,7 @@ fn receive(
     stop: &AtomicBool,
     events: mpsc::Sender<Record>,
 ) -> Result<()> {
+    crate::latency::realtime::set_fifo(priority)?;
     let kind = sock.kind();
     let mut buf = vec![0u8; 2048];
     let mut pending: HashMap<u64, Pending> = HashMap::new();
@@ -517,6 +524,7 @@ mod tests {
             duration_ns: None,
             timeout_ns: 1_000_000_000,
             preflight: false,
+            sender_priority: 0,
         }
     }
 
