@@ -106,6 +106,9 @@ pub struct Analysis {
     pub tasks: Vec<TaskVerdict>,
     /// Tasks that only interfere (drivers, servers, curves).
     pub interferers: Vec<InterfererSummary>,
+    /// Plain-language remarks on how the verdict came about (unbounded
+    /// response times, an EDF check that could not decide, ...).
+    pub notes: Vec<String>,
 }
 
 /// Checks that `test` applies to every task; the load test (eq. 8) is
@@ -348,7 +351,29 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
         });
     }
     let schedulable = tasks.iter().all(|t| t.schedulable);
-    Ok(Analysis { schema: ANALYSIS_SCHEMA.to_string(), test, bound, schedulable, tasks, interferers })
+    let mut notes = Vec::new();
+    let utilization: f64 = set.tasks.iter().map(|t| t.model.demand_line().0).sum();
+    if utilization > 1.0 - 1e-9 {
+        notes.push(format!(
+            "long-run utilisation of the whole set is {utilization:.4}: busy periods at the lowest priorities may never end"
+        ));
+    }
+    if test != Test::Edf {
+        for t in tasks.iter().filter(|t| t.response_time_ns.is_none()) {
+            notes.push(format!(
+                "{}: response time unbounded (its level's utilisation exceeds 1) or beyond the search horizon",
+                t.name
+            ));
+        }
+    }
+    if let Some(out) = &edf {
+        if !out.decided {
+            notes.push(format!(
+                "EDF: stopped after {EDF_MAX_POINTS} deadlines without a decision; counted as not schedulable"
+            ));
+        }
+    }
+    Ok(Analysis { schema: ANALYSIS_SCHEMA.to_string(), test, bound, schedulable, tasks, interferers, notes })
 }
 
 #[cfg(test)]

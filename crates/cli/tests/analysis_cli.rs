@@ -83,6 +83,26 @@ fn section5_orders_json_and_html() {
 }
 
 #[test]
+fn servers_and_deadline_beyond_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_json = dir.path().join("s.json");
+    let set = example("servers.toml");
+    let out = irqlab(&["analyze", &set, "--json", out_json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json(&out_json);
+    let logger = doc["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "logger").unwrap();
+    // First job done at 23 ms, after the second release at 20 ms.
+    assert_eq!(logger["response_time_ns"], 23_000_000);
+    assert_eq!(doc["interferers"].as_array().unwrap().len(), 2);
+    // The load test (eq. 8) does not apply to deadline > period: exit 2 at the deadline.
+    let load = irqlab(&["analyze", &set, "--test", "load"]);
+    assert_eq!(load.status.code(), Some(2));
+    let text = std::fs::read_to_string(&set).unwrap();
+    let line = text.lines().position(|l| l.starts_with("deadline = \"25ms\"")).unwrap() + 1;
+    assert!(stderr(&load).contains(&format!("  at {set}:{line}:12\n")), "{}", stderr(&load));
+}
+
+#[test]
 fn curve_task_and_edf() {
     let out = irqlab(&["analyze", &example("curve-nic.toml"), "--test", "edf"]);
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));

@@ -124,7 +124,8 @@ fn rows(result: &Analysis) -> Table {
             response,
             signed_ns(t.slack_ns),
             format!("{:.3}", t.load_at_deadline),
-            format!("{:.3}x", t.wcet_scale_margin),
+            // Rounded down: 0.9999 must not read as 1.000 on a missed task.
+            format!("{:.3}x", (t.wcet_scale_margin * 1000.0).floor() / 1000.0),
             if t.schedulable { "ok" } else { "MISS" }.to_string(),
         ]);
     }
@@ -153,6 +154,9 @@ fn summary(path: &Path, result: &Analysis) -> String {
             "  interferer {} ({}, priority {}, long-run load {:.3})\n",
             i.name, i.kind, i.priority, i.utilization
         ));
+    }
+    for note in &result.notes {
+        out.push_str(&format!("  note: {note}\n"));
     }
     out.push_str(if result.schedulable { "schedulable\n" } else { "NOT schedulable\n" });
     out
@@ -201,6 +205,9 @@ fn html_page(path: &Path, set: &TaskSet, result: &Analysis) -> Result<String, Cl
     }
     let verdict = if result.schedulable { "schedulable" } else { "NOT schedulable" };
     let mut section = Section::new("Tasks").table(rows(result));
+    for note in &result.notes {
+        section = section.paragraph(format!("Note: {note}."));
+    }
     if !result.interferers.is_empty() {
         section = section.table(interferers);
     }
