@@ -4,6 +4,9 @@
 //! [`bottom_half_policy`]. Its parameters are the other keys of the
 //! `[policy]` table.
 
+pub mod bh_threshold;
+pub mod process_aware;
+
 use crate::kernel::Sim;
 use crate::softirq::BottomHalfPolicy;
 
@@ -16,6 +19,8 @@ pub fn bottom_half_policy(
 ) -> Result<Option<Box<dyn BottomHalfPolicy>>, String> {
     match name {
         "none" | "vanilla" => Ok(None),
-        other => Err(format!("unknown bottom-half policy `{other}` (known: none)")),
+        "bh-threshold" => Ok(Some(Box::new(bh_threshold::BhThreshold::from_params(_params)?))),
+        "process-aware" => Ok(Some(Box::new(process_aware::ProcessAware::from_params(_params, _sim)?))),
+        other => Err(format!("unknown bottom-half policy `{other}` (known: none, bh-threshold, process-aware)")),
     }
 }

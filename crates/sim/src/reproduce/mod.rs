@@ -3,7 +3,9 @@
 //! [`Report`] (the `irqlab/reproduce/v1` document) made of [`Row`]s, one per
 //! claim or landmark, and says whether each relation holds.
 
+pub mod bh_threshold;
 pub mod idletime;
+pub mod process_aware;
 
 use serde::Serialize;
 

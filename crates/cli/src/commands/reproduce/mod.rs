@@ -4,7 +4,9 @@
 //! (`irqlab_sim::reproduce::Report`) whose rows this module prints. Exit 1
 //! when a relation the paper reports does not hold in simulation.
 
+mod bh_threshold;
 mod idletime;
+mod process_aware;
 
 use crate::error::{CliError, Status};
 use irqlab_sim::reproduce::Row;
@@ -14,6 +16,10 @@ use std::path::PathBuf;
 pub enum Paper {
     /// Idletime scheduling for disk and network (dissertation ch. 6, Figs. 6.4-6.16)
     Idletime,
+    /// Bottom Half Scheduler (BH-threshold paper, Figs. 4-5, Table 2)
+    BhThreshold,
+    /// Process-aware interrupt accounting and scheduling (process-aware paper, Figs. 6-8)
+    ProcessAware,
 }
 
 #[derive(clap::Args)]
@@ -30,6 +36,9 @@ pub struct Args {
     /// Write an HTML report with the plots here
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Write the paper-vs-simulation table as Markdown here (bh-threshold, process-aware)
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
     /// Seed of every random stream
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -41,6 +50,8 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Status, CliError> {
     match args.paper {
         Paper::Idletime => idletime::run(&args),
+        Paper::BhThreshold => bh_threshold::run(&args),
+        Paper::ProcessAware => process_aware::run(&args),
     }
 }
 
@@ -64,3 +75,28 @@ pub fn threads(args: &Args) -> usize {
     args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
 }
 
+fn verdict(r: &Row) -> &'static str {
+    match r.holds {
+        Some(true) => "yes",
+        Some(false) => "NO",
+        None => "-",
+    }
+}
+
+/// The rows as a Markdown table (for the generated docs).
+pub fn markdown_table(rows: &[Row]) -> String {
+    let mut s = String::from("| metric | paper | simulated | unit | holds |\n|---|---|---|---|---|\n");
+    for r in rows {
+        s.push_str(&format!("| {} | {} | {:.2} | {} | {} |\n", r.metric, r.paper, r.simulated, r.unit, verdict(r)));
+    }
+    s
+}
+
+/// The rows as an HTML table.
+pub fn html_table(rows: &[Row]) -> irqlab_report::html::Table {
+    let mut t = irqlab_report::html::Table::new(["metric", "paper", "simulated", "unit", "holds"]);
+    for r in rows {
+        t.push_row([r.metric.clone(), r.paper.clone(), format!("{:.2}", r.simulated), r.unit.clone(), verdict(r).to_string()]);
+    }
+    t
+}
