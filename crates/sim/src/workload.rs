@@ -210,8 +210,9 @@ impl Behavior for UdpServer {
 }
 
 /// A media player (mplayer as in the BH-threshold paper): decodes frame k
-/// (cost drawn from `decode`), sleeps until its display time start + k ×
-/// period if early, displays late frames at once. Records the delay
+/// (cost drawn from `decode`), sleeps until its display time start +
+/// (k + 1) × period if early (one period of pre-roll), displays late
+/// frames at once. Records the delay
 /// between consecutive displays.
 pub struct MediaPlayer {
     pub period: Nanos,
@@ -222,6 +223,7 @@ pub struct MediaPlayer {
     start: Option<Nanos>,
     k: u64,
     decoded: bool,
+    waited: bool,
     last_display: Option<Nanos>,
     pub delays: Histogram,
     pub delays_ns: Vec<Nanos>,
@@ -240,6 +242,7 @@ impl MediaPlayer {
             start: None,
             k: 0,
             decoded: false,
+            waited: false,
             last_display: None,
             delays: Histogram::default(),
             delays_ns: Vec::new(),
@@ -260,11 +263,14 @@ impl Behavior for MediaPlayer {
             self.decoded = true;
             return Step::User(self.decode.draw(&mut self.rng));
         }
-        let due = start + self.k * self.period;
-        if ctx.now < due {
-            return Step::SleepUntil(due);
-        }
-        if ctx.now > due {
+        let due = start + (self.k + 1) * self.period;
+        if !self.waited {
+            // Decoding just finished: early frames wait for their time,
+            // late ones are shown at once.
+            self.waited = true;
+            if ctx.now < due {
+                return Step::SleepUntil(due);
+            }
             self.late_frames += 1;
         }
         if let Some(last) = self.last_display {
@@ -278,6 +284,7 @@ impl Behavior for MediaPlayer {
         self.last_display = Some(ctx.now);
         self.k += 1;
         self.decoded = false;
+        self.waited = false;
         self.next(ctx)
     }
 

@@ -242,7 +242,8 @@ impl Sim {
         mut progress: impl FnMut(Nanos),
     ) -> Result<bool, SimError> {
         if self.events == 0 {
-            self.q.schedule_at(0, Ev::Tick);
+            // The tick charges the jiffy that just ended: first one at 1/HZ.
+            self.q.schedule_at(self.cfg.tick_ns(), Ev::Tick);
             for s in 0..self.servers.len() {
                 let mut timers = Vec::new();
                 self.servers[s].start(0, &mut timers);
@@ -262,7 +263,8 @@ impl Sim {
             let t_ev = self.q.peek_time().unwrap_or(Nanos::MAX);
             let t_cpu = self.cpu.done_at;
             let t = t_ev.min(t_cpu);
-            if t > end {
+            // The run covers [0, end): nothing happens at `end` itself.
+            if t >= end {
                 self.advance(end);
                 self.now = end;
                 return Ok(true);

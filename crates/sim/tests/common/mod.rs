@@ -22,7 +22,8 @@ pub fn task<'a>(r: &'a SimResult, name: &str) -> &'a irqlab_sim::results::TaskRe
 }
 
 /// A machine section with the given softirq model and zero costs unless
-/// `costs` overrides them.
+/// `costs` (`k=v,k=v`) overrides them; other keys (scheduler, ...) go to
+/// `[machine]`.
 #[allow(dead_code)]
 pub fn machine(hz: u32, softirq: &str, costs: &str) -> String {
     let mut c = std::collections::BTreeMap::from([
@@ -30,6 +31,7 @@ pub fn machine(hz: u32, softirq: &str, costs: &str) -> String {
         ("irq_exit", "0"),
         ("tick", "0"),
         ("context_switch", "0"),
+        ("irq_primary", "0"),
     ]);
     let mut extra = String::new();
     for kv in costs.split(',').filter(|s| !s.is_empty()) {
@@ -37,13 +39,19 @@ pub fn machine(hz: u32, softirq: &str, costs: &str) -> String {
         if c.contains_key(k.trim()) {
             c.insert(k.trim(), v.trim());
         } else {
-            extra.push_str(&format!("{} = \"{}\"\n", k.trim(), v.trim()));
+            let v = v.trim();
+            let raw = v == "true" || v == "false" || v.parse::<f64>().is_ok();
+            if raw {
+                extra.push_str(&format!("{} = {v}\n", k.trim()));
+            } else {
+                extra.push_str(&format!("{} = \"{v}\"\n", k.trim()));
+            }
         }
     }
-    let mut s = format!("[machine]\nhz = {hz}\nsoftirq = \"{softirq}\"\n[machine.costs]\n");
+    // Keys that are not costs belong to [machine] itself.
+    let mut s = format!("[machine]\nhz = {hz}\nsoftirq = \"{softirq}\"\n{extra}[machine.costs]\n");
     for (k, v) in c {
         s.push_str(&format!("{k} = \"{v}\"\n"));
     }
-    s.push_str(&extra);
     s
 }
