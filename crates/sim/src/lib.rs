@@ -20,6 +20,7 @@ pub mod device;
 pub mod disk;
 pub mod engine;
 pub mod idletime;
+pub mod irq_source;
 pub mod kernel;
 pub mod metrics;
 pub mod net;

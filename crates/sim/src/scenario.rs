@@ -32,6 +32,8 @@ struct Raw {
     #[serde(default)]
     threads: BTreeMap<String, Spanned<RawThread>>,
     #[serde(default)]
+    irq: Vec<Spanned<RawIrq>>,
+    #[serde(default)]
     socket: Vec<Spanned<RawSocket>>,
     #[serde(default)]
     task: Vec<Spanned<RawTask>>,
@@ -121,6 +123,20 @@ struct RawThread {
     period: Option<Dur>,
     #[serde(default)]
     server: Option<Spanned<RawServer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIrq {
+    name: Spanned<String>,
+    interval: Dur,
+    #[serde(default)]
+    poisson: Option<bool>,
+    handler: Dur,
+    #[serde(default)]
+    bottom_half: Option<Dur>,
+    #[serde(default)]
+    vector: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -561,6 +577,37 @@ impl Scenario {
                     pending_servers.push((id, s));
                 }
             }
+        }
+
+        // Generic interrupt sources.
+        for irq in &self.raw.irq {
+            let r = irq.get_ref();
+            let vector = match r.vector.as_ref().map(|v| (v.get_ref().as_str(), v.span())) {
+                None | Some(("tasklet", _)) => softirq::TASKLET,
+                Some(("hi", _)) => softirq::HI,
+                Some(("timer", _)) => softirq::TIMER,
+                Some(("block", _)) => softirq::BLOCK,
+                Some((other, span)) => {
+                    return Err(self.err(span, format!("unknown vector `{other}` (hi, timer, block, tasklet)")))
+                }
+            };
+            let id = sim.devices.len();
+            let name = r.name.get_ref().clone();
+            let line = sim.add_line(IrqLine::new(name.clone(), IrqKind::Device(id)));
+            let src = crate::irq_source::IrqSource::new(
+                name.clone(),
+                id,
+                line,
+                self.positive(&r.interval, "interval")?,
+                r.poisson.unwrap_or(false),
+                self.dur(&r.handler)?,
+                self.dur_or(&r.bottom_half, 0)?,
+                vector,
+                rng_stream(p.seed, &format!("irq/{name}")),
+            );
+            sim.devices.push(Some(Box::new(src)));
+            let first = self.positive(&r.interval, "interval")?;
+            sim.q.schedule_at(first, crate::kernel::Ev::Device { dev: id as u32, token: 0 });
         }
 
         // Tasks.

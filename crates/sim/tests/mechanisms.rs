@@ -136,3 +136,20 @@ fn receive_livelock_under_linux24_disappears_with_napi() {
         assert!(w[1] > 0.9 * w[0], "NAPI throughput fell with load: {napi:?}");
     }
 }
+
+/// A generic `[[irq]]` source: its hard-IRQ handler and its bottom half on
+/// the tasklet vector take the CPU share their rate and costs imply.
+#[test]
+fn irq_source_takes_its_share_in_hardirq_and_tasklet() {
+    let text = format!(
+        "{}[[irq]]\nname = \"dev\"\ninterval = \"1ms\"\nhandler = \"10us\"\nbottom_half = \"50us\"\n\
+         [[task]]\nname = \"user\"\nkind = \"cpu-loop\"\n[run]\nduration = \"1s\"\n",
+        machine(1000, "linux-2.6", ""),
+    );
+    let r = run(&text);
+    let line = r.irq_lines.iter().find(|l| l.name == "dev").unwrap();
+    assert_eq!(line.count, 999);
+    assert_eq!(line.time_ns, 999 * 10_000);
+    assert_eq!(r.softirq.per_vector_ns.get("tasklet").copied(), Some(999 * 50_000));
+    assert_eq!(r.devices[0]["bottom_halves_done"], 999);
+}
