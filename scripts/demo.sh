@@ -116,6 +116,45 @@ step_sim() {
   done
 }
 
+step_latency() {
+  # Timer latency with cyclictest's method, then external stimulus/response
+  # latency on the testbed (issue 8): the generator in irqlab-b, the root
+  # namespace as target (kernel ICMP echo + SCHED_FIFO responder), 10,000
+  # stimuli at 1 kHz quiet and again under `irqlab load net`. SCHED_IDLE
+  # spinners keep this VM's CPUs from halting in both runs (see
+  # crates/live/tests/stimulus_testbed.rs). Needs root: skipped without.
+  if [ "$(id -u)" -ne 0 ]; then echo "   skipped: needs root (SCHED_FIFO, raw sockets, the testbed)" >&2; return 0; fi
+  "$IRQLAB" measure latency --duration 5s --histogram --json "$OUT/latency-timer.json" > "$OUT/latency-timer.txt" || return 1
+  grep '^T:' "$OUT/latency-timer.txt" >&2
+  local made_testbed=0
+  if ! "$IRQLAB" testbed status >/dev/null 2>&1; then
+    "$IRQLAB" testbed up >/dev/null || return 1
+    made_testbed=1
+  fi
+  local target port=9770 ok=0
+  target=$(ip -4 -o addr show dev irqlab-b | awk '{print $4}' | cut -d/ -f1)
+  "$IRQLAB" stimulus respond --bind "$target:$port" --priority 80 2>/dev/null & local responder=$!
+  "$IRQLAB" load cpu --sched-idle --duration 60s >/dev/null & local spinners=$!
+  sleep 0.5
+  stimuli() {
+    ip netns exec irqlab-b "$IRQLAB" stimulus run --target "$target" --port "$port" \
+      --rate 1000 --count 10000 --priority 50 "$@"
+  }
+  if stimuli --json "$OUT/stimulus-quiet.json" --log "$OUT/stimulus-quiet.csv" > "$OUT/stimulus-quiet.txt"; then
+    "$IRQLAB" load net --testbed b --threads 2 --duration 12s >/dev/null & local flood=$!
+    sleep 0.3
+    stimuli --json "$OUT/stimulus-load-net.json" > "$OUT/stimulus-load-net.txt" && ok=1
+    wait "$flood"
+  fi
+  kill -TERM "$responder" "$spinners" 2>/dev/null
+  wait "$responder" "$spinners" 2>/dev/null
+  [ "$made_testbed" = 1 ] && "$IRQLAB" testbed down >/dev/null
+  for f in stimulus-quiet stimulus-load-net; do
+    [ -e "$OUT/$f.txt" ] && { echo "   $f:" >&2; grep -E '^(icmp|udp)' "$OUT/$f.txt" >&2; }
+  done
+  [ "$ok" = 1 ]
+}
+
 step_reproduce_bh() {
   # Bottom-half policies (issue 5): the BH-threshold and process-aware
   # papers in simulation (quick mode). Exit 1 = a relation of a paper does
@@ -131,7 +170,22 @@ step_reproduce_bh() {
   return $rc
 }
 
-STEPS=(step_analysis step_accounting step_interference step_idletime step_sim step_reproduce_bh)
+step_reproduce_load_bounds() {
+  # The load-bounds paper in simulation (issue 6, quick mode): probe curves
+  # and fits (Figs. 4-6), Table 1's driver configurations plus
+  # SCHED_DEADLINE and a fine-grained sporadic server over an e2 sweep
+  # (Figs. 7-8), and the analysis prediction per configuration (Figs.
+  # 9-10). Exit 1 = a relation of the paper does not hold in simulation
+  # (listed in the table); only codes above 1 fail the step.
+  local code
+  "$IRQLAB" reproduce load-bounds --quick --json "$OUT/reproduce-load-bounds.json" \
+    --html "$OUT/reproduce-load-bounds.html" > "$OUT/reproduce-load-bounds.txt"
+  code=$?
+  [ "$code" -eq 1 ] && echo "   some relations do not hold in simulation: see $OUT/reproduce-load-bounds.html" >&2
+  [ "$code" -le 1 ]
+}
+
+STEPS=(step_analysis step_accounting step_interference step_idletime step_sim step_latency step_reproduce_bh step_reproduce_load_bounds)
 
 failed=0
 for step in "${STEPS[@]}"; do
