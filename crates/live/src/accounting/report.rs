@@ -150,7 +150,8 @@ impl Report {
                 }
             }
             if tid == 0 {
-                for (cpu, c) in per_cpu.iter().enumerate().take(ncpus) {
+                // One idle task per CPU that idled (a busy CPU has none).
+                for (cpu, c) in per_cpu.iter().enumerate().take(ncpus).filter(|(_, c)| **c != TaskCounters::default()) {
                     let cpu_no = ctx.cpus.get(cpu).copied().unwrap_or(cpu);
                     tasks.push(task_report(raw, ctx, 0, Some((cpu, cpu_no)), c, None));
                 }

@@ -1,0 +1,73 @@
+//! `irqlab measure accounting` as a user runs it: bad flags exit 2, a
+//! missing BPF capability exits 3 naming it, and (live) a short run writes
+//! the accounting/v1 JSON and a Prometheus file.
+
+use std::process::Command;
+
+fn irqlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_irqlab"))
+}
+
+#[test]
+fn bad_duration_is_a_usage_error() {
+    let out = irqlab().args(["measure", "accounting", "--duration", "soon"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
+}
+
+#[test]
+fn without_cap_bpf_it_exits_3_naming_it() {
+    // setpriv drops CAP_BPF and CAP_PERFMON from the bounding set (root can
+    // do that; without root the capabilities are missing anyway).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1)).unwrap();
+    let root = euid == "0";
+    let out = if root && std::path::Path::new("/usr/bin/setpriv").exists() {
+        Command::new("setpriv")
+            .args(["--inh-caps=-all", "--bounding-set=-bpf,-perfmon", env!("CARGO_BIN_EXE_irqlab"), "measure", "accounting", "--duration", "1s"])
+            .output()
+            .unwrap()
+    } else if !root {
+        irqlab().args(["measure", "accounting", "--duration", "1s"]).output().unwrap()
+    } else {
+        eprintln!("skipped: root without setpriv cannot drop CAP_BPF");
+        return;
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("CAP_BPF") || err.contains("CAP_PERFMON") || err.contains("BTF"), "{err}");
+}
+
+#[test]
+fn live_run_writes_json_and_prometheus() {
+    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (json, prom) = (dir.path().join("a.json"), dir.path().join("a.prom"));
+    let out = irqlab()
+        .args(["measure", "accounting", "--duration", "1s", "--check", "--json"])
+        .arg(&json)
+        .arg("--prometheus")
+        .arg(&prom)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("STOLEN") && stdout.contains("check: softirq"), "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "irqlab/accounting/v1");
+    assert_eq!(doc["complete"], true);
+    assert!(!doc["tasks"].as_array().unwrap().is_empty());
+    for cpu in doc["cpus"].as_array().unwrap() {
+        let wall = cpu["wall_ns"].as_i64().unwrap();
+        assert!(wall >= 1_000_000_000, "{cpu}");
+        assert!(cpu["unaccounted_ns"].as_i64().unwrap().abs() * 100 < wall, "{cpu}");
+        // Idle time is the idle task's run time on that CPU, listed per CPU.
+        let idle_listed = doc["tasks"].as_array().unwrap().iter().any(|t| t["kind"] == "idle" && t["cpu"] == cpu["cpu"]);
+        assert_eq!(idle_listed, cpu["idle_ns"].as_u64().unwrap() > 0, "{cpu}");
+    }
+    let prom = std::fs::read_to_string(&prom).unwrap();
+    assert!(prom.contains("# TYPE irqlab_cpu_seconds gauge") && prom.contains("irqlab_task_run_seconds{"));
+}
