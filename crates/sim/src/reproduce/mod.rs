@@ -5,6 +5,7 @@
 
 pub mod bh_threshold;
 pub mod idletime;
+pub mod load_bounds;
 pub mod process_aware;
 
 use serde::Serialize;

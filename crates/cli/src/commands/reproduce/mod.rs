@@ -6,6 +6,7 @@
 
 mod bh_threshold;
 mod idletime;
+mod load_bounds;
 mod process_aware;
 
 use crate::error::{CliError, Status};
@@ -16,6 +17,8 @@ use std::path::PathBuf;
 pub enum Paper {
     /// Idletime scheduling for disk and network (dissertation ch. 6, Figs. 6.4-6.16)
     Idletime,
+    /// Driver threads under servers and empirical load bounds (load-bounds paper §4-5, Figs. 4-10)
+    LoadBounds,
     /// Bottom Half Scheduler (BH-threshold paper, Figs. 4-5, Table 2)
     BhThreshold,
     /// Process-aware interrupt accounting and scheduling (process-aware paper, Figs. 6-8)
@@ -50,6 +53,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Status, CliError> {
     match args.paper {
         Paper::Idletime => idletime::run(&args),
+        Paper::LoadBounds => load_bounds::run(&args),
         Paper::BhThreshold => bh_threshold::run(&args),
         Paper::ProcessAware => process_aware::run(&args),
     }

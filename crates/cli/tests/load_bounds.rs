@@ -1,0 +1,106 @@
+//! The load-bounds paper end to end against the real binary: the pipeline
+//! `irqlab sim` (probe curve) → `irqlab fit` → `irqlab analyze` on a
+//! scenario of scenarios/load-bounds/, and `irqlab reproduce load-bounds
+//! --quick` with its JSON and HTML.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn irqlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_irqlab")).args(args).output().unwrap()
+}
+
+fn scenario(name: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/load-bounds").join(name);
+    root.to_string_lossy().into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn s(p: &PathBuf) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn sim_curve_fit_and_analyze_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let curve = dir.path().join("curve.json");
+    let fit = dir.path().join("fit.json");
+    let sim = irqlab(&["sim", &scenario("probe-threaded-ping.toml"), "--duration", "300ms", "--curve", s(&curve)]);
+    assert_eq!(sim.status.code(), Some(0), "{}", stderr(&sim));
+    let c = json(&curve);
+    assert_eq!(c["schema"], "irqlab/curve/v1");
+    let points = c["points"].as_array().unwrap();
+    assert!(points.len() > 10, "{c}");
+    // A ping every 10 us keeps the driver busy for most of the shortest
+    // windows.
+    assert!(points[0]["max_load"].as_f64().unwrap() > 0.5, "{c}");
+
+    let f = irqlab(&["fit", s(&curve), "--json", s(&fit)]);
+    assert_eq!(f.status.code(), Some(0), "{}", stderr(&f));
+    let fd = json(&fit);
+    let u = fd["utilization"].as_f64().unwrap();
+    let p = fd["period_ns"].as_u64().unwrap();
+    assert!(u > 0.3 && u < 0.95, "{fd}");
+
+    // τ1 (2 ms / 10 ms) below the driver, once with the curve itself and
+    // once with its fitted hyperbola: the driver leaves room for it, and a
+    // task needing 9.5 ms of every 10 ms cannot fit beside the driver.
+    for driver in [
+        format!("kind = \"curve\"\nfile = \"{}\"\n", s(&curve)),
+        format!("kind = \"hyperbolic\"\nutilization = {u}\nperiod = \"{p}ns\"\n"),
+    ] {
+        let set = dir.path().join("set.toml");
+        std::fs::write(&set, format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"tau1\"\nperiod = \"10ms\"\nwcet = \"2ms\"\n")).unwrap();
+        let a = irqlab(&["analyze", s(&set)]);
+        assert_eq!(a.status.code(), Some(0), "{driver}: {}{}", String::from_utf8_lossy(&a.stdout), stderr(&a));
+        std::fs::write(&set, format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"big\"\nperiod = \"10ms\"\nwcet = \"9.5ms\"\n")).unwrap();
+        let a = irqlab(&["analyze", s(&set)]);
+        assert_eq!(a.status.code(), Some(1), "{driver}: {}", String::from_utf8_lossy(&a.stdout));
+    }
+}
+
+#[test]
+fn reproduce_quick_json_and_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let (js, html) = (dir.path().join("lb.json"), dir.path().join("lb.html"));
+    let out = irqlab(&["reproduce", "load-bounds", "--quick", "--json", s(&js), "--html", s(&html)]);
+    let doc = json(&js);
+    assert_eq!(doc["schema"], "irqlab/reproduce/v1");
+    assert_eq!(doc["complete"], true);
+    let all_hold = doc["all_hold"].as_bool().unwrap();
+    assert_eq!(out.status.code(), Some(if all_hold { 0 } else { 1 }), "{}", stderr(&out));
+    let d = &doc["details"];
+    assert_eq!(d["curves"].as_array().unwrap().len(), 6);
+    let configs = d["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 6);
+    for c in configs {
+        let points = c["points"].as_array().unwrap();
+        assert_eq!(points.len(), 9, "e2 = 1..9 ms");
+        for p in points {
+            // One second of 10 ms periods: about 100 jobs each, and τ1 polled
+            // once per period.
+            let polls = p["heartbeats_received"].as_u64().unwrap() + p["heartbeats_missed"].as_u64().unwrap();
+            assert!((95..=101).contains(&polls), "{}: {p}", c["name"]);
+        }
+        // More work for τ2 never makes it miss less often (first vs last).
+        let first = points[0]["tau2_miss_pct"].as_f64().unwrap();
+        let last = points[8]["tau2_miss_pct"].as_f64().unwrap();
+        assert!(last >= first, "{}", c["name"]);
+    }
+    // The analysis (fitted driver curve + τ1) is never contradicted by the
+    // simulation: no swept e2 predicted safe misses a deadline.
+    let safe = doc["rows"].as_array().unwrap().iter().find(|r| r["metric"].as_str().unwrap().starts_with("every analysis prediction")).unwrap();
+    assert_eq!(safe["holds"], true, "{safe}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for fig in ["Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9", "Fig. 10"] {
+        assert!(page.contains(fig), "{fig} missing from the page");
+    }
+    assert!(page.contains("<svg"));
+}

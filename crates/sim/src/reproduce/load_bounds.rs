@@ -1,0 +1,770 @@
+//! The load-bounds paper (driver-load-bounds.txt, SEEDS.md §3) in
+//! simulation: interference curves measured by the simulated probe (§4,
+//! Figs. 4-6) and fitted with the paper's hyperbola; the driver-scheduling
+//! configurations of Table 1 plus a SCHED_DEADLINE and a fine-grained
+//! sporadic-server variant, with τ2's deadline misses and τ1's heartbeat
+//! losses over an e2 sweep (Figs. 7-8); and, per configuration, the
+//! analysis prediction (Figs. 9-10): τ1's demand (eq. 4) plus the fitted
+//! hyperbola (eq. 10) of the driver as τ2 sees it, through exact
+//! fixed-priority response-time analysis, giving the largest e2 that
+//! always meets its deadline.
+//!
+//! Every number comes out of simulation runs of the scenario files in
+//! `scenarios/load-bounds/`; only τ2's execution time, the run length and
+//! (for the driver curves of the configurations) the probe in τ2's place
+//! are changed here.
+
+use super::{Report, Row};
+use crate::scenario::Scenario;
+use irqlab_analysis::curve::{Curve, CurvePoint};
+use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
+use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline, HyperbolaFit};
+use irqlab_analysis::fixed_priority::{response_time, Horizon};
+use irqlab_analysis::Nanos;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+const MS: Nanos = 1_000_000;
+/// τ1 and τ2: p = d = 10 ms, e1 = 2 ms (§5).
+const PERIOD: Nanos = 10 * MS;
+const E1: Nanos = 2 * MS;
+/// The sporadic server's budget (§5), for the ideal e2 ≤ 10 − e1 − budget.
+const SS_BUDGET: Nanos = MS;
+
+/// The scenario files, embedded so that the reproduction runs anywhere.
+const PROBE_FILES: [(&str, &str, &str, &str, &str); 6] = [
+    ("vanilla, idle", "linux-2.6", "idle", "4", include_str!("../../../../scenarios/load-bounds/probe-vanilla-idle.toml")),
+    ("threaded, idle", "threaded", "idle", "4", include_str!("../../../../scenarios/load-bounds/probe-threaded-idle.toml")),
+    ("vanilla, ping", "linux-2.6", "ping", "5", include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping.toml")),
+    ("threaded, ping", "threaded", "ping", "5", include_str!("../../../../scenarios/load-bounds/probe-threaded-ping.toml")),
+    (
+        "vanilla, ping without reply",
+        "linux-2.6",
+        "ping-noreply",
+        "6",
+        include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping-noreply.toml"),
+    ),
+    (
+        "threaded, ping without reply",
+        "threaded",
+        "ping-noreply",
+        "6",
+        include_str!("../../../../scenarios/load-bounds/probe-threaded-ping-noreply.toml"),
+    ),
+];
+
+const CONFIG_FILES: [(&str, &str); 6] = [
+    ("Traditional", include_str!("../../../../scenarios/load-bounds/traditional.toml")),
+    ("Background", include_str!("../../../../scenarios/load-bounds/background.toml")),
+    ("Foreground", include_str!("../../../../scenarios/load-bounds/foreground.toml")),
+    ("Sporadic", include_str!("../../../../scenarios/load-bounds/sporadic.toml")),
+    ("Sporadic (fine-grained)", include_str!("../../../../scenarios/load-bounds/sporadic-fine.toml")),
+    ("SCHED_DEADLINE", include_str!("../../../../scenarios/load-bounds/deadline.toml")),
+];
+
+/// Options of one reproduction.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub quick: bool,
+    pub seed: u64,
+    pub threads: usize,
+}
+
+impl Options {
+    fn probe_duration(&self) -> Nanos {
+        if self.quick {
+            MS * 500
+        } else {
+            MS * 5_000
+        }
+    }
+    fn sweep_duration(&self) -> Nanos {
+        if self.quick {
+            MS * 1_000
+        } else {
+            MS * 5_000
+        }
+    }
+    /// e2 values: 1..9 ms by 1 ms (quick) or by 0.5 ms.
+    fn e2_values(&self) -> Vec<Nanos> {
+        let step = if self.quick { MS } else { MS / 2 };
+        (0..).map(|k| MS + k * step).take_while(|&e| e <= 9 * MS).collect()
+    }
+}
+
+/// One measured interference curve (Figs. 4-6).
+#[derive(Debug, Clone, Serialize)]
+pub struct CurveCase {
+    pub name: String,
+    pub kernel: String,
+    pub traffic: String,
+    pub figure: String,
+    pub curve: Curve,
+    pub fit: Option<HyperbolaFit>,
+    /// The curve minus its kernel's idle baseline (the driver alone), with
+    /// its fit; absent for the idle cases.
+    pub driver_only: Option<Curve>,
+    pub driver_fit: Option<HyperbolaFit>,
+    /// Every fitted hyperbola lies on or above every point it was fitted to.
+    pub fits_cover: bool,
+}
+
+/// One point of the e2 sweep (Figs. 7-8).
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPoint {
+    pub e2_ns: Nanos,
+    pub tau2_jobs: u64,
+    pub tau2_misses: u64,
+    pub tau2_miss_pct: f64,
+    pub heartbeats_received: u64,
+    pub heartbeats_missed: u64,
+    pub heartbeat_miss_pct: f64,
+}
+
+/// One driver-scheduling configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigResult {
+    pub name: String,
+    pub description: String,
+    pub points: Vec<SweepPoint>,
+    /// The driver (and kernel) as τ2 sees it: the probe in τ2's place, τ1
+    /// absent, everything else as in the configuration.
+    pub driver_curve: Curve,
+    pub driver_fit: Option<HyperbolaFit>,
+    /// The server governing net-rx, if any.
+    pub server: Option<ServerBound>,
+    /// Largest e2 for which exact RTA gives R2 ≤ d2 (Figs. 9-10) with the
+    /// interference of τ1 (eq. 4) + the fitted driver hyperbola (eq. 10);
+    /// for a server configuration, with the fitted hyperbola of the curve
+    /// measured in τ2's place with τ1 running (it then holds τ1 too).
+    pub predicted_max_e2_ns: Nanos,
+    /// For a server: τ1 + budget (+ accounting overrun) per period + the
+    /// idle baseline, as the sporadic-server theorem would have it
+    /// (ignores the IRQ-thread work outside the server). Not checked.
+    pub server_predicted_max_e2_ns: Option<Nanos>,
+    pub prediction_model: String,
+    /// Largest swept e2 at and below which τ2 never missed.
+    pub meets_up_to_e2_ns: Option<Nanos>,
+    /// Heartbeats missed over the whole sweep.
+    pub heartbeats_missed_total: u64,
+    /// Swept points where the analysis said schedulable but τ2 missed.
+    pub unsafe_points: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Details {
+    pub probe_duration_ns: Nanos,
+    pub sweep_duration_ns: Nanos,
+    pub curves: Vec<CurveCase>,
+    pub configs: Vec<ConfigResult>,
+    /// 10 − e1 − budget: where an ideal sporadic server lets τ2 start missing.
+    pub ideal_sporadic_e2_ns: Nanos,
+}
+
+/// What went wrong with an embedded scenario (a defect of this crate, not
+/// of user input, but reported rather than panicking).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("scenario {0}: {1}")]
+    Scenario(String, String),
+}
+
+/// One simulation job of the reproduction.
+enum Job {
+    Probe { idx: usize },
+    ConfigProbe { idx: usize },
+    Sweep { idx: usize, e2: Nanos },
+}
+
+enum Out {
+    Curve(Curve),
+    Sweep(SweepPoint),
+}
+
+/// Runs the whole reproduction. `progress(done, total)` is called after
+/// each simulation run; `stop` ends it early (the report is then marked
+/// incomplete).
+pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Report<Details>, Error> {
+    let e2s = opts.e2_values();
+    let mut jobs = Vec::new();
+    for idx in 0..PROBE_FILES.len() {
+        jobs.push(Job::Probe { idx });
+    }
+    for idx in 0..CONFIG_FILES.len() {
+        jobs.push(Job::ConfigProbe { idx });
+        for &e2 in &e2s {
+            jobs.push(Job::Sweep { idx, e2 });
+        }
+    }
+    let total = jobs.len();
+    let results: Mutex<Vec<Option<Result<Out, Error>>>> = Mutex::new((0..total).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..opts.threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let r = run_job(&jobs[i], opts, stop);
+                results.lock().expect("no panics while holding the lock")[i] = Some(r);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            });
+        }
+    });
+    let results = results.into_inner().expect("workers ended");
+    let complete = !stop.load(Ordering::Relaxed) && results.iter().all(Option::is_some);
+    let mut outs = Vec::with_capacity(total);
+    for r in results {
+        outs.push(r.transpose()?);
+    }
+
+    // Figs. 4-6: the measured curves, their fits, the driver alone.
+    let mut raw_curves: Vec<Option<Curve>> = Vec::new();
+    let mut k = 0;
+    for _ in 0..PROBE_FILES.len() {
+        raw_curves.push(match outs[k].take() {
+            Some(Out::Curve(c)) => Some(c),
+            _ => None,
+        });
+        k += 1;
+    }
+    let curves = curve_cases(&raw_curves);
+
+    let mut configs = Vec::new();
+    for (idx, (name, text)) in CONFIG_FILES.iter().enumerate() {
+        let driver_curve = match outs[k].take() {
+            Some(Out::Curve(c)) => c,
+            _ => Curve::new(Vec::new()),
+        };
+        k += 1;
+        let mut points: Vec<SweepPoint> = Vec::new();
+        for _ in &e2s {
+            if let Some(Out::Sweep(p)) = outs[k].take() {
+                points.push(p);
+            }
+            k += 1;
+        }
+        let description = Scenario::parse(CONFIG_FILES[idx].0, text)
+            .ok()
+            .and_then(|s| s.description().map(str::to_string))
+            .unwrap_or_default();
+        let baseline = curves.iter().find(|c| c.name == "threaded, idle").and_then(|c| c.fit);
+        let sweep = opts.sweep_duration();
+        for p in &mut points {
+            complete_counts(p, text, sweep);
+        }
+        configs.push(config_result(name, text, baseline, description, driver_curve, points));
+    }
+
+    let details = Details {
+        probe_duration_ns: opts.probe_duration(),
+        sweep_duration_ns: opts.sweep_duration(),
+        curves,
+        configs,
+        ideal_sporadic_e2_ns: PERIOD - E1 - SS_BUDGET,
+    };
+    let rows = relations(&details);
+    Ok(Report::new("load-bounds", opts.quick, complete, opts.seed, rows, details))
+}
+
+fn run_job(job: &Job, opts: &Options, stop: &AtomicBool) -> Result<Out, Error> {
+    match *job {
+        Job::Probe { idx } => {
+            let (name, _, _, _, text) = PROBE_FILES[idx];
+            let sc = parse(name, text)?;
+            run(&sc, opts, opts.probe_duration(), stop).map(|r| Out::Curve(r.probe.unwrap_or_else(|| Curve::new(Vec::new()))))
+        }
+        Job::ConfigProbe { idx } => {
+            let (name, text) = CONFIG_FILES[idx];
+            let keep_tau1 = server_of(text).is_some();
+            let text = probe_in_tau2s_place(text, keep_tau1).map_err(|e| Error::Scenario(name.into(), e))?;
+            let sc = parse(name, &text)?;
+            run(&sc, opts, opts.probe_duration(), stop).map(|r| Out::Curve(r.probe.unwrap_or_else(|| Curve::new(Vec::new()))))
+        }
+        Job::Sweep { idx, e2 } => {
+            let (name, text) = CONFIG_FILES[idx];
+            let text = with_tau2_exec(text, e2).map_err(|e| Error::Scenario(name.into(), e))?;
+            let sc = parse(name, &text)?;
+            let r = run(&sc, opts, opts.sweep_duration(), stop)?;
+            Ok(Out::Sweep(sweep_point(&r, e2)))
+        }
+    }
+}
+
+fn parse(name: &str, text: &str) -> Result<Scenario, Error> {
+    Scenario::parse(name, text).map_err(|e| Error::Scenario(name.into(), e.to_string()))
+}
+
+fn run(sc: &Scenario, opts: &Options, duration: Nanos, stop: &AtomicBool) -> Result<crate::SimResult, Error> {
+    let p = sc.run_params(Some(opts.seed), Some(duration)).map_err(|e| Error::Scenario(sc.name(), e.to_string()))?;
+    crate::run_scenario(sc, p, false, stop, |_| {}).map(|o| o.result).map_err(|e| Error::Scenario(sc.name(), e.to_string()))
+}
+
+fn tasks_mut(doc: &mut toml::Table) -> Result<&mut Vec<toml::Value>, String> {
+    doc.get_mut("task").and_then(|t| t.as_array_mut()).ok_or_else(|| "no [[task]]".to_string())
+}
+
+fn task_named<'a>(tasks: &'a mut [toml::Value], name: &str) -> Result<&'a mut toml::Table, String> {
+    tasks
+        .iter_mut()
+        .filter_map(|t| t.as_table_mut())
+        .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(name))
+        .ok_or_else(|| format!("no task `{name}`"))
+}
+
+/// The configuration with τ2's execution time set to `e2`.
+fn with_tau2_exec(text: &str, e2: Nanos) -> Result<String, String> {
+    let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+    let tasks = tasks_mut(&mut doc)?;
+    task_named(tasks, "tau2")?.insert("exec".into(), toml::Value::String(format!("{e2}ns")));
+    Ok(doc.to_string())
+}
+
+/// The configuration with the probe (a task that always wants the CPU) in
+/// τ2's place, at τ2's priority: the empirical load bound of what preempts
+/// τ2 (§4's measurement, taken per configuration). Without `keep_tau1`, τ1
+/// is removed, so the curve is the driver's (and kernel's) alone.
+fn probe_in_tau2s_place(text: &str, keep_tau1: bool) -> Result<String, String> {
+    let mut doc: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+    let tasks = tasks_mut(&mut doc)?;
+    tasks.retain(|t| keep_tau1 || t.get("name").and_then(|n| n.as_str()) != Some("tau1"));
+    let tau2 = task_named(tasks, "tau2")?;
+    tau2.insert("kind".into(), toml::Value::String("probe".into()));
+    tau2.remove("period");
+    tau2.remove("exec");
+    // τ1's socket has no reader now; the heartbeat only queues there.
+    let mut metric = toml::Table::new();
+    metric.insert("kind".into(), "probe".into());
+    metric.insert("task".into(), "tau2".into());
+    metric.insert("from".into(), "10us".into());
+    metric.insert("to".into(), "100ms".into());
+    metric.insert("points".into(), toml::Value::Integer(31));
+    doc.insert("metric".into(), toml::Value::Array(vec![toml::Value::Table(metric)]));
+    Ok(doc.to_string())
+}
+
+fn sweep_point(r: &crate::SimResult, e2: Nanos) -> SweepPoint {
+    let task = |n: &str| r.tasks.iter().find(|t| t.name == n);
+    let (jobs, misses) = task("tau2").map_or((0, 0), |t| (t.jobs, t.deadline_misses));
+    let polls = |key: &str| {
+        task("tau1").and_then(|t| t.extra.as_ref()).and_then(|x| x.get(key)).and_then(|v| v.as_u64()).unwrap_or(0)
+    };
+    let (ok, empty) = (polls("polls_ok"), polls("polls_empty"));
+    SweepPoint {
+        e2_ns: e2,
+        tau2_jobs: jobs,
+        tau2_misses: misses,
+        tau2_miss_pct: pct(misses, jobs),
+        heartbeats_received: ok,
+        heartbeats_missed: empty,
+        heartbeat_miss_pct: pct(empty, ok + empty),
+    }
+}
+
+/// Makes the counts independent of how far τ1 and τ2 got: every release
+/// of τ2 whose deadline passed within the run and that did not complete is
+/// a miss too (a starved τ2 completes nothing), and heartbeats are counted
+/// as sent by host A (arrivals at least one period before the end, so that
+/// τ1 had a poll after each) minus those τ1 received.
+fn complete_counts(p: &mut SweepPoint, text: &str, duration: Nanos) {
+    let due = duration / PERIOD;
+    if due > p.tau2_jobs {
+        p.tau2_misses += due - p.tau2_jobs;
+        p.tau2_jobs = due;
+    }
+    p.tau2_miss_pct = pct(p.tau2_misses, p.tau2_jobs);
+    let (start, interval) = heartbeat_of(text).unwrap_or((0, PERIOD));
+    let last = duration.saturating_sub(PERIOD);
+    let sent = if last >= start { (last - start) / interval + 1 } else { 0 };
+    p.heartbeats_missed = sent.saturating_sub(p.heartbeats_received);
+    p.heartbeat_miss_pct = pct(p.heartbeats_missed, sent);
+}
+
+/// Start and interval of the heartbeat traffic of a configuration file.
+fn heartbeat_of(text: &str) -> Option<(Nanos, Nanos)> {
+    let doc: toml::Table = text.parse().ok()?;
+    let hb = doc.get("traffic")?.as_array()?.iter().find(|t| t.get("kind").and_then(|k| k.as_str()) == Some("heartbeat"))?;
+    let dur = |k: &str, d: Nanos| hb.get(k).and_then(|v| v.as_str()).map_or(Some(d), |s| irqlab_analysis::parse_duration_ns(s).ok());
+    Some((dur("start", 0)?, dur("interval", PERIOD)?))
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+/// True when `fit` lies on or above every point of `curve`.
+pub fn covers(fit: &HyperbolaFit, curve: &Curve) -> bool {
+    curve.points.iter().all(|p| fit.load(p.window_ns) >= p.max_load)
+}
+
+fn curve_cases(raw: &[Option<Curve>]) -> Vec<CurveCase> {
+    let baseline = |kernel: &str| -> Option<&Curve> {
+        PROBE_FILES.iter().zip(raw).find(|((_, k, t, _, _), _)| *k == kernel && *t == "idle").and_then(|(_, c)| c.as_ref())
+    };
+    PROBE_FILES
+        .iter()
+        .zip(raw)
+        .filter_map(|(&(name, kernel, traffic, figure, _), c)| {
+            let curve = c.clone()?;
+            let fit = fit_hyperbola(&curve.points).ok();
+            let (driver_only, driver_fit) = if traffic == "idle" {
+                (None, None)
+            } else {
+                let d = baseline(kernel).map(|b| subtract_baseline(&curve, b));
+                let f = d.as_ref().and_then(|d| fit_hyperbola(&d.points).ok());
+                (d, f)
+            };
+            let fits_cover = fit.as_ref().is_some_and(|f| covers(f, &curve))
+                && match (&driver_only, &driver_fit) {
+                    (Some(d), Some(f)) => covers(f, d),
+                    (Some(_), None) => false,
+                    _ => true,
+                };
+            Some(CurveCase {
+                name: name.into(),
+                kernel: kernel.into(),
+                traffic: traffic.into(),
+                figure: figure.into(),
+                curve,
+                fit,
+                driver_only,
+                driver_fit,
+                fits_cover,
+            })
+        })
+        .collect()
+}
+
+/// Demand of τ1 (eq. 4): its job is the 2 us receive + 2 ms of
+/// computation (the scenarios' tau1).
+fn tau1_demand(window: Nanos) -> Nanos {
+    periodic_demand(DemandBound::Traditional, PERIOD, E1 + 2_000, window)
+}
+
+/// Interference on τ2 by the analysis: τ1 (eq. 4, e1 plus its receive
+/// cost) and the driver's fitted hyperbola (eq. 10).
+pub fn tau2_interference(fit: &HyperbolaFit, window: Nanos) -> Nanos {
+    tau1_demand(window) + hyperbolic_demand(fit.utilization, fit.period_ns, window)
+}
+
+/// A bandwidth server governing net-rx in a configuration: budget, period,
+/// and how far past its budget the accounting lets it run (the sporadic
+/// server's granularity; 0 for exact enforcement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ServerBound {
+    pub budget_ns: Nanos,
+    pub period_ns: Nanos,
+    pub overrun_ns: Nanos,
+    /// SCHED_DEADLINE's constant-bandwidth server.
+    pub cbs: bool,
+}
+
+/// Driver demand under a server (load-bounds paper §2: a sporadic server
+/// interferes no more than a periodic task with wcet = budget; here the
+/// budget grows by the accounting overrun; a CBS, whose wake-up rule can
+/// hand out a fresh budget right after a spent one, as a deferrable
+/// server) plus the kernel's idle baseline (fitted hyperbola).
+pub fn server_demand(s: &ServerBound, baseline: &HyperbolaFit, window: Nanos) -> Nanos {
+    let c = s.budget_ns + s.overrun_ns;
+    let server = if s.cbs {
+        irqlab_analysis::task::deferrable_server_demand(
+            irqlab_analysis::Server { budget_ns: c, period_ns: s.period_ns },
+            window,
+            DemandBound::Traditional,
+        )
+    } else {
+        periodic_demand(DemandBound::Traditional, s.period_ns, c, window)
+    };
+    server + hyperbolic_demand(baseline.utilization, baseline.period_ns, window)
+}
+
+/// The server of net-rx in a configuration file, if any.
+fn server_of(text: &str) -> Option<ServerBound> {
+    let doc: toml::Table = text.parse().ok()?;
+    let rx = doc.get("threads")?.get("net_rx")?;
+    let dur = |v: Option<&toml::Value>| v.and_then(|v| v.as_str()).and_then(|s| irqlab_analysis::parse_duration_ns(s).ok());
+    if let Some(srv) = rx.get("server") {
+        let budget_ns = dur(srv.get("budget"))?;
+        let period_ns = dur(srv.get("period"))?;
+        // Budget checks happen at granularity boundaries: a run may pass its
+        // budget by up to one granule (crate::server::Sporadic).
+        let overrun_ns = dur(srv.get("granularity")).unwrap_or(1);
+        return Some(ServerBound { budget_ns, period_ns, overrun_ns, cbs: false });
+    }
+    if rx.get("policy").and_then(|p| p.as_str()) == Some("deadline") {
+        return Some(ServerBound { budget_ns: dur(rx.get("runtime"))?, period_ns: dur(rx.get("period"))?, overrun_ns: 0, cbs: true });
+    }
+    None
+}
+
+/// Largest e2 (to 10 us) whose worst-case response time under
+/// [`tau2_interference`] is within the 10 ms deadline (exact RTA, eq. 3).
+pub fn predicted_max_e2(fit: &HyperbolaFit) -> Nanos {
+    max_e2(&|t| tau2_interference(fit, t))
+}
+
+/// Largest e2 (to 10 us) with R2 ≤ d2 under `interference` (exact RTA).
+pub fn max_e2(interference: &dyn Fn(Nanos) -> Nanos) -> Nanos {
+    let ok = |e2: Nanos| {
+        response_time(PERIOD, e2, interference, &Horizon::for_task(PERIOD, PERIOD)).is_some_and(|r| r <= PERIOD)
+    };
+    let step = 10_000;
+    let (mut lo, mut hi) = (0, PERIOD / step); // ok(lo*step) holds; find the last.
+    if !ok(step) {
+        return 0;
+    }
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if ok(mid * step) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo * step
+}
+
+fn config_result(
+    name: &str,
+    text: &str,
+    baseline: Option<HyperbolaFit>,
+    description: String,
+    driver_curve: Curve,
+    points: Vec<SweepPoint>,
+) -> ConfigResult {
+    let driver_fit = fit_hyperbola(&driver_curve.points).ok();
+    let server = server_of(text);
+    let (predicted_max_e2_ns, prediction_model) = match (server, driver_fit) {
+        // The curve was measured with τ1 running: it holds τ1, the server's
+        // budget as τ1 shifts its replenishments, and the IRQ-thread work no
+        // server governs.
+        (Some(_), Some(f)) => (
+            max_e2(&|t| hyperbolic_demand(f.utilization, f.period_ns, t)),
+            "fitted curve of everything above tau2, tau1 included".to_string(),
+        ),
+        (None, Some(f)) => (predicted_max_e2(&f), "tau1 + fitted driver curve".to_string()),
+        (_, None) => (0, "no fit".to_string()),
+    };
+    // What the sporadic-server theorem alone would say (τ1 + a periodic
+    // task of budget + overrun + the idle baseline), for comparison.
+    let server_predicted_max_e2_ns = match (server, baseline) {
+        (Some(s), Some(b)) => Some(max_e2(&|t| tau1_demand(t) + server_demand(&s, &b, t))),
+        _ => None,
+    };
+    let mut meets_up_to_e2_ns = None;
+    for p in &points {
+        if p.tau2_misses > 0 {
+            break;
+        }
+        meets_up_to_e2_ns = Some(p.e2_ns);
+    }
+    let unsafe_points = points.iter().filter(|p| p.e2_ns <= predicted_max_e2_ns && p.tau2_misses > 0).count();
+    ConfigResult {
+        name: name.into(),
+        description,
+        heartbeats_missed_total: points.iter().map(|p| p.heartbeats_missed).sum(),
+        points,
+        driver_curve,
+        driver_fit,
+        server_predicted_max_e2_ns,
+        server,
+        predicted_max_e2_ns,
+        prediction_model,
+        meets_up_to_e2_ns,
+        unsafe_points,
+    }
+}
+
+fn ms(ns: Nanos) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The largest load of a curve at windows of at least `from`.
+fn load_at_or_after(c: &Curve, from: Nanos) -> f64 {
+    c.points.iter().filter(|p| p.window_ns >= from).map(|p| p.max_load).fold(0.0, f64::max)
+}
+
+fn relations(d: &Details) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let case = |name: &str| d.curves.iter().find(|c| c.name == name);
+
+    // Figs. 4-6.
+    if let (Some(v), Some(t)) = (case("vanilla, idle"), case("threaded, idle")) {
+        // The paper's vanilla idle curve shows rare long non-preemptible
+        // stretches; this model has no such sections, so both kernels see
+        // only the timer tick. Shown, not checked.
+        let diff = v.curve.points.iter().zip(&t.curve.points).map(|(a, b)| a.max_load - b.max_load).fold(f64::MIN, f64::max);
+        rows.push(Row::info(
+            "Fig. 4: idle, vanilla minus threaded interference, largest difference (no long non-preemptible kernel sections are modelled)",
+            "threaded tighter",
+            diff * 100.0,
+            "% of window",
+        ));
+    }
+    if let (Some(v), Some(t)) = (case("vanilla, ping"), case("threaded, ping")) {
+        if let (Some(vf), Some(tf)) = (v.driver_fit, t.driver_fit) {
+            rows.push(Row::info("Fig. 5: vanilla driver-only fitted utilisation u", "-", vf.utilization * 100.0, "%"));
+            rows.push(Row::check(
+                "Fig. 5: threaded driver-only fitted utilisation u (higher than vanilla: context switches)",
+                "higher than vanilla",
+                tf.utilization * 100.0,
+                "%",
+                tf.utilization > vf.utilization,
+            ));
+        }
+    }
+    if let (Some(r), Some(n)) = (case("threaded, ping"), case("threaded, ping without reply")) {
+        let (a, b) = (load_at_or_after(&r.curve, 10 * MS), load_at_or_after(&n.curve, 10 * MS));
+        rows.push(Row::info("Fig. 6: threaded, load at >= 10 ms without reply / with reply", "about half the work is the reply", if a > 0.0 { b / a * 100.0 } else { 0.0 }, "%"));
+    }
+    let all_cover = d.curves.iter().all(|c| c.fits_cover) && d.configs.iter().all(|c| c.driver_fit.as_ref().is_some_and(|f| covers(f, &c.driver_curve)));
+    rows.push(Row::check(
+        "Figs. 4-6, 10: every fitted hyperbola lies on or above every point",
+        "by construction of the fit",
+        (d.curves.len() + d.configs.len()) as f64,
+        "curves",
+        all_cover,
+    ));
+
+    // Figs. 7-10.
+    let cfg = |n: &str| d.configs.iter().find(|c| c.name == n);
+    let meets = |c: &ConfigResult| c.meets_up_to_e2_ns.map_or(0.0, ms);
+    for c in &d.configs {
+        rows.push(Row::info(format!("{}: tau2 meets every deadline up to e2", c.name), "-", meets(c), "ms"));
+        rows.push(Row::info(format!("{}: analysis ({}) predicts no miss up to e2", c.name, c.prediction_model), "-", ms(c.predicted_max_e2_ns), "ms"));
+        if let Some(e) = c.server_predicted_max_e2_ns {
+            rows.push(Row::info(format!("{}: server theorem alone (tau1 + budget + overrun + idle; not checked)", c.name), "-", ms(e), "ms"));
+        }
+        rows.push(Row::info(format!("{}: heartbeats missed over the sweep", c.name), "-", c.heartbeats_missed_total as f64, "packets"));
+    }
+    let four = ["Traditional", "Background", "Foreground", "Sporadic"];
+    if let (Some(bg), Some(fg), Some(ss), Some(tr)) = (cfg("Background"), cfg("Foreground"), cfg("Sporadic"), cfg("Traditional")) {
+        let others_meet = four.iter().filter(|n| **n != "Background").filter_map(|n| cfg(n)).map(meets).fold(0.0, f64::max);
+        rows.push(Row::check(
+            "Background: tau2 meets its deadlines for the largest e2 (Fig. 7)",
+            "no miss until e2 > 7 ms (Fig. 9)",
+            meets(bg),
+            "ms",
+            meets(bg) >= others_meet,
+        ));
+        let most = four.iter().filter_map(|n| cfg(n)).map(|c| c.heartbeats_missed_total).max().unwrap_or(0);
+        rows.push(Row::check(
+            "Background: loses the most heartbeats (Fig. 8)",
+            "worst packet loss",
+            bg.heartbeats_missed_total as f64,
+            "packets",
+            bg.heartbeats_missed_total == most && most > 0,
+        ));
+        let fewest = four.iter().filter_map(|n| cfg(n)).map(|c| c.heartbeats_missed_total).min().unwrap_or(0);
+        rows.push(Row::check(
+            "Foreground: loses the fewest heartbeats (Fig. 8)",
+            "best heartbeat receipt",
+            fg.heartbeats_missed_total as f64,
+            "packets",
+            fg.heartbeats_missed_total == fewest,
+        ));
+        // "one would predict that τ2 should not miss any deadlines until its
+        // execution time exceeds 1.2 msec ... consistent with Fig. 7":
+        // the prediction lands near 1.2 ms and the first simulated miss
+        // comes at the next swept e2 above it.
+        let first_miss = fg.points.iter().find(|p| p.tau2_misses > 0).map(|p| p.e2_ns);
+        rows.push(Row::check(
+            "Foreground: analysis predicts misses from e2 above (Fig. 10)",
+            "about 1.2 ms",
+            ms(fg.predicted_max_e2_ns),
+            "ms",
+            (0.7..=1.7).contains(&ms(fg.predicted_max_e2_ns)),
+        ));
+        rows.push(Row::check(
+            "Foreground: tau2's first simulated miss at e2 (Fig. 7)",
+            "just above 1.2 ms",
+            first_miss.map_or(f64::NAN, ms),
+            "ms",
+            first_miss.is_some_and(|m| m > fg.predicted_max_e2_ns && ms(m) <= 2.5),
+        ));
+        rows.push(Row::check(
+            "Sporadic: between Foreground and Background in e2 met (Fig. 7)",
+            "between",
+            meets(ss),
+            "ms",
+            meets(fg) <= meets(ss) && meets(ss) <= meets(bg),
+        ));
+        rows.push(Row::check(
+            "Sporadic: between Foreground and Background in heartbeats missed (Fig. 8)",
+            "between",
+            ss.heartbeats_missed_total as f64,
+            "packets",
+            fg.heartbeats_missed_total <= ss.heartbeats_missed_total && ss.heartbeats_missed_total <= bg.heartbeats_missed_total,
+        ));
+        let _ = tr;
+    }
+    if let (Some(coarse), Some(fine)) = (cfg("Sporadic"), cfg("Sporadic (fine-grained)")) {
+        let ideal = ms(d.ideal_sporadic_e2_ns);
+        rows.push(Row::check(
+            "Fine-grained sporadic server: closer to the ideal e2 <= 10 - e1 - budget than the coarse one",
+            "paper's SS fell 3 ms short of 7 ms",
+            meets(fine),
+            "ms",
+            (meets(fine) - ideal).abs() < (meets(coarse) - ideal).abs(),
+        ));
+    }
+    let unsafe_total: usize = d.configs.iter().map(|c| c.unsafe_points).sum();
+    rows.push(Row::check(
+        "every analysis prediction is safe: swept points predicted schedulable where tau2 missed",
+        "none",
+        unsafe_total as f64,
+        "points",
+        unsafe_total == 0,
+    ));
+    rows
+}
+
+/// Load of τ1 (refined bound, eq. 9) at `window`, for the Fig. 9/10 plots.
+pub fn tau1_load(window: Nanos) -> f64 {
+    irqlab_analysis::demand::periodic_load(DemandBound::Refined, PERIOD, E1, window)
+}
+
+/// Load of τ2 with execution time `e2` (eq. 9) at `window`.
+pub fn tau2_load(e2: Nanos, window: Nanos) -> f64 {
+    irqlab_analysis::demand::periodic_load(DemandBound::Refined, PERIOD, e2, window)
+}
+
+/// Keeps curve points for plotting (window in us, load in %).
+pub fn plot_points(c: &Curve) -> Vec<(f64, f64)> {
+    c.points.iter().map(|p: &CurvePoint| (p.window_ns as f64 / 1e3, p.max_load * 100.0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_scenarios_parse_and_derive() {
+        for (name, _, _, _, text) in PROBE_FILES {
+            Scenario::parse(name, text).unwrap();
+        }
+        for (name, text) in CONFIG_FILES {
+            Scenario::parse(name, &with_tau2_exec(text, 3 * MS).unwrap()).unwrap();
+            Scenario::parse(name, &probe_in_tau2s_place(text, false).unwrap()).unwrap();
+            Scenario::parse(name, &probe_in_tau2s_place(text, true).unwrap()).unwrap();
+        }
+    }
+
+    #[test]
+    fn prediction_subtracts_tau1_and_the_driver() {
+        // No driver: τ2 fits until e2 = 10 − 2.002 ms (to 10 us).
+        let none = HyperbolaFit { utilization: 0.0, period_ns: 0 };
+        assert_eq!(predicted_max_e2(&none), 7_990_000);
+        // A driver taking half the CPU at 10 ms leaves less than 3 ms.
+        let half = HyperbolaFit { utilization: 0.5, period_ns: MS };
+        let e = predicted_max_e2(&half);
+        assert!(e < 3 * MS && e > MS, "{e}");
+    }
+}
