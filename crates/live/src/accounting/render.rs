@@ -36,7 +36,7 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
     let _ = writeln!(
         out,
         "irqlab accounting over {secs:.2} s{}  (times in ms)",
-        if report.complete { "" } else { " (interrupted: partial)" }
+        if report.complete { "" } else { " (partial)" }
     );
     let _ = writeln!(
         out,
