@@ -96,11 +96,22 @@ mod tests {
     fn every_unprivileged_load_does_work_and_stops() {
         let dir = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
-        for kind in [LoadKind::Cpu { sched_idle: false }, LoadKind::Cpu { sched_idle: true }, LoadKind::Disk { dir: dir.path().into() }, LoadKind::Hackbench { groups: 2 }] {
+        let kinds = [
+            LoadKind::Cpu { sched_idle: false },
+            LoadKind::Cpu { sched_idle: true },
+            LoadKind::Disk { dir: dir.path().into() },
+            LoadKind::Hackbench { groups: 2 },
+        ];
+        for kind in kinds {
             let r = run(&kind, 100_000_000, &stop).unwrap();
-            assert!(r.work > 0, "{}: no work", r.kind);
+            // SCHED_IDLE spinners get only time nobody else wants: with the
+            // other tests running beside this one there may be none.
+            if kind != (LoadKind::Cpu { sched_idle: true }) {
+                assert!(r.work > 0, "{}: no work", r.kind);
+            }
             assert!(r.complete);
-            assert!(r.elapsed_ns >= 100_000_000 && r.elapsed_ns < 2_000_000_000, "{}: {} ns", r.kind, r.elapsed_ns);
+            // Upper bound: one fdatasync on a busy disk can take seconds.
+            assert!(r.elapsed_ns >= 100_000_000 && r.elapsed_ns < 20_000_000_000, "{}: {} ns", r.kind, r.elapsed_ns);
         }
         // The disk load removes its scratch file.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
