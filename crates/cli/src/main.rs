@@ -10,7 +10,7 @@ mod signal;
 
 use clap::{Parser, Subcommand};
 use commands::*;
-use error::{CliError, Status};
+use error::Status;
 
 /// Measure, model, simulate and control the CPU time that interrupts steal
 /// from time-critical tasks on Linux.
