@@ -6,6 +6,19 @@
 //! The BPF side (`src/bpf/accounting.bpf.c`) aggregates in per-CPU maps;
 //! user space only reads them ([`Session::snapshot`]) and turns them into a
 //! [`Report`].
+//!
+//! What the numbers mean, and their limits:
+//! - Hard-IRQ time is the handlers' time (irq_handler_entry/exit and, on
+//!   x86, the local timer / reschedule / call-function vectors); the IRQ
+//!   entry and exit code around them counts as the interrupted task's run.
+//! - A beneficiary is the owner of the socket a packet was queued to (or
+//!   dropped at), else the task a softirq woke. A socket's owner is the
+//!   thread that last returned from receiving on it, or, for sockets
+//!   already open at the start, their process (its main thread).
+//! - Tasks are keyed by thread id for the whole run; a tid reused within
+//!   one measurement would be merged with its predecessor.
+//! - Softirq work handed to another CPU (RPS) is attributed where the
+//!   packet meets its socket; the hand-off itself has no beneficiary.
 
 pub mod fig6;
 pub mod names;
