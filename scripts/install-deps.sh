@@ -38,7 +38,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "note: cargo is in \$HOME/.cargo/bin; add it to PATH" >&2
   else
-    echo "error: no Rust toolchain (cargo) found; install Rust 1.80 or newer" >&2
+    echo "error: no Rust toolchain (cargo) found; install Rust 1.82 or newer" >&2
     exit 3
   fi
 fi
