@@ -52,6 +52,7 @@ enum Command {
 }
 
 fn main() {
+    restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
@@ -76,4 +77,13 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// Rust ignores SIGPIPE, so `irqlab ... | head` would panic on the closed
+/// pipe; like every Unix filter, irqlab should just end quietly instead.
+fn restore_default_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
