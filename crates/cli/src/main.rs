@@ -47,8 +47,6 @@ enum Command {
     Load(load::Args),
     /// The idletime throughput model (foreground/background vs p and i)
     IdletimeModel(idletime_model::Args),
-    /// Built-in speed benchmarks
-    Bench(bench::Args),
 }
 
 fn main() {
@@ -66,7 +64,6 @@ fn main() {
         Command::Stimulus(c) => stimulus::run(c),
         Command::Load(a) => load::run(a),
         Command::IdletimeModel(a) => idletime_model::run(a),
-        Command::Bench(a) => bench::run(a),
     };
     let code = match result {
         Ok(Status::Success) => 0,
