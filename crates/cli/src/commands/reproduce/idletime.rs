@@ -1,9 +1,8 @@
 //! `irqlab reproduce idletime`: wiring of `irqlab_sim::reproduce::idletime`
 //! to the terminal, JSON and an HTML page with the contour plots.
 
-use super::{print_rows, threads, Args};
+use super::{threads, Args};
 use crate::error::{CliError, Status};
-use crate::output::{write_json, write_text};
 use crate::progress::bar;
 use crate::signal::stop_flag;
 use irqlab_analysis::format_ns;
@@ -28,22 +27,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     for x in &report.details.experiments {
         print_experiment(x);
     }
-    println!();
-    print_rows(&report.rows);
-    if !report.complete {
-        eprintln!("stopped early: the document is marked \"complete\": false");
-    }
-    if let Some(path) = &args.json {
-        write_json(path, &report)?;
-    }
-    if let Some(path) = &args.html {
-        write_text(path, &html(&report)?)?;
-    }
-    let failed = report.rows.iter().filter(|r| r.holds == Some(false)).count();
-    if failed > 0 {
-        eprintln!("{failed} relation(s) of the dissertation do not hold in simulation (marked NO)");
-    }
-    Ok(Status::from_ok(report.all_hold))
+    super::finish(args, &report, "Idletime", "shared/seeds/idletime-scheduling.txt, ch. 6, Figs. 6.4-6.16", html)
 }
 
 fn p_label(p: Nanos) -> String {

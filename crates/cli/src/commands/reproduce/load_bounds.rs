@@ -2,9 +2,8 @@
 //! `irqlab_sim::reproduce::load_bounds` to the terminal, JSON and an HTML
 //! page with the plots of Figs. 4-10.
 
-use super::{print_rows, threads, Args};
+use super::{threads, Args};
 use crate::error::{CliError, Status};
-use crate::output::{write_json, write_text};
 use crate::progress::bar;
 use crate::signal::stop_flag;
 use irqlab_analysis::fit::HyperbolaFit;
@@ -25,22 +24,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     .map_err(|e| CliError::Failed(e.to_string()))?;
     progress.finish_and_clear();
     print_details(&report.details);
-    println!();
-    print_rows(&report.rows);
-    if !report.complete {
-        eprintln!("stopped early: the document is marked \"complete\": false");
-    }
-    if let Some(path) = &args.json {
-        write_json(path, &report)?;
-    }
-    if let Some(path) = &args.html {
-        write_text(path, &html(&report)?)?;
-    }
-    let failed = report.rows.iter().filter(|r| r.holds == Some(false)).count();
-    if failed > 0 {
-        eprintln!("{failed} relation(s) of the paper do not hold in simulation (marked NO)");
-    }
-    Ok(Status::from_ok(report.all_hold))
+    super::finish(args, &report, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
 }
 
 fn ms(ns: Nanos) -> f64 {
