@@ -110,22 +110,8 @@ fn grids_svg(x: &ExperimentResult, maps: Vec<(&str, Vec<Vec<f64>>, bool)>) -> Re
 }
 
 fn html(report: &Report<Details>) -> Result<String, CliError> {
-    let verdict = if !report.complete {
-        "The run was stopped early; the results are incomplete."
-    } else if report.all_hold {
-        "Every checked relation holds in simulation."
-    } else {
-        "Some relations do not hold in simulation (marked NO below)."
-    };
-    let mut rows = Table::new(["metric", "paper", "simulated", "unit", "holds"]);
-    for r in &report.rows {
-        let holds = match r.holds {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "-",
-        };
-        rows.push_row([r.metric.clone(), r.paper.clone(), format!("{:.2}", r.simulated), r.unit.clone(), holds.to_string()]);
-    }
+    let verdict = super::verdict_sentence(report);
+    let rows = super::html_table(&report.rows);
     let mut page = Page::new("irqlab reproduce idletime")
         .intro(format!(
             "Idletime scheduling with a preemption interval (Eggert's dissertation, ch. 6-7) in simulation: {} sweep, seed {}. {verdict} \

@@ -95,22 +95,8 @@ fn curve_plot(title: &str, d: &Details, names: &[&str], driver_only: bool) -> Re
 
 fn html(report: &Report<Details>) -> Result<String, CliError> {
     let d = &report.details;
-    let verdict = if !report.complete {
-        "The run was stopped early; the results are incomplete."
-    } else if report.all_hold {
-        "Every checked relation holds in simulation."
-    } else {
-        "Some relations do not hold in simulation (marked NO below)."
-    };
-    let mut rows = Table::new(["metric", "paper", "simulated", "unit", "holds"]);
-    for r in &report.rows {
-        let holds = match r.holds {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "-",
-        };
-        rows.push_row([r.metric.clone(), r.paper.clone(), format!("{:.2}", r.simulated), r.unit.clone(), holds.to_string()]);
-    }
+    let verdict = super::verdict_sentence(report);
+    let rows = super::html_table(&report.rows);
     let mut page = Page::new("irqlab reproduce load-bounds")
         .intro(format!(
             "Driver threads under servers and empirical load bounds (the load-bounds paper, §4-5) in simulation: {} mode, seed {}. {verdict}",

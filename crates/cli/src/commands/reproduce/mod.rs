@@ -137,6 +137,17 @@ pub fn markdown_table(rows: &[Row]) -> String {
 }
 
 /// The rows as an HTML table.
+/// The one-sentence outcome every paper's HTML page opens with.
+pub fn verdict_sentence<D: serde::Serialize>(report: &Report<D>) -> &'static str {
+    if !report.complete {
+        "The run was stopped early; the results are incomplete."
+    } else if report.all_hold {
+        "Every checked relation holds in simulation."
+    } else {
+        "Some relations do not hold in simulation (marked NO below)."
+    }
+}
+
 pub fn html_table(rows: &[Row]) -> irqlab_report::html::Table {
     let mut t = irqlab_report::html::Table::new(["metric", "paper", "simulated", "unit", "holds"]);
     for r in rows {

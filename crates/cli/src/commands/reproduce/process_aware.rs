@@ -47,13 +47,7 @@ fn svg(p: LinePlot) -> Result<String, CliError> {
 
 fn html(report: &Report<Details>) -> Result<String, CliError> {
     let d = &report.details;
-    let verdict = if !report.complete {
-        "The run was stopped early; the results are incomplete."
-    } else if report.all_hold {
-        "Every checked relation holds in simulation."
-    } else {
-        "Some relations do not hold in simulation (marked NO below)."
-    };
+    let verdict = super::verdict_sentence(report);
     let x = "UDP packets/s";
     let page = Page::new("irqlab reproduce process-aware")
         .intro(format!(
