@@ -6,6 +6,7 @@
 //! change anything in the simulator except itself.
 
 use crate::kernel::Sim;
+use crate::task::TaskId;
 use irqlab_analysis::Nanos;
 
 pub trait Device {
@@ -23,5 +24,18 @@ pub trait Device {
     /// Requests or items inside the device (for conservation checks).
     fn in_flight(&self) -> u64 {
         0
+    }
+    /// A task issued a blocking read ([`crate::task::Step::Read`]); it is
+    /// already blocked and the device must wake it when the read is done.
+    /// Devices that do not read wake it at once.
+    fn submit_read(&mut self, sim: &mut Sim, task: TaskId, _sector: u64, _sectors: u64) {
+        sim.wake(task);
+    }
+    /// Statistics restart (end of warm-up).
+    fn reset_stats(&mut self) {}
+    /// The device's own conservation law (every request submitted is
+    /// completed or still inside), for the result's `conservation`.
+    fn conserved(&self) -> bool {
+        true
     }
 }

@@ -72,6 +72,10 @@ impl Device for IrqSource {
         sim.q.schedule_in(gap, Ev::Device { dev: self.id as u32, token: 0 });
     }
 
+    fn reset_stats(&mut self) {
+        (self.raised, self.handled, self.bh_done) = (0, 0, 0);
+    }
+
     fn report(&self) -> serde_json::Value {
         json!({"name": self.name, "kind": "irq", "raised": self.raised, "hardirqs": self.handled,
                "bottom_halves_done": self.bh_done})

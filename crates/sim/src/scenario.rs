@@ -13,7 +13,7 @@ use crate::sched::FairKind;
 use crate::server::{Periodic as PeriodicServer, Server, Sporadic};
 use crate::softirq::{self, SoftirqModel};
 use crate::task::{Policy, Task, TaskKind};
-use crate::workload::{CpuLoop, Dist, MediaPlayer, Periodic, UdpServer};
+use crate::workload::{CpuLoop, DiskReader, Dist, MediaPlayer, Periodic, ReadPattern, UdpServer};
 use irqlab_analysis::{parse_duration_ns, InputError, Location, Nanos};
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -29,6 +29,7 @@ struct Raw {
     description: Option<String>,
     machine: Spanned<RawMachine>,
     nic: Option<Spanned<RawNic>>,
+    disk: Option<Spanned<RawDisk>>,
     #[serde(default)]
     threads: BTreeMap<String, Spanned<RawThread>>,
     #[serde(default)]
@@ -105,6 +106,33 @@ struct RawNicCosts {
     #[serde(default)]
     icmp_no_reply: Option<Dur>,
     udp: Dur,
+}
+
+/// `[disk]`: the drive (defaults: the idletime dissertation's WD Caviar
+/// AC28200, see [`crate::disk::DiskGeometry`]) and its completion costs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDisk {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    rpm: Option<Spanned<f64>>,
+    #[serde(default)]
+    seek_min: Option<Dur>,
+    #[serde(default)]
+    seek_full: Option<Dur>,
+    #[serde(default)]
+    overhead: Option<Dur>,
+    #[serde(default)]
+    sectors_per_track: Option<Spanned<u64>>,
+    costs: Spanned<RawDiskCosts>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDiskCosts {
+    irq: Dur,
+    block_softirq: Dur,
 }
 
 #[derive(Debug, Deserialize)]
@@ -205,6 +233,14 @@ struct RawTask {
     keep_frames: Option<bool>,
     #[serde(default)]
     server: Option<Spanned<RawServer>>,
+    #[serde(default)]
+    pattern: Option<Spanned<String>>,
+    #[serde(default)]
+    intensity: Option<Spanned<f64>>,
+    #[serde(default)]
+    block: Option<Spanned<u64>>,
+    #[serde(default)]
+    issue_cost: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -610,6 +646,12 @@ impl Scenario {
             sim.q.schedule_at(first, crate::kernel::Ev::Device { dev: id as u32, token: 0 });
         }
 
+        // Disk.
+        let disk = match &self.raw.disk {
+            Some(d) => Some(self.disk_device(d, &mut sim)?),
+            None => None,
+        };
+
         // Tasks.
         let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
         for t in &sim.tasks {
@@ -682,10 +724,33 @@ impl Scenario {
                     let frames = r.frames.unwrap_or(u64::MAX);
                     Box::new(MediaPlayer::new(period, exec("exec")?, frames, rng, r.keep_frames.unwrap_or(false)))
                 }
+                "disk-reader" => {
+                    let (dev, disk_sectors) = disk.ok_or_else(|| self.err(t.span(), "a disk-reader needs a [disk]"))?;
+                    let pattern = match r.pattern.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+                        None | Some(("random", _)) => ReadPattern::Random,
+                        Some(("sequential", _)) => ReadPattern::Sequential,
+                        Some((other, span)) => {
+                            return Err(self.err(span, format!("unknown pattern `{other}` (random, sequential)")))
+                        }
+                    };
+                    let intensity = match &r.intensity {
+                        None => 1.0,
+                        Some(i) if *i.get_ref() > 0.0 && *i.get_ref() <= 1.0 => *i.get_ref(),
+                        Some(i) => return Err(self.err(i.span(), "intensity must be in (0, 1]")),
+                    };
+                    // 16 KB: the dissertation's read size (§4.4.2 / crate::disk::drive).
+                    let block = r.block.as_ref().map_or(16_384, |b| *b.get_ref());
+                    if block == 0 || block % 512 != 0 || block > 16 << 20 {
+                        let span = r.block.as_ref().expect("default is valid").span();
+                        return Err(self.err(span, "block must be a multiple of 512 bytes, at most 16 MiB"));
+                    }
+                    let issue = self.dur_or(&r.issue_cost, 0)?;
+                    Box::new(DiskReader::new(dev, disk_sectors, block / 512, pattern, intensity, issue, rng))
+                }
                 k => {
                     return Err(self.err(
                         r.kind.span(),
-                        format!("unknown task kind `{k}` (periodic, cpu-loop, probe, udp-server, media-player)"),
+                        format!("unknown task kind `{k}` (periodic, cpu-loop, probe, udp-server, media-player, disk-reader)"),
                     ))
                 }
             };
@@ -833,6 +898,42 @@ impl Scenario {
         }
         let _ = p.duration;
         Ok(sim)
+    }
+}
+
+impl Scenario {
+    /// Builds the `[disk]` device; returns its device index and capacity.
+    fn disk_device(&self, d: &Spanned<RawDisk>, sim: &mut Sim) -> Result<(usize, u64), InputError> {
+        let r = d.get_ref();
+        let mut g = crate::disk::DiskGeometry::default();
+        if let Some(rpm) = &r.rpm {
+            if !(*rpm.get_ref() >= 1.0 && rpm.get_ref().is_finite()) {
+                return Err(self.err(rpm.span(), "rpm must be at least 1"));
+            }
+            g.rpm = *rpm.get_ref();
+        }
+        g.seek_min_ns = self.dur_or(&r.seek_min, g.seek_min_ns)?;
+        g.seek_full_ns = self.dur_or(&r.seek_full, g.seek_full_ns)?;
+        if g.seek_full_ns < g.seek_min_ns {
+            let span = r.seek_full.as_ref().or(r.seek_min.as_ref()).map_or(d.span(), |s| s.span());
+            return Err(self.err(span, "seek_full must be at least seek_min"));
+        }
+        g.overhead_ns = self.dur_or(&r.overhead, g.overhead_ns)?;
+        if let Some(spt) = &r.sectors_per_track {
+            if *spt.get_ref() == 0 {
+                return Err(self.err(spt.span(), "sectors_per_track must be at least 1"));
+            }
+            g.sectors_per_track = *spt.get_ref();
+        }
+        let c = r.costs.get_ref();
+        let costs = crate::disk::DiskCosts { irq: self.dur(&c.irq)?, block_softirq: self.dur(&c.block_softirq)? };
+        let id = sim.devices.len();
+        let name = r.name.clone().unwrap_or_else(|| "sda".into());
+        let line = sim.add_line(IrqLine::new(name.clone(), IrqKind::Device(id)));
+        let dev = crate::disk::DiskDevice::new(name, id, line, costs, crate::disk::Drive::new(g));
+        let sectors = dev.sectors();
+        sim.devices.push(Some(Box::new(dev)));
+        Ok((id, sectors))
     }
 }
 

@@ -58,6 +58,10 @@ pub enum Step {
     /// consumed and the behavior is asked again with `received = true`;
     /// otherwise the task blocks until a packet arrives.
     Recv(usize),
+    /// Blocking read of `sectors` 512-byte sectors at `sector` from device
+    /// `dev` (a disk): the task blocks until the request's completion
+    /// (hard IRQ, then the BLOCK bottom half) wakes it.
+    Read { dev: usize, sector: u64, sectors: u64 },
     /// The task is finished for the rest of the run.
     Exit,
 }
@@ -85,6 +89,12 @@ pub trait Behavior {
     fn extra(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Statistics restart at the end of the warm-up: zero the counters
+    /// that `extra` reports.
+    fn reset_stats(&mut self) {}
+    /// The run ends at `now`: count what is still unfinished (a periodic
+    /// job whose deadline passed before the end is a miss).
+    fn finish(&mut self, _now: irqlab_analysis::Nanos, _jobs: &mut JobStats) {}
 }
 
 /// Kernel threads whose steps the kernel itself decides.

@@ -302,3 +302,139 @@ impl Behavior for MediaPlayer {
         Some(v)
     }
 }
+
+/// The CPU quantum of the idletime dissertation's benchmark processes,
+/// t_max = 100 ms (§4.4.1, §6); intensity is a fraction of it.
+pub const QUANTUM_NS: Nanos = 100_000_000;
+
+/// Where a disk reader's next block is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPattern {
+    /// Uniformly random block-aligned positions over the whole disk.
+    Random,
+    /// Consecutive blocks from the start of the disk, wrapping at its end.
+    Sequential,
+}
+
+/// A disk reader (the idletime dissertation's foreground process, §6,
+/// Fig. 6.1): at intensity i it issues blocking reads of `block_sectors`
+/// back to back for i · 100 ms ("the fraction of each CPU quantum a
+/// process spends generating resource requests"; at least one read per
+/// quantum), then sleeps (1 − i) · 100 ms. Each read costs `issue_cost` of
+/// kernel time to submit; the reader blocks until the completion wakes it.
+/// Response times (issue → wake-up) go into the task's response histogram,
+/// one job per read.
+pub struct DiskReader {
+    pub dev: usize,
+    pub disk_sectors: u64,
+    pub block_sectors: u64,
+    pub pattern: ReadPattern,
+    pub intensity: f64,
+    pub issue_cost: Nanos,
+    pub rng: SourceRng,
+    state: ReaderState,
+    active_until: Nanos,
+    reads_in_quantum: u64,
+    next_sequential: u64,
+    submitted_at: Nanos,
+    pub reads: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReaderState {
+    QuantumStart,
+    Issue,
+    Submit,
+    Reading,
+}
+
+impl DiskReader {
+    pub fn new(dev: usize, disk_sectors: u64, block_sectors: u64, pattern: ReadPattern, intensity: f64, issue_cost: Nanos, rng: SourceRng) -> Self {
+        DiskReader {
+            dev,
+            disk_sectors,
+            block_sectors: block_sectors.clamp(1, disk_sectors.max(1)),
+            pattern,
+            intensity: intensity.clamp(0.0, 1.0),
+            issue_cost,
+            rng,
+            state: ReaderState::QuantumStart,
+            active_until: 0,
+            reads_in_quantum: 0,
+            next_sequential: 0,
+            submitted_at: 0,
+            reads: 0,
+            bytes: 0,
+        }
+    }
+
+    fn next_sector(&mut self) -> u64 {
+        let blocks = (self.disk_sectors / self.block_sectors).max(1);
+        match self.pattern {
+            ReadPattern::Random => self.rng.gen_range(0..blocks) * self.block_sectors,
+            ReadPattern::Sequential => {
+                let s = self.next_sequential;
+                self.next_sequential = if s / self.block_sectors + 1 >= blocks { 0 } else { s + self.block_sectors };
+                s
+            }
+        }
+    }
+}
+
+impl Behavior for DiskReader {
+    fn next(&mut self, ctx: &mut StepCtx) -> Step {
+        loop {
+            match self.state {
+                ReaderState::QuantumStart => {
+                    self.active_until = ctx.now + (self.intensity * QUANTUM_NS as f64).round() as Nanos;
+                    self.reads_in_quantum = 0;
+                    self.state = ReaderState::Issue;
+                }
+                ReaderState::Issue => {
+                    if self.reads_in_quantum > 0 && ctx.now >= self.active_until {
+                        self.state = ReaderState::QuantumStart;
+                        let sleep = ((1.0 - self.intensity) * QUANTUM_NS as f64).round() as Nanos;
+                        if sleep > 0 {
+                            return Step::SleepUntil(ctx.now + sleep);
+                        }
+                        continue;
+                    }
+                    self.state = ReaderState::Submit;
+                    self.submitted_at = ctx.now;
+                    if self.issue_cost > 0 {
+                        return Step::Kernel(self.issue_cost);
+                    }
+                }
+                ReaderState::Submit => {
+                    self.state = ReaderState::Reading;
+                    let sector = self.next_sector();
+                    return Step::Read { dev: self.dev, sector, sectors: self.block_sectors };
+                }
+                ReaderState::Reading => {
+                    // Woken by the completion: the read is done.
+                    self.reads += 1;
+                    self.reads_in_quantum += 1;
+                    self.bytes += self.block_sectors * crate::disk::drive::SECTOR_BYTES;
+                    ctx.jobs.jobs += 1;
+                    ctx.jobs.response.record(ctx.now - self.submitted_at);
+                    self.state = ReaderState::Issue;
+                }
+            }
+        }
+    }
+
+    fn reset_stats(&mut self) {
+        self.reads = 0;
+        self.bytes = 0;
+    }
+
+    fn extra(&self) -> Option<serde_json::Value> {
+        Some(json!({
+            "pattern": match self.pattern { ReadPattern::Random => "random", ReadPattern::Sequential => "sequential" },
+            "intensity": self.intensity,
+            "reads": self.reads,
+            "bytes_read": self.bytes,
+        }))
+    }
+}

@@ -535,6 +535,12 @@ impl Sim {
         for t in &mut self.tasks {
             t.acct = Default::default();
             t.jobs = Default::default();
+            if let TaskKind::User(b) = &mut t.kind {
+                b.reset_stats();
+            }
+        }
+        for d in self.devices.iter_mut().flatten() {
+            d.reset_stats();
         }
         for n in &mut self.nics {
             n.stats = Default::default();

@@ -51,6 +51,11 @@ impl Sim {
                     self.stop_current(c, RunState::Blocked);
                 }
             }
+            Step::Read { dev, sector, sectors } => {
+                // Blocks first: the device wakes the task at completion.
+                self.stop_current(c, RunState::Blocked);
+                self.with_device(dev, |d, sim| d.submit_read(sim, c, sector, sectors));
+            }
             Step::Exit => self.stop_current(c, RunState::Exited),
         }
     }
