@@ -16,9 +16,10 @@ build: deps
 	$(CARGO) build $(CARGO_FLAGS) --quiet
 
 # Every test: unit, property, integration, CLI, and the live tests when
-# IRQLAB_LIVE_TESTS=1 (CI sets it and runs as root).
+# IRQLAB_LIVE_TESTS=1 (CI sets it and runs as root). --no-fail-fast: one
+# failing test binary must not hide the results of the others.
 test: deps
-	$(CARGO) test $(CARGO_FLAGS)
+	$(CARGO) test $(CARGO_FLAGS) --no-fail-fast
 
 # Runs the main jobs with short durations and writes a report to $(OUT)/index.html.
 demo: build

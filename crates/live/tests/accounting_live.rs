@@ -107,8 +107,8 @@ fn accounting_is_consistent_on_this_kernel() {
     for c in &report.cpus {
         let err = c.unaccounted_ns.unsigned_abs() as f64 / c.wall_ns as f64;
         eprintln!(
-            "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%) anomalies {}",
-            c.cpu, c.wall_ns, c.run_ns, c.idle_ns, c.hardirq_ns, c.softirq_ns, c.unaccounted_ns, err * 100.0, c.anomalies
+            "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%) anomalies {} hidden switches {}",
+            c.cpu, c.wall_ns, c.run_ns, c.idle_ns, c.hardirq_ns, c.softirq_ns, c.unaccounted_ns, err * 100.0, c.anomalies, c.hidden_switches
         );
         assert!(c.wall_ns >= 3_000_000_000, "cpu{} wall {} shorter than the load", c.cpu, c.wall_ns);
         assert!(err < 0.01, "cpu{}: {:.3}% of wall time unaccounted", c.cpu, err * 100.0);

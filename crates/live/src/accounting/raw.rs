@@ -39,7 +39,7 @@ impl TaskCounters {
 
 /// What a CPU is doing right now (`struct cpu_state`), needed to close its
 /// open segment at snapshot time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuState {
     pub initialised: bool,
     pub last_ts: u64,
@@ -47,6 +47,18 @@ pub struct CpuState {
     /// Innermost active hard IRQ, if any.
     pub hard_irq: Option<i32>,
     pub soft_vec: Option<usize>,
+    /// What `cur_tid` was charged on this CPU since it became current and
+    /// the BPF side has not yet added to its task entry (run, hard IRQ,
+    /// softirq, switches_in).
+    pub unflushed: TaskCounters,
+    /// The same hard-IRQ time by line.
+    pub unflushed_irqs: Vec<(i32, u64)>,
+    /// Time served on this CPU to `served_tid` that the BPF side has not
+    /// yet added to its task entry (served_softirq_ns, served_by_thread_ns).
+    pub served_tid: u32,
+    pub unflushed_served: TaskCounters,
+    /// Flush sequence: odd while a flush runs.
+    pub flushes: u64,
 }
 
 /// Per-CPU totals not tied to a task (`struct cpu_totals`).
@@ -56,6 +68,8 @@ pub struct CpuTotals {
     pub orphan_softirq_ns: [u64; VECTOR_SLOTS],
     pub orphan_thread_ns: u64,
     pub anomalies: u64,
+    /// Context switches the kernel did not trace, found and repaired.
+    pub hidden_switches: u64,
     pub dropped_tasks: u64,
     pub socket_events: u64,
     pub socket_events_no_owner: u64,
@@ -81,14 +95,38 @@ pub struct RawSnapshot {
 }
 
 impl RawSnapshot {
-    /// Charges each CPU's open segment [last_ts, taken_ns) to the context
-    /// running it, as the next boundary event would have. A CPU that saw no
-    /// event since the start has been idle the whole time (NOHZ idle CPUs
-    /// get no tick), so its whole interval is idle time.
+    /// Adds to each CPU's current task what it was charged there and the
+    /// BPF side still holds per CPU, then charges the open segment
+    /// [last_ts, taken_ns) to the context running it, as the next boundary
+    /// event would have. A CPU that saw no event since the start has been
+    /// idle the whole time (NOHZ idle CPUs get no tick), so its whole
+    /// interval is idle time.
     pub fn close_open_segments(&mut self) {
         let ncpus = self.cpus.len();
         for cpu in 0..ncpus {
-            let (state, _) = self.cpus[cpu];
+            let state = std::mem::take(&mut self.cpus[cpu].0.unflushed);
+            let irqs = std::mem::take(&mut self.cpus[cpu].0.unflushed_irqs);
+            let tid = self.cpus[cpu].0.cur_tid;
+            if state != TaskCounters::default() {
+                let per_cpu = self.tasks.entry(tid).or_insert_with(|| vec![TaskCounters::default(); ncpus]);
+                per_cpu.resize(ncpus.max(per_cpu.len()), TaskCounters::default());
+                per_cpu[cpu].add(&state);
+            }
+            let served = std::mem::take(&mut self.cpus[cpu].0.unflushed_served);
+            let served_tid = self.cpus[cpu].0.served_tid;
+            if served_tid != 0 && served != TaskCounters::default() {
+                let per_cpu = self.tasks.entry(served_tid).or_insert_with(|| vec![TaskCounters::default(); ncpus]);
+                per_cpu.resize(ncpus.max(per_cpu.len()), TaskCounters::default());
+                per_cpu[cpu].add(&served);
+            }
+            for (irq, ns) in irqs {
+                let v = self.task_irqs.entry((tid, irq)).or_insert_with(|| vec![0; ncpus]);
+                v.resize(ncpus.max(v.len()), 0);
+                v[cpu] += ns;
+            }
+        }
+        for cpu in 0..ncpus {
+            let state = self.cpus[cpu].0.clone();
             let (tid, since) = if state.initialised { (state.cur_tid, state.last_ts) } else { (0, self.start_ns) };
             let delta = self.taken_ns.saturating_sub(since);
             if delta == 0 {
@@ -124,9 +162,9 @@ mod tests {
     fn snapshot() -> RawSnapshot {
         let mut s = RawSnapshot { start_ns: 1_000, taken_ns: 11_000, ..Default::default() };
         s.cpus = vec![
-            (CpuState { initialised: true, last_ts: 9_000, cur_tid: 7, hard_irq: None, soft_vec: Some(3) }, CpuTotals::default()),
+            (CpuState { initialised: true, last_ts: 9_000, cur_tid: 7, soft_vec: Some(3), ..Default::default() }, CpuTotals::default()),
             (CpuState::default(), CpuTotals::default()),
-            (CpuState { initialised: true, last_ts: 10_500, cur_tid: 8, hard_irq: Some(24), soft_vec: Some(3) }, CpuTotals::default()),
+            (CpuState { initialised: true, last_ts: 10_500, cur_tid: 8, hard_irq: Some(24), soft_vec: Some(3), ..Default::default() }, CpuTotals::default()),
         ];
         s
     }
@@ -147,6 +185,24 @@ mod tests {
         let before = s.tasks.clone();
         s.close_open_segments();
         assert_eq!(before, s.tasks);
+    }
+
+    #[test]
+    fn unflushed_charges_go_to_the_current_task_once() {
+        let mut s = snapshot();
+        s.cpus[0].0.unflushed = TaskCounters { run_ns: 5_000, hardirq_ns: 300, switches_in: 1, ..Default::default() };
+        s.cpus[0].0.unflushed_irqs = vec![(24, 300)];
+        s.cpus[2].0.served_tid = 9;
+        s.cpus[2].0.unflushed_served.served_softirq_ns[3] = 700;
+        s.close_open_segments();
+        assert_eq!(s.tasks[&7][0].run_ns, 5_000);
+        assert_eq!(s.tasks[&7][0].hardirq_ns, 300);
+        assert_eq!(s.tasks[&7][0].switches_in, 1);
+        assert_eq!(s.task_irqs[&(7, 24)][0], 300);
+        assert_eq!(s.tasks[&9][2].served_softirq_ns[3], 700);
+        let before = (s.tasks.clone(), s.task_irqs.clone());
+        s.close_open_segments();
+        assert_eq!(before, (s.tasks.clone(), s.task_irqs.clone()));
     }
 
     #[test]

@@ -222,6 +222,7 @@ mod tests {
                 orphan_softirq_ns: 0,
                 unaccounted_ns: 0,
                 anomalies: 0,
+                hidden_switches: 0,
                 socket_events: 0,
                 socket_events_no_owner: 0,
                 socket_events_outside: 0,

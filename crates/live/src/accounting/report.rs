@@ -65,6 +65,11 @@ pub struct CpuReport {
     pub unaccounted_ns: i64,
     /// Lost or mismatched events the BPF side resynchronised after.
     pub anomalies: u64,
+    /// Context switches the kernel did not trace (some guest kernels hide
+    /// their agent's), found at the next event and repaired with the
+    /// switched-out task's own runtime clock.
+    #[serde(default)]
+    pub hidden_switches: u64,
     /// Packets queued to (or dropped at) a socket on this CPU; of them,
     /// those whose socket had no known owner (it never received), and
     /// those seen outside softirq or service-thread context.
@@ -193,6 +198,7 @@ impl Report {
                 orphan_softirq_ns: orphan_softirq,
                 unaccounted_ns: wall_ns as i64 - accounted as i64,
                 anomalies: totals.anomalies,
+                hidden_switches: totals.hidden_switches,
                 socket_events: totals.socket_events,
                 socket_events_no_owner: totals.socket_events_no_owner,
                 socket_events_outside: totals.socket_events_outside,
@@ -330,7 +336,7 @@ mod tests {
         let st = CpuState { initialised: true, last_ts: 1_000_000, ..Default::default() };
         let mut tot = CpuTotals::default();
         tot.orphan_softirq_ns[9] = 50;
-        raw.cpus = vec![(st, tot), (st, CpuTotals::default())];
+        raw.cpus = vec![(st.clone(), tot), (st, CpuTotals::default())];
         let idle0 = TaskCounters { run_ns: 400_000, hardirq_ns: 10_000, ..Default::default() };
         let idle1 = TaskCounters { run_ns: 900_000, ..Default::default() };
         raw.tasks.insert(0, vec![idle0, idle1]);

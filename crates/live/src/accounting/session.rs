@@ -115,6 +115,36 @@ fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
     v
 }
 
+/// The BPF `struct cpu_state` as plain values.
+fn cpu_state(s: &types::cpu_state) -> CpuState {
+    let depth = s.hard_depth as usize;
+    let mut unflushed = TaskCounters {
+        run_ns: s.acc_run_ns,
+        hardirq_ns: s.acc_hardirq_ns,
+        switches_in: s.acc_switches_in,
+        ..Default::default()
+    };
+    for (slot, v) in unflushed.softirq_ns.iter_mut().zip(s.acc_softirq_ns) {
+        *slot = v;
+    }
+    let mut unflushed_served = TaskCounters { served_by_thread_ns: s.served_thread_ns, ..Default::default() };
+    for (slot, v) in unflushed_served.served_softirq_ns.iter_mut().zip(s.served_softirq_ns) {
+        *slot = v;
+    }
+    CpuState {
+        served_tid: s.served_tid,
+        unflushed_served,
+        initialised: s.initialised != 0,
+        last_ts: s.last_ts,
+        cur_tid: s.cur_tid,
+        hard_irq: (depth > 0).then(|| s.hard_irq[(depth - 1).min(s.hard_irq.len() - 1)]),
+        soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
+        unflushed,
+        unflushed_irqs: s.acc_irq.iter().zip(s.acc_irq_ns).filter(|(_, ns)| *ns > 0).map(|(irq, ns)| (*irq, ns)).collect(),
+        flushes: s.flushes,
+    }
+}
+
 /// Runs the task_file iterator that gives already-open sockets their
 /// process as owner.
 fn seed_socket_owners(skel: &AccountingSkel<'_>) -> Result<()> {
@@ -165,8 +195,10 @@ impl<'obj> Session<'obj> {
                 prog.set_autoload(false);
             }
         }
-        // The iterator runs once, by hand, before the tracepoints attach.
+        // The iterator runs once, by hand, before the tracepoints attach;
+        // sync_cpu only ever runs by hand.
         open.progs.seed_socket_owners.set_autoattach(false);
+        open.progs.sync_cpu.set_autoattach(false);
         let missing: Vec<String> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((_, tp), _)| tp.to_string()).collect();
         let skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
@@ -227,46 +259,98 @@ impl<'obj> Session<'obj> {
 
     /// Reads every map into plain values, with each CPU's open segment
     /// closed at the moment of reading.
+    ///
+    /// Each CPU is synchronised first (`sync_cpu`), so a switch the kernel
+    /// did not trace is repaired before reading. A CPU flushes its
+    /// current task's charges into the task map at each switch; the CPU
+    /// states are read before and after the task maps, and the read is
+    /// retried when a flush fell in between, so nothing is counted twice
+    /// or lost.
     pub fn snapshot(&mut self) -> Result<RawSnapshot> {
         let _ = self.refresh_service_threads();
-        let taken_ns = monotonic_ns();
+        self.sync_every_cpu();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (before, _) = self.read_cpus()?;
+            let (tasks, identity, task_irqs) = self.read_tasks()?;
+            let taken_ns = monotonic_ns();
+            let (after, totals) = self.read_cpus()?;
+            let raced = before.iter().zip(&after).any(|(b, a)| b.flushes != a.flushes || a.flushes % 2 == 1);
+            if raced && attempt < 20 {
+                continue;
+            }
+            let reference_softirq_ns = self.read_reference()?;
+            let cpus = after.into_iter().zip(totals).collect();
+            let mut raw = RawSnapshot { start_ns: self.start_ns, taken_ns, cpus, tasks, identity, task_irqs, reference_softirq_ns };
+            raw.close_open_segments();
+            return Ok(raw);
+        }
+    }
+
+    /// Runs the `sync_cpu` program on every online CPU (an IPI each): a
+    /// context switch the kernel did not trace is repaired and the open
+    /// segment closed there before the maps are read. Best effort: a CPU
+    /// that cannot be reached keeps its state as the last event left it.
+    fn sync_every_cpu(&self) {
+        const BPF_F_TEST_RUN_ON_CPU: u32 = 1;
+        for &cpu in &self.online {
+            let input = libbpf_rs::ProgramInput { cpu: cpu as u32, flags: BPF_F_TEST_RUN_ON_CPU, ..Default::default() };
+            let _ = self.skel.progs.sync_cpu.test_run(input);
+        }
+    }
+
+    /// Per-CPU values of a per-CPU map's single entry, online CPUs only.
+    fn online_values(&self, per_cpu: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        self.online.iter().map(|&c| per_cpu.get(c).cloned().unwrap_or_default()).collect()
+    }
+
+    fn read_cpus(&self) -> Result<(Vec<CpuState>, Vec<CpuTotals>)> {
         let maps = &self.skel.maps;
         let zero = 0u32.to_ne_bytes();
-        let online = &self.online;
-        let pick = |per_cpu: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
-            online.iter().map(|&c| per_cpu.get(c).cloned().unwrap_or_default()).collect()
-        };
-
         let states = maps.cpu_states.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_states"))?.unwrap_or_default();
         let totals = maps.cpu_totals.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_totals"))?.unwrap_or_default();
-        let cpus = pick(states)
-            .into_iter()
-            .zip(pick(totals))
-            .map(|(s, t)| {
-                let s: types::cpu_state = pod(&s);
-                let t: types::cpu_totals = pod(&t);
-                let depth = s.hard_depth as usize;
-                let state = CpuState {
-                    initialised: s.initialised != 0,
-                    last_ts: s.last_ts,
-                    cur_tid: s.cur_tid,
-                    hard_irq: (depth > 0).then(|| s.hard_irq[(depth - 1).min(s.hard_irq.len() - 1)]),
-                    soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
-                };
-                let totals = CpuTotals {
+        let states = self.online_values(states).iter().map(|b| cpu_state(&pod(b))).collect();
+        let totals = self
+            .online_values(totals)
+            .iter()
+            .map(|b| {
+                let t: types::cpu_totals = pod(b);
+                CpuTotals {
                     hardirq_in_softirq_ns: t.hardirq_in_softirq_ns,
                     orphan_softirq_ns: t.orphan_softirq_ns,
                     orphan_thread_ns: t.orphan_thread_ns,
                     anomalies: t.anomalies,
+                    hidden_switches: t.hidden_switches,
                     dropped_tasks: t.dropped_tasks,
                     socket_events: t.socket_events,
                     socket_events_no_owner: t.socket_events_no_owner,
                     socket_events_outside: t.socket_events_outside,
-                };
-                (state, totals)
+                }
             })
             .collect();
+        Ok((states, totals))
+    }
 
+    fn read_reference(&self) -> Result<Option<Vec<u64>>> {
+        let Some(r) = &self.reference else { return Ok(None) };
+        let zero = 0u32.to_ne_bytes();
+        let per_cpu = r.maps.softirq_sums.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading softirq_sums"))?.unwrap_or_default();
+        let mut sum = vec![0u64; VECTOR_SLOTS];
+        for bytes in self.online_values(per_cpu) {
+            let s: sum_types::sum_state = pod(&bytes);
+            for (acc, v) in sum.iter_mut().zip(s.sum_ns) {
+                *acc += v;
+            }
+        }
+        Ok(Some(sum))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn read_tasks(&self) -> Result<(BTreeMap<u32, Vec<TaskCounters>>, BTreeMap<u32, (u32, String)>, BTreeMap<(u32, i32), Vec<u64>>)> {
+        let maps = &self.skel.maps;
+        let online = &self.online;
+        let pick = |per_cpu: Vec<Vec<u8>>| self.online_values(per_cpu);
         let mut tasks = BTreeMap::new();
         let mut identity = BTreeMap::new();
         for key in maps.task_stats.keys() {
@@ -302,24 +386,7 @@ impl<'obj> Session<'obj> {
             task_irqs.insert((k.tid, k.irq), pick(per_cpu).iter().map(|b| pod::<u64>(b)).collect());
         }
 
-        let reference_softirq_ns = match &self.reference {
-            Some(r) => {
-                let per_cpu = r.maps.softirq_sums.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading softirq_sums"))?.unwrap_or_default();
-                let mut sum = vec![0u64; VECTOR_SLOTS];
-                for bytes in pick(per_cpu) {
-                    let s: sum_types::sum_state = pod(&bytes);
-                    for (acc, v) in sum.iter_mut().zip(s.sum_ns) {
-                        *acc += v;
-                    }
-                }
-                Some(sum)
-            }
-            None => None,
-        };
-
-        let mut raw = RawSnapshot { start_ns: self.start_ns, taken_ns, cpus, tasks, identity, task_irqs, reference_softirq_ns };
-        raw.close_open_segments();
-        Ok(raw)
+        Ok((tasks, identity, task_irqs))
     }
 
     /// The CPU numbers the snapshot's per-CPU vectors are indexed by.

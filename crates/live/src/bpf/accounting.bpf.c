@@ -18,7 +18,19 @@
 // run time.
 //
 // Nothing per event crosses to user space: everything lands in per-CPU maps
-// that user space reads when it wants a snapshot.
+// that user space reads when it wants a snapshot. The hot path (IRQ and
+// softirq boundaries, packets for the same socket) touches only the
+// per-CPU state array, which the verifier inlines: the current task's
+// charges accumulate there and reach its hash entry when it is switched
+// out.
+//
+// Some kernels do not trace every context switch (seen on a Firecracker
+// guest kernel: no sched_switch fires when the VM agent's threads switch
+// out). Every handler therefore checks that the task it finds current is
+// the one the state says; when not, the switch was hidden, and the
+// segment since the last event is split between the two tasks using the
+// old task's own runtime clock (se.sum_exec_runtime), which the scheduler
+// keeps exact at every switch.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -33,6 +45,10 @@ char LICENSE[] SEC("license") = "GPL";
 // interval (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns). A CPU's first
 // segment starts here.
 volatile u64 start_ns;
+
+// Bumped whenever a socket changes owner, so per-CPU owner caches know
+// when to look again.
+volatile u64 owner_generation;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -109,36 +125,108 @@ static __always_inline struct task_stats *stats_of(u32 tid)
 	return s;
 }
 
-static __always_inline void name_task(struct task_stats *s, struct task_struct *p)
+// Records tgid and comm the first time a task's entry is written. `p` may
+// be any task_struct address, so it is read with probe reads.
+static __always_inline void name_task(struct task_stats *s, u64 p)
 {
-	if (s->comm[0])
+	if (s->comm[0] || !p)
 		return;
-	s->tgid = BPF_CORE_READ(p, tgid);
-	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), p->comm);
+	struct task_struct *t = (struct task_struct *)p;
+	s->tgid = BPF_CORE_READ(t, tgid);
+	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), &t->comm);
 }
 
-static __always_inline u32 is_service_thread(u32 tid)
+#define PF_KTHREAD_FLAG 0x00200000
+
+// Service threads are kernel threads; only those need the map lookup.
+static __always_inline u32 is_service_thread(struct task_struct *p)
 {
+	if (!(p->flags & PF_KTHREAD_FLAG))
+		return 0;
+	u32 tid = p->pid;
 	return bpf_map_lookup_elem(&service_threads, &tid) != NULL;
 }
 
-// First event on this CPU: its first segment starts at start_ns and belongs
-// to whatever task is current now.
-static __always_inline struct cpu_state *state_for_event(void)
+static __always_inline u64 exec_runtime(u64 p)
 {
-	struct cpu_state *st = this_cpu_state();
-	if (!st)
-		return NULL;
-	if (!st->initialised) {
-		struct task_struct *cur = bpf_get_current_task_btf();
-		st->initialised = 1;
-		st->last_ts = start_ns;
-		st->cur_tid = cur->pid;
-		st->soft_vec = -1;
-		st->hard_depth = 0;
-		st->service = is_service_thread(st->cur_tid);
+	if (!p)
+		return 0;
+	struct task_struct *t = (struct task_struct *)p;
+	return BPF_CORE_READ(t, se.sum_exec_runtime);
+}
+
+// `p` becomes the current task of this CPU.
+static __always_inline void make_current(struct cpu_state *st, struct task_struct *p)
+{
+	st->cur_tid = p->pid;
+	st->cur_task = (u64)p;
+	st->cur_exec_start = p->se.sum_exec_runtime;
+	st->cur_charged = 0;
+	st->acc_switches_in = 1;
+	st->service = is_service_thread(p);
+	st->pending_ns = 0;
+	st->beneficiary = 0;
+}
+
+static __always_inline void add_irq_time(u32 tid, s32 irq, u64 delta)
+{
+	struct task_irq_key key = { .tid = tid, .irq = irq };
+	u64 *ns = bpf_map_lookup_elem(&task_irq_ns, &key);
+	if (ns)
+		*ns += delta;
+	else
+		bpf_map_update_elem(&task_irq_ns, &key, &delta, BPF_NOEXIST);
+}
+
+// Hard-IRQ time of the current task by line: one of IRQ_SLOTS per-CPU
+// slots, or straight to the hash map when all are taken by other lines.
+static __always_inline void acc_irq_time(struct cpu_state *st, s32 irq, u64 delta)
+{
+#pragma unroll
+	for (int i = 0; i < IRQ_SLOTS; i++) {
+		if (st->acc_irq_ns[i] && st->acc_irq[i] == irq) {
+			st->acc_irq_ns[i] += delta;
+			return;
+		}
 	}
-	return st;
+#pragma unroll
+	for (int i = 0; i < IRQ_SLOTS; i++) {
+		if (!st->acc_irq_ns[i]) {
+			st->acc_irq[i] = irq;
+			st->acc_irq_ns[i] = delta;
+			return;
+		}
+	}
+	add_irq_time(st->cur_tid, irq, delta);
+}
+
+// Adds what the current task accumulated on this CPU to its hash entry.
+static __always_inline void flush_current(struct cpu_state *st)
+{
+	st->flushes++;
+	struct task_stats *s = stats_of(st->cur_tid);
+	if (s) {
+		name_task(s, st->cur_task);
+		s->run_ns += st->acc_run_ns;
+		s->hardirq_ns += st->acc_hardirq_ns;
+		s->switches_in += st->acc_switches_in;
+#pragma unroll
+		for (int v = 0; v < NR_VECTORS; v++)
+			s->softirq_ns[v] += st->acc_softirq_ns[v];
+	}
+#pragma unroll
+	for (int i = 0; i < IRQ_SLOTS; i++) {
+		if (st->acc_irq_ns[i])
+			add_irq_time(st->cur_tid, st->acc_irq[i], st->acc_irq_ns[i]);
+		st->acc_irq_ns[i] = 0;
+	}
+	st->acc_run_ns = 0;
+	st->acc_hardirq_ns = 0;
+	st->acc_switches_in = 0;
+#pragma unroll
+	for (int v = 0; v < NR_VECTORS; v++)
+		st->acc_softirq_ns[v] = 0;
+	st->flushes++;
 }
 
 // Charges the segment [last_ts, now) to the context that ran it.
@@ -148,20 +236,11 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 	st->last_ts = now;
 	if (!delta)
 		return;
-	struct task_stats *s = stats_of(st->cur_tid);
-	if (!s)
-		return;
+	st->cur_charged += delta;
 	u32 depth = st->hard_depth;
 	if (depth > 0) {
-		s->hardirq_ns += delta;
-		u32 top = (depth - 1) & (MAX_IRQ_DEPTH - 1);
-		struct task_irq_key key = { .tid = st->cur_tid, .irq = st->hard_irq[top] };
-		u64 *ns = bpf_map_lookup_elem(&task_irq_ns, &key);
-		if (ns) {
-			*ns += delta;
-		} else {
-			bpf_map_update_elem(&task_irq_ns, &key, &delta, BPF_NOEXIST);
-		}
+		st->acc_hardirq_ns += delta;
+		acc_irq_time(st, st->hard_irq[(depth - 1) & (MAX_IRQ_DEPTH - 1)], delta);
 		if (st->soft_vec >= 0) {
 			struct cpu_totals *t = this_cpu_totals();
 			if (t)
@@ -169,17 +248,39 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 		}
 	} else if (st->soft_vec >= 0) {
 		u32 vec = st->soft_vec & (VECTOR_SLOTS - 1);
-		if (vec < NR_VECTORS)
-			s->softirq_ns[vec] += delta;
+		st->acc_softirq_ns[vec] += delta;
 		st->pending_ns += delta;
 	} else {
-		s->run_ns += delta;
+		st->acc_run_ns += delta;
 		if (st->service)
 			st->pending_ns += delta;
 	}
 }
 
+// Adds the time served to served_tid, kept per CPU, to its hash entry.
+static __always_inline void flush_served(struct cpu_state *st)
+{
+	if (!st->served_tid)
+		return;
+	st->flushes++;
+	struct task_stats *b = stats_of(st->served_tid);
+	if (b) {
+#pragma unroll
+		for (int v = 0; v < NR_VECTORS; v++)
+			b->served_softirq_ns[v] += st->served_softirq_ns[v];
+		b->served_by_thread_ns += st->served_thread_ns;
+	}
+#pragma unroll
+	for (int v = 0; v < NR_VECTORS; v++)
+		st->served_softirq_ns[v] = 0;
+	st->served_thread_ns = 0;
+	st->served_tid = 0;
+	st->flushes++;
+}
+
 // Gives the attributable time since the last attribution point to `tid`.
+// A flood usually serves one task again and again: its time stays in the
+// per-CPU state until another task is served.
 static __always_inline void serve(struct cpu_state *st, u32 tid)
 {
 	if (tid == 0)
@@ -187,15 +288,15 @@ static __always_inline void serve(struct cpu_state *st, u32 tid)
 	st->beneficiary = tid;
 	if (!st->pending_ns)
 		return;
-	struct task_stats *b = stats_of(tid);
-	if (!b)
-		return;
+	if (tid != st->served_tid) {
+		flush_served(st);
+		st->served_tid = tid;
+	}
 	if (st->soft_vec >= 0) {
 		u32 vec = st->soft_vec & (VECTOR_SLOTS - 1);
-		if (vec < NR_VECTORS)
-			b->served_softirq_ns[vec] += st->pending_ns;
+		st->served_softirq_ns[vec] += st->pending_ns;
 	} else {
-		b->served_by_thread_ns += st->pending_ns;
+		st->served_thread_ns += st->pending_ns;
 	}
 	st->pending_ns = 0;
 }
@@ -237,12 +338,63 @@ static __always_inline void note_anomaly(void)
 		t->anomalies++;
 }
 
+// `cur` is current on this CPU but the state says another task is: the
+// kernel switched without tracing it. The old task ran from its last
+// known point for as long as its runtime clock advanced beyond what it
+// was already charged; the rest of the segment since the last event is
+// left open for `cur`.
+static __always_inline void repair_hidden_switch(struct cpu_state *st, u64 now, struct task_struct *cur)
+{
+	struct cpu_totals *t = this_cpu_totals();
+	if (t)
+		t->hidden_switches++;
+	u64 segment = now > st->last_ts ? now - st->last_ts : 0;
+	u64 ran = exec_runtime(st->cur_task) - st->cur_exec_start;
+	u64 old_part = ran > st->cur_charged ? ran - st->cur_charged : 0;
+	if (old_part > segment)
+		old_part = segment;
+	close_segment(st, st->last_ts + old_part);
+	if (st->service)
+		end_attribution(st);
+	flush_current(st);
+	make_current(st, cur);
+	// A switch happens in task context: whatever the state says about
+	// IRQ or softirq context belonged to the old task.
+	st->hard_depth = 0;
+	st->soft_vec = -1;
+}
+
+// The state of this CPU at an event, with `cur` the task current now.
+// The first event on a CPU starts its first segment at start_ns.
+static __always_inline struct cpu_state *state_at(u64 now, struct task_struct *cur)
+{
+	struct cpu_state *st = this_cpu_state();
+	if (!st)
+		return NULL;
+	if (!st->initialised) {
+		st->initialised = 1;
+		st->last_ts = start_ns;
+		st->soft_vec = -1;
+		st->hard_depth = 0;
+		make_current(st, cur);
+		st->acc_switches_in = 0;
+	} else if (st->cur_tid != (u32)cur->pid) {
+		repair_hidden_switch(st, now, cur);
+	}
+	return st;
+}
+
+static __always_inline struct cpu_state *state_now(u64 now)
+{
+	return state_at(now, bpf_get_current_task_btf());
+}
+
 // Each handler reads the clock first, so its timestamp is as close to the
 // event as possible whatever else is attached to the same tracepoint.
 static __always_inline void hard_enter(s32 irq)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct cpu_state *st = state_for_event();
+	struct cpu_state *st = state_now(now);
 	if (!st)
 		return;
 	close_segment(st, now);
@@ -258,7 +410,7 @@ static __always_inline void hard_enter(s32 irq)
 static __always_inline void hard_exit(s32 irq)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct cpu_state *st = state_for_event();
+	struct cpu_state *st = state_now(now);
 	if (!st)
 		return;
 	close_segment(st, now);
@@ -309,7 +461,7 @@ SEC("tp_btf/softirq_entry")
 int BPF_PROG(on_softirq_entry, unsigned int vec)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct cpu_state *st = state_for_event();
+	struct cpu_state *st = state_now(now);
 	if (!st)
 		return 0;
 	close_segment(st, now);
@@ -334,7 +486,7 @@ SEC("tp_btf/softirq_exit")
 int BPF_PROG(on_softirq_exit, unsigned int vec)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct cpu_state *st = state_for_event();
+	struct cpu_state *st = state_now(now);
 	if (!st)
 		return 0;
 	close_segment(st, now);
@@ -349,14 +501,9 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	u64 now = bpf_ktime_get_ns();
-	struct cpu_state *st = state_for_event();
+	struct cpu_state *st = state_at(now, prev);
 	if (!st)
 		return 0;
-	u32 prev_tid = prev->pid;
-	if (st->cur_tid != prev_tid) {
-		note_anomaly();
-		st->cur_tid = prev_tid;
-	}
 	close_segment(st, now);
 	if (st->hard_depth || st->soft_vec >= 0) {
 		note_anomaly();
@@ -365,24 +512,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	if (st->service)
 		end_attribution(st);
-	struct task_stats *s = stats_of(prev_tid);
-	if (s)
-		name_task(s, prev);
-	u32 next_tid = next->pid;
-	s = stats_of(next_tid);
-	if (s) {
-		name_task(s, next);
-		s->switches_in++;
-	}
-	st->cur_tid = next_tid;
-	st->service = is_service_thread(next_tid);
-	st->pending_ns = 0;
-	st->beneficiary = 0;
+	flush_current(st);
+	make_current(st, next);
 	return 0;
 }
 
 // sched_waking fires in the waker's context (sched_wakeup may fire later on
 // the target CPU, from an IPI), so it tells which softirq did the waking.
+// Waking the task already being served changes nothing, so it costs only
+// the state lookup.
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
@@ -390,11 +528,14 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!st || !st->initialised || !attributing(st))
 		return 0;
 	u32 tid = p->pid;
-	close_segment(st, bpf_ktime_get_ns());
+	if (tid == st->beneficiary)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	st = state_now(now);
+	if (!st || !attributing(st))
+		return 0;
+	close_segment(st, now);
 	serve(st, tid);
-	struct task_stats *s = stats_of(tid);
-	if (s)
-		name_task(s, p);
 	return 0;
 }
 
@@ -410,13 +551,32 @@ static __always_inline void packet_for_socket(const struct sock *sk)
 		return;
 	}
 	u64 key = (u64)sk;
-	u32 *owner = bpf_map_lookup_elem(&sock_owner, &key);
-	if (!owner) {
-		t->socket_events_no_owner++;
-		return;
+	u32 owner;
+	if (key == st->owner_sk && st->owner_generation == owner_generation) {
+		// Same socket as the last packet on this CPU and no socket has
+		// changed owner since: same owner.
+		owner = st->owner_tid;
+	} else {
+		u32 *o = bpf_map_lookup_elem(&sock_owner, &key);
+		if (!o) {
+			t->socket_events_no_owner++;
+			return;
+		}
+		owner = *o;
+		st->owner_sk = key;
+		st->owner_tid = owner;
+		st->owner_generation = owner_generation;
 	}
-	close_segment(st, bpf_ktime_get_ns());
-	serve(st, *owner);
+	// Consecutive packets for the task already being served extend its
+	// attribution run; its time is given at the next change or at the end.
+	if (owner == st->beneficiary)
+		return;
+	u64 now = bpf_ktime_get_ns();
+	st = state_now(now);
+	if (!st || !attributing(st))
+		return;
+	close_segment(st, now);
+	serve(st, owner);
 }
 
 // A packet was queued to a socket.
@@ -441,10 +601,19 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 {
 	u64 key = (u64)sk;
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	u32 *owner = bpf_map_lookup_elem(&sock_owner, &key);
-	if (owner && *owner == tid)
+	struct cpu_state *st = this_cpu_state();
+	if (st && st->recv_sk == key && st->recv_tid == tid)
 		return 0;
-	bpf_map_update_elem(&sock_owner, &key, &tid, BPF_ANY);
+	u32 *owner = bpf_map_lookup_elem(&sock_owner, &key);
+	if (!owner || *owner != tid) {
+		bpf_map_update_elem(&sock_owner, &key, &tid, BPF_ANY);
+		// Every CPU's cached owner may now be stale.
+		owner_generation++;
+	}
+	if (st) {
+		st->recv_sk = key;
+		st->recv_tid = tid;
+	}
 	return 0;
 }
 
@@ -469,5 +638,22 @@ int seed_socket_owners(struct bpf_iter__task_file *ctx)
 	u64 key = (u64)sk;
 	u32 tid = task->pid;
 	bpf_map_update_elem(&sock_owner, &key, &tid, BPF_NOEXIST);
+	return 0;
+}
+
+// Run by user space on each CPU (BPF_PROG_TEST_RUN with
+// BPF_F_TEST_RUN_ON_CPU, an IPI) right before it reads the maps: repairs a
+// switch the kernel did not trace and closes the open segment at this
+// moment, so the snapshot needs no guessing about who is current.
+SEC("raw_tp")
+int sync_cpu(void *ctx)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct cpu_state *st = this_cpu_state();
+	if (!st || !st->initialised)
+		return 0;
+	st = state_now(now);
+	if (st)
+		close_segment(st, now);
 	return 0;
 }

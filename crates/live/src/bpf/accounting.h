@@ -21,9 +21,36 @@
 #define IRQ_CALL_FUNCTION (-3)
 #define IRQ_CALL_FUNCTION_SINGLE (-4)
 
+/* Hard IRQ lines whose time for the current task is kept per CPU until it is switched out. */
+#define IRQ_SLOTS 4
+
 struct cpu_state {
 	__u64 last_ts;          /* start of the open segment */
 	__u64 pending_ns;       /* attributable time not yet given to a beneficiary */
+	/* What the current task was charged since it became current, not yet
+	 * added to its task_stats entry: kept here (a per-CPU array, no hash
+	 * lookup) and flushed when it is switched out. */
+	__u64 acc_run_ns;
+	__u64 acc_hardirq_ns;
+	__u64 acc_softirq_ns[VECTOR_SLOTS];
+	__u64 acc_irq_ns[IRQ_SLOTS];  /* by line, for acc_irq[]; 0: free slot */
+	__u64 acc_switches_in;
+	/* Time served to served_tid not yet added to its task_stats entry
+	 * (flushed when another task is served, or at snapshot). */
+	__u64 served_softirq_ns[VECTOR_SLOTS];
+	__u64 served_thread_ns;
+	__u64 cur_task;         /* task_struct address of cur_tid */
+	__u64 cur_exec_start;   /* its se.sum_exec_runtime when it became current */
+	__u64 cur_charged;      /* ns charged to it since then */
+	__u64 flushes;          /* odd while a flush runs; user space retries a read that raced one */
+	__u64 owner_sk;         /* the socket last looked up in sock_owner ... */
+	__u64 owner_generation; /* ... at this owner_generation */
+	__u64 recv_sk;          /* the socket last received from on this CPU ... */
+	__u32 owner_tid;        /* ... and its owner */
+	__u32 recv_tid;         /* ... and by whom */
+	__u32 served_tid;
+	__u32 pad;
+	__s32 acc_irq[IRQ_SLOTS];
 	__u32 initialised;
 	__u32 cur_tid;          /* task current on this CPU (0: idle) */
 	__u32 hard_depth;       /* hard IRQ handlers active */
@@ -38,6 +65,7 @@ struct cpu_totals {
 	__u64 orphan_softirq_ns[VECTOR_SLOTS];
 	__u64 orphan_thread_ns;
 	__u64 anomalies;
+	__u64 hidden_switches;        /* switches the kernel did not trace, repaired */
 	__u64 dropped_tasks;
 	__u64 socket_events;          /* packets queued/dropped at a socket */
 	__u64 socket_events_no_owner; /* ... whose socket had no known owner */
