@@ -31,6 +31,11 @@ pub trait Device {
     fn submit_read(&mut self, sim: &mut Sim, task: TaskId, _sector: u64, _sectors: u64) {
         sim.wake(task);
     }
+    /// A frame of `size` bytes to send (NIC transmit: echo replies, UDP
+    /// sends by task `from`). Returns false when it was dropped.
+    fn transmit(&mut self, _sim: &mut Sim, _size: u32, _from: Option<TaskId>) -> bool {
+        false
+    }
     /// Statistics restart (end of warm-up).
     fn reset_stats(&mut self) {}
     /// The device's own conservation law (every request submitted is

@@ -10,7 +10,8 @@
 //!   [`policy`] is the registry of policies.
 //! - [`sched`]: FIFO/RR, CFS-like and Linux 2.4 epoch fair classes,
 //!   SCHED_DEADLINE; [`server`]: sporadic, polling, deferrable servers.
-//! - [`net`]: NIC, sockets, traffic; [`device`]: the plug point for other
+//! - [`net`]: NIC, sockets, traffic; [`net_tx`]: NIC transmit (tx queue,
+//!   NET_TX); [`device`]: the plug point for other
 //!   devices; [`workload`]: task behaviors; [`probe`]: simulated
 //!   interference probe.
 //! - [`scenario`]: TOML scenarios; [`results`]: the `irqlab/sim/v1`
@@ -24,6 +25,7 @@ pub mod irq_source;
 pub mod kernel;
 pub mod metrics;
 pub mod net;
+pub mod net_tx;
 pub mod policy;
 pub mod probe;
 pub mod reproduce;

@@ -51,7 +51,11 @@ pub struct NicStats {
     pub dropped_ring_full: u64,
     pub dropped_backlog_full: u64,
     pub dropped_socket_full: u64,
+    /// Echo replies handed to the transmit side (or, without `[nic.tx]`,
+    /// counted as sent).
     pub replies_sent: u64,
+    /// Echo replies the tx queue dropped (full).
+    pub replies_dropped_tx_full: u64,
     pub hardirqs: u64,
     /// NIC interrupts taken while its NAPI instance was scheduled: NAPI
     /// keeps the line masked, so this stays 0 when the model is right.
@@ -80,6 +84,8 @@ pub struct Nic {
     pub coalesce_armed: bool,
     /// When the last frame finished arriving on the wire.
     pub link_free_at: Nanos,
+    /// The transmit side ([`crate::net_tx::NicTx`] device), if modelled.
+    pub tx_dev: Option<usize>,
     pub stats: NicStats,
 }
 

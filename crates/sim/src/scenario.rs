@@ -94,6 +94,21 @@ struct RawNic {
     #[serde(default)]
     coalesce_usecs: Option<Dur>,
     costs: Spanned<RawNicCosts>,
+    /// The transmit side; without it replies cost only their share of
+    /// `icmp_echo` and are never queued.
+    tx: Option<Spanned<RawNicTx>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNicTx {
+    /// txqueuelen (Linux default 1000).
+    #[serde(default)]
+    queue: Option<Spanned<u64>>,
+    #[serde(default)]
+    link: Option<Spanned<String>>,
+    irq: Dur,
+    complete: Dur,
 }
 
 #[derive(Debug, Deserialize)]
@@ -241,6 +256,10 @@ struct RawTask {
     block: Option<Spanned<u64>>,
     #[serde(default)]
     issue_cost: Option<Dur>,
+    #[serde(default)]
+    reply_size: Option<Spanned<u64>>,
+    #[serde(default)]
+    send_cost: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -603,6 +622,7 @@ impl Scenario {
                 coalesce_gen: 0,
                 coalesce_armed: false,
                 link_free_at: 0,
+                tx_dev: None,
                 stats: Default::default(),
             });
             if threaded {
@@ -613,6 +633,24 @@ impl Scenario {
                     pending_servers.push((id, s));
                 }
             }
+        }
+
+        if let Some(tx) = self.raw.nic.as_ref().and_then(|n| n.get_ref().tx.as_ref()) {
+            let r = tx.get_ref();
+            let limit = r.queue.as_ref().map_or(1000, |q| *q.get_ref());
+            if limit == 0 {
+                return Err(self.err(r.queue.as_ref().expect("set").span(), "queue must hold at least one frame"));
+            }
+            let link = match &r.link {
+                Some(l) => parse_link(l.get_ref()).map_err(|e| self.err(l.span(), e))?,
+                None => 1_000_000_000,
+            };
+            let costs = crate::net_tx::TxCosts { irq: self.dur(&r.irq)?, complete: self.dur(&r.complete)? };
+            let id = sim.devices.len();
+            let name = format!("{}-tx", sim.nics[0].name);
+            let line = sim.add_line(IrqLine::new(name.clone(), IrqKind::Device(id)));
+            sim.devices.push(Some(Box::new(crate::net_tx::NicTx::new(name, id, line, limit as usize, link, costs))));
+            sim.nics[0].tx_dev = Some(id);
         }
 
         // Generic interrupt sources.
@@ -717,7 +755,15 @@ impl Scenario {
                 "udp-server" => {
                     let s = self.need(&r.socket, t.span(), "socket")?;
                     let sid = socket(&mut sim, s.get_ref());
-                    Box::new(UdpServer::new(sid, self.dur_or(&r.recv_cost, 0)?, self.dur_or(&r.user_cost, 0)?))
+                    let mut b = UdpServer::new(sid, self.dur_or(&r.recv_cost, 0)?, self.dur_or(&r.user_cost, 0)?);
+                    if let Some(size) = &r.reply_size {
+                        let tx = sim.nics.first().and_then(|n| n.tx_dev).ok_or_else(|| self.err(size.span(), "replies need a [nic.tx]"))?;
+                        if !(1..=65_535).contains(size.get_ref()) {
+                            return Err(self.err(size.span(), "reply_size must be 1-65535 bytes"));
+                        }
+                        b.reply = Some((tx, *size.get_ref() as u32, self.dur_or(&r.send_cost, 0)?));
+                    }
+                    Box::new(b)
                 }
                 "media-player" => {
                     let period = self.positive(self.need(&r.period, t.span(), "period")?, "period")?;

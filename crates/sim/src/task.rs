@@ -62,6 +62,10 @@ pub enum Step {
     /// `dev` (a disk): the task blocks until the request's completion
     /// (hard IRQ, then the BLOCK bottom half) wakes it.
     Read { dev: usize, sector: u64, sectors: u64 },
+    /// Hand a frame of `size` bytes to device `dev`'s transmit queue (the
+    /// end of a UDP send; its syscall cost is a `Kernel` step before it).
+    /// Takes no time; a full queue drops the frame (counted there).
+    Send { dev: usize, size: u32 },
     /// The task is finished for the rest of the run.
     Exit,
 }

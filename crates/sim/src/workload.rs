@@ -167,18 +167,23 @@ impl Behavior for CpuLoop {
 }
 
 /// A UDP server: blocking receive, then `recv_cost` in the kernel (copy
-/// to user) and `user_cost` of user work per datagram.
+/// to user) and `user_cost` of user work per datagram; with `reply`, a
+/// sendto of that many bytes (`send_cost` in the kernel, then the frame
+/// goes to the NIC's transmit queue).
 pub struct UdpServer {
     pub socket: usize,
     pub recv_cost: Nanos,
     pub user_cost: Nanos,
+    /// (tx device, reply size in bytes, send syscall cost).
+    pub reply: Option<(usize, u32, Nanos)>,
     phase: u8,
     pub received: u64,
+    pub replies: u64,
 }
 
 impl UdpServer {
     pub fn new(socket: usize, recv_cost: Nanos, user_cost: Nanos) -> Self {
-        UdpServer { socket, recv_cost, user_cost, phase: 0, received: 0 }
+        UdpServer { socket, recv_cost, user_cost, reply: None, phase: 0, received: 0, replies: 0 }
     }
 }
 
@@ -199,13 +204,38 @@ impl Behavior for UdpServer {
                     self.phase = 2;
                     return Step::User(self.user_cost);
                 }
+                2 => {
+                    let Some((_, _, cost)) = self.reply else {
+                        self.phase = 0;
+                        continue;
+                    };
+                    self.phase = 3;
+                    if cost > 0 {
+                        return Step::Kernel(cost);
+                    }
+                }
+                3 => {
+                    self.phase = 0;
+                    if let Some((dev, size, _)) = self.reply {
+                        self.replies += 1;
+                        return Step::Send { dev, size };
+                    }
+                }
                 _ => self.phase = 0,
             }
         }
     }
 
+    fn reset_stats(&mut self) {
+        self.received = 0;
+        self.replies = 0;
+    }
+
     fn extra(&self) -> Option<serde_json::Value> {
-        Some(json!({"datagrams": self.received}))
+        match self.reply {
+            Some(_) => Some(json!({"datagrams": self.received, "replies": self.replies})),
+            None => Some(json!({"datagrams": self.received})),
+        }
     }
 }
 

@@ -305,7 +305,16 @@ impl Sim {
                 st.packets_received += 1;
                 st.icmp_handled += 1;
                 if reply {
-                    st.replies_sent += 1;
+                    let sent = match self.nics[n].tx_dev {
+                        Some(tx) => self.with_device(tx, |d, sim| d.transmit(sim, pkt.size, None)),
+                        None => true,
+                    };
+                    let st = &mut self.nics[n].stats;
+                    if sent {
+                        st.replies_sent += 1;
+                    } else {
+                        st.replies_dropped_tx_full += 1;
+                    }
                 }
             }
             Proto::Udp { socket } => {

@@ -56,6 +56,9 @@ impl Sim {
                 self.stop_current(c, RunState::Blocked);
                 self.with_device(dev, |d, sim| d.submit_read(sim, c, sector, sectors));
             }
+            Step::Send { dev, size } => {
+                self.with_device(dev, |d, sim| d.transmit(sim, size, Some(c)));
+            }
             Step::Exit => self.stop_current(c, RunState::Exited),
         }
     }
