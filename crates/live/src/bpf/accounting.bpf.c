@@ -229,13 +229,17 @@ static __always_inline void flush_current(struct cpu_state *st)
 	st->flushes++;
 }
 
-// Charges the segment [last_ts, now) to the context that ran it.
+// Charges the segment [last_ts, now) to the context that ran it. Handlers
+// that run with interrupts enabled (softirq, socket, waking) can be
+// interrupted between reading the clock and getting here, and the IRQ's
+// handlers move last_ts past their `now`: the boundary never goes back, or
+// the IRQ's time would be counted twice.
 static __always_inline void close_segment(struct cpu_state *st, u64 now)
 {
-	u64 delta = now > st->last_ts ? now - st->last_ts : 0;
-	st->last_ts = now;
-	if (!delta)
+	if (now <= st->last_ts)
 		return;
+	u64 delta = now - st->last_ts;
+	st->last_ts = now;
 	st->cur_charged += delta;
 	u32 depth = st->hard_depth;
 	if (depth > 0) {
