@@ -16,6 +16,12 @@
 //! The link serialises packets at its rate and delivers them after its
 //! propagation delay; its buffer is the NIC's descriptor ring (LAN) or the
 //! 128 KB Dummynet queue of the 10 ms WAN (§6.3).
+//!
+//! Between the idletime queue and the NIC sits ALTQ's token bucket regulator
+//! (the prototype extends ALTQ, §5.4.2; altqd installs a regulator on every
+//! interface it manages): the driver may only dequeue while the bucket holds
+//! tokens, so the descriptor ring — a FIFO the scheduler cannot reorder —
+//! holds at most a few packets beyond what the wire is sending.
 
 use super::tcp::{AckAction, AckOutcome, TcpReceiver, TcpSender, MSS};
 use super::workload::IntensityPhase;
@@ -43,6 +49,33 @@ const TCP_DATA_WIRE: u64 = 1500 + ETHERNET_OVERHEAD;
 const TCP_ACK_WIRE: u64 = 52 + ETHERNET_OVERHEAD;
 /// The TCP benchmark writes 128 KB chunks (§6.2).
 pub const TCP_CHUNK: u64 = 128 * 1024;
+/// Size of an mbuf cluster, the unit in which sosend copies a write (FreeBSD 4.x MCLBYTES).
+const MCLBYTES: u64 = 2048;
+/// Send buffer low-water mark (FreeBSD's default so_snd.sb_lowat, MCLBYTES).
+const SB_LOWAT: u64 = 2048;
+/// Bytes of a frame the token bucket regulator does not see: ALTQ charges
+/// `m_pktlen`, which includes the 14-byte Ethernet header but not the FCS,
+/// preamble or inter-frame gap counted in `ETHERNET_OVERHEAD`.
+const TBR_UNCOUNTED: u64 = 4 + 8 + 12;
+/// FreeBSD's clock tick (hz = 100, the 10 ms timers of §6.2.2.1): ALTQ's
+/// `tbr_timeout` re-kicks a regulated interface once per tick.
+const TICK_NS: Nanos = 10_000_000;
+
+/// ALTQ's default bucket depth when altq.conf gives none (KAME ALTQ
+/// `tbrconfig`/altqd `size_bucket`): 8 MTUs up to 200 Mb/s, 24 MTUs above,
+/// with the MTU taken as at most 1500 bytes.
+pub fn altq_default_tbr_depth(rate_bps: f64) -> u64 {
+    let mtus = if rate_bps <= 1e6 {
+        1
+    } else if rate_bps <= 10e6 {
+        4
+    } else if rate_bps <= 200e6 {
+        8
+    } else {
+        24
+    };
+    mtus * 1500
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct LinkSpec {
@@ -51,6 +84,10 @@ pub struct LinkSpec {
     /// Transmit buffer between NIC and wire, in packets and bytes.
     pub buffer_packets: usize,
     pub buffer_bytes: u64,
+    /// ALTQ token bucket regulator in front of the driver: token rate = the
+    /// link rate (altq.conf's interface bandwidth), depth in bytes. None
+    /// lets the driver fill its ring as fast as it likes (no ALTQ).
+    pub tbr_depth_bytes: Option<u64>,
 }
 
 /// Per-host costs. Defaults model the dissertation's 733 MHz Pentium III
@@ -110,7 +147,13 @@ impl NetSetup {
     pub fn gige_lan() -> Self {
         NetSetup {
             name: "gige-lan".into(),
-            link: LinkSpec { rate_bps: 1e9, prop_ns: 5_000, buffer_packets: 256, buffer_bytes: u64::MAX },
+            link: LinkSpec {
+                rate_bps: 1e9,
+                prop_ns: 5_000,
+                buffer_packets: 256,
+                buffer_bytes: u64::MAX,
+                tbr_depth_bytes: None,
+            },
             host: HostSpec::default(),
         }
     }
@@ -119,7 +162,13 @@ impl NetSetup {
     pub fn fast_lan() -> Self {
         NetSetup {
             name: "100m-lan".into(),
-            link: LinkSpec { rate_bps: 100e6, prop_ns: 5_000, buffer_packets: 128, buffer_bytes: u64::MAX },
+            link: LinkSpec {
+                rate_bps: 100e6,
+                prop_ns: 5_000,
+                buffer_packets: 128,
+                buffer_bytes: u64::MAX,
+                tbr_depth_bytes: None,
+            },
             host: HostSpec::default(),
         }
     }
@@ -127,7 +176,13 @@ impl NetSetup {
     pub fn wan_10ms() -> Self {
         NetSetup {
             name: "100m-wan-10ms".into(),
-            link: LinkSpec { rate_bps: 100e6, prop_ns: 10_000_000, buffer_packets: 128, buffer_bytes: 128 * 1024 },
+            link: LinkSpec {
+                rate_bps: 100e6,
+                prop_ns: 10_000_000,
+                buffer_packets: 128,
+                buffer_bytes: 128 * 1024,
+                tbr_depth_bytes: None,
+            },
             host: HostSpec::default(),
         }
     }
@@ -190,7 +245,8 @@ struct Packet {
 enum Job {
     UdpSend(Class),
     TcpOutput(usize),
-    TcpWrite(usize),
+    /// One mbuf cluster of a write(2) copied into connection `conn`'s socket buffer.
+    TcpWrite { conn: usize, bytes: u64 },
     AckIn { conn: usize, ack: u64 },
     Rx(Packet),
 }
@@ -202,6 +258,8 @@ enum Ev {
     WireDone(usize),
     Arrive(usize, Packet),
     IntervalEnd(usize),
+    /// ALTQ's per-tick `tbr_timeout` kick of a regulated interface.
+    TbrTick(usize),
     FgWake,
     UdpWake(Class),
     Rto(usize),
@@ -222,6 +280,37 @@ struct Host {
     ring: VecDeque<Packet>,
     ring_bytes: u64,
     wire_busy: bool,
+    tbr: Option<TokenBucket>,
+    tbr_tick_pending: bool,
+    /// Most packets the ring ever held (reported as `ring_max_packets`).
+    ring_max: usize,
+}
+
+/// ALTQ's `tbr_dequeue` bookkeeping: tokens in bytes, refilled at the link
+/// rate only when they are used up (as ALTQ does, from the last refill).
+#[derive(Debug, Clone, Copy)]
+struct TokenBucket {
+    tokens: f64,
+    depth: f64,
+    bytes_per_ns: f64,
+    last: Nanos,
+}
+
+impl TokenBucket {
+    fn new(depth: u64, rate_bps: f64) -> Self {
+        TokenBucket { tokens: depth as f64, depth: depth as f64, bytes_per_ns: rate_bps / 8e9, last: 0 }
+    }
+    /// Whether the driver may dequeue now.
+    fn allows(&mut self, now: Nanos) -> bool {
+        if self.tokens <= 0.0 {
+            self.tokens = (self.tokens + (now - self.last) as f64 * self.bytes_per_ns).min(self.depth);
+            self.last = now;
+        }
+        self.tokens > 0.0
+    }
+    fn charge(&mut self, wire_bytes: u64) {
+        self.tokens -= wire_bytes.saturating_sub(TBR_UNCOUNTED) as f64;
+    }
 }
 
 struct Conn {
@@ -289,6 +378,9 @@ impl<'a> Sim<'a> {
             ring: VecDeque::new(),
             ring_bytes: 0,
             wire_busy: false,
+            tbr: cfg.setup.link.tbr_depth_bytes.map(|d| TokenBucket::new(d, cfg.setup.link.rate_bps)),
+            tbr_tick_pending: false,
+            ring_max: 0,
         };
         let mut conns = Vec::new();
         let mut procs = Vec::new();
@@ -305,7 +397,17 @@ impl<'a> Sim<'a> {
                     ids.push(conns.len());
                     conns.push(Conn {
                         class,
-                        tx: TcpSender::new(),
+                        tx: {
+                            // The benchmark connects before it measures (§6.2):
+                            // the handshake's round trip is the first sample.
+                            let mut tx = TcpSender::new();
+                            // SYN and SYN-ACK: propagation, serialisation of a
+                            // small frame and receive processing, each way.
+                            let l = &cfg.setup.link;
+                            let one_way = l.prop_ns + (TCP_ACK_WIRE as f64 * 8.0 / l.rate_bps * 1e9) as Nanos + cfg.setup.host.rx_ns;
+                            tx.established(2 * one_way);
+                            tx
+                        },
                         rx: TcpReceiver::default(),
                         output_pending: false,
                         retransmit_pending: false,
@@ -356,7 +458,7 @@ impl<'a> Sim<'a> {
         match job {
             Job::UdpSend(class) => self.udp_sent(class),
             Job::TcpOutput(c) => self.tcp_output_done(c),
-            Job::TcpWrite(c) => self.tcp_write_done(c),
+            Job::TcpWrite { conn, bytes } => self.tcp_write_done(conn, bytes),
             Job::AckIn { conn, ack } => self.ack_in(conn, ack),
             Job::Rx(p) => self.rx(p),
         }
@@ -398,6 +500,17 @@ impl<'a> Sim<'a> {
         }
         let now = self.q.now();
         let host = &mut self.hosts[h];
+        if let Some(tbr) = host.tbr.as_mut() {
+            if !tbr.allows(now) {
+                // A transmit-complete interrupt re-kicks the driver while
+                // the ring is sending; otherwise ALTQ's tick timer does.
+                if host.ring.is_empty() && !host.tbr_tick_pending {
+                    host.tbr_tick_pending = true;
+                    self.q.schedule_at((now / TICK_NS + 1) * TICK_NS, Ev::TbrTick(h));
+                }
+                return;
+            }
+        }
         let pkt = match &mut host.txq {
             TxQueue::Fifo(q) => q.pop_front(),
             TxQueue::Idletime { sched, fg, bg } => {
@@ -425,6 +538,9 @@ impl<'a> Sim<'a> {
             }
         };
         if let Some(pkt) = pkt {
+            if let Some(tbr) = self.hosts[h].tbr.as_mut() {
+                tbr.charge(pkt.wire_bytes);
+            }
             let cost = self.host.nic_fixed_ns + (pkt.wire_bytes as f64 / self.host.nic_bytes_per_s * 1e9) as Nanos;
             self.service.add(cost as f64);
             self.hosts[h].nic = Some(pkt);
@@ -441,6 +557,7 @@ impl<'a> Sim<'a> {
         let host = &mut self.hosts[h];
         host.ring_bytes += pkt.wire_bytes;
         host.ring.push_back(pkt);
+        host.ring_max = host.ring_max.max(host.ring.len());
         self.start_wire(h);
         self.nic_dispatch(h);
     }
@@ -506,7 +623,7 @@ impl<'a> Sim<'a> {
                 p.rr += 1;
                 p.chunk_left = TCP_CHUNK;
                 p.writing_conn = conn;
-                self.submit_write(conn);
+                self.submit_write(conn, true);
             }
         }
     }
@@ -524,22 +641,38 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn submit_write(&mut self, conn: usize) {
+    /// Copies the next mbuf cluster of the current write(2). FreeBSD 4.x's
+    /// sosend copies a TCP write one cluster (MCLBYTES) at a time and hands
+    /// each to tcp_output (pru_send) before copying the next — the inner
+    /// copy loop repeats only for atomic protocols — so segments leave
+    /// while a 128 KB write is still being copied. `first`: the call's
+    /// fixed system-call cost.
+    fn submit_write(&mut self, conn: usize, first: bool) {
         let pi = self.proc_index(self.conns[conn].class).expect("tcp process");
-        let bytes = self.procs[pi].chunk_left.min(self.conns[conn].tx.sb_space());
-        let cost = self.host.tcp_write_fixed_ns + (bytes as f64 / self.host.copy_bytes_per_s * 1e9) as Nanos;
-        self.submit(A, Job::TcpWrite(conn), cost);
+        let bytes = self.procs[pi].chunk_left.min(self.conns[conn].tx.sb_space()).min(MCLBYTES);
+        let fixed = if first { self.host.tcp_write_fixed_ns } else { 0 };
+        let cost = fixed + (bytes as f64 / self.host.copy_bytes_per_s * 1e9) as Nanos;
+        self.submit(A, Job::TcpWrite { conn, bytes }, cost);
     }
 
-    fn tcp_write_done(&mut self, conn: usize) {
+    /// Whether sosend may copy more into `conn` now rather than sleep:
+    /// it sleeps while the free space is below the send buffer's low-water
+    /// mark (unless the rest of the write fits).
+    fn can_write(&self, pi: usize, conn: usize) -> bool {
+        self.conns[conn].tx.sb_space() >= self.procs[pi].chunk_left.min(SB_LOWAT)
+    }
+
+    fn tcp_write_done(&mut self, conn: usize, bytes: u64) {
         let pi = self.proc_index(self.conns[conn].class).expect("tcp process");
-        let left = self.procs[pi].chunk_left;
-        let n = self.conns[conn].tx.write(left);
+        // Space only grows between submit and completion (ACKs free it).
+        let n = self.conns[conn].tx.write(bytes);
         self.procs[pi].chunk_left -= n;
         self.tcp_output(conn);
         if self.procs[pi].chunk_left == 0 {
             self.procs[pi].blocked = false;
             self.proc_continue(pi);
+        } else if self.can_write(pi, conn) {
+            self.submit_write(conn, false);
         } else {
             self.procs[pi].blocked = true; // sosend sleeps until ACKs free space
         }
@@ -635,9 +768,9 @@ impl<'a> Sim<'a> {
                 }
                 let pi = self.proc_index(self.conns[c].class).expect("tcp process");
                 let p = &self.procs[pi];
-                if p.blocked && p.writing_conn == c && self.conns[c].tx.sb_space() > 0 {
+                if p.blocked && p.writing_conn == c && self.can_write(pi, c) {
                     self.procs[pi].blocked = false;
-                    self.submit_write(c);
+                    self.submit_write(c, false);
                 }
             }
             AckOutcome::FastRetransmit => self.conns[c].retransmit_pending = true,
@@ -705,6 +838,10 @@ impl<'a> Sim<'a> {
                     self.hosts[h].wake_at = None;
                     self.nic_dispatch(h);
                 }
+                Ev::TbrTick(h) => {
+                    self.hosts[h].tbr_tick_pending = false;
+                    self.nic_dispatch(h);
+                }
                 Ev::FgWake => self.fg_wake(),
                 Ev::UdpWake(class) => {
                     let pi = self.proc_index(class).expect("udp process");
@@ -721,6 +858,7 @@ impl<'a> Sim<'a> {
                 merge_counters(&mut counters, sched.counters());
             }
         }
+        counters.insert("ring_max_packets".into(), self.hosts.iter().map(|h| h.ring_max as u64).max().unwrap_or(0));
         let timeouts: u64 = self.conns.iter().map(|c| c.tx.timeouts).sum();
         let fast: u64 = self.conns.iter().map(|c| c.tx.fast_retransmits).sum();
         if !self.conns.is_empty() {
@@ -770,6 +908,70 @@ mod tests {
         assert!(r.foreground > 200.0, "{r:?}");
         let w = run_net(NetSetup::wan_10ms(), Proto::Tcp, Proto::Udp, Some(1.0), false, Discipline::Fifo);
         assert!(w.foreground > 20.0 && w.foreground < 100.0, "{w:?}");
+    }
+
+    #[test]
+    fn tcp_baseline_near_the_papers_418_mbps() {
+        // Fig. 6.8: 418.14 Mb/s at 100% intensity. The write is copied one
+        // mbuf cluster at a time with tcp_output in between (sosend), so the
+        // CPU-bound sender keeps the NIC fed throughout a 128 KB write.
+        let r = run_net(NetSetup::gige_lan(), Proto::Tcp, Proto::Udp, Some(1.0), false, Discipline::Fifo);
+        assert!((395.0..445.0).contains(&r.foreground), "{r:?}");
+    }
+
+    #[test]
+    fn a_write_does_not_stall_the_foreground_stream() {
+        // With the whole 128 KB copied before tcp_output, every write left a
+        // 0.45 ms hole in the foreground stream and a 0.1 ms interval let
+        // background UDP in; per-cluster copies leave no such hole.
+        let base = run_net(NetSetup::gige_lan(), Proto::Tcp, Proto::Udp, Some(0.6), false, Discipline::Fifo);
+        let it = run_net(NetSetup::gige_lan(), Proto::Tcp, Proto::Udp, Some(0.6), true, Discipline::Idletime { p_ns: Some(100_000) });
+        assert!(it.foreground > 0.9 * base.foreground, "{it:?} vs {base:?}");
+        assert!(it.background > 50.0, "{it:?}");
+    }
+
+    #[test]
+    fn altq_default_bucket_depths() {
+        assert_eq!(altq_default_tbr_depth(1e6), 1500);
+        assert_eq!(altq_default_tbr_depth(10e6), 4 * 1500);
+        assert_eq!(altq_default_tbr_depth(100e6), 8 * 1500);
+        assert_eq!(altq_default_tbr_depth(1e9), 24 * 1500);
+    }
+
+    #[test]
+    fn token_bucket_refills_only_when_spent_and_caps_at_depth() {
+        let mut b = TokenBucket::new(3000, 8e9); // 1 byte per ns
+        assert!(b.allows(0));
+        b.charge(1500 + TBR_UNCOUNTED);
+        b.charge(1600 + TBR_UNCOUNTED); // 3000 - 3100 = -100
+        assert!(!b.allows(50)); // -100 + 50 (since the last refill at 0)
+        assert!(b.allows(150)); // +100 → 50
+        b.charge(10 + TBR_UNCOUNTED);
+        assert!(b.allows(1_000_000)); // positive: no refill, 40 left
+        b.charge(40 + TBR_UNCOUNTED);
+        assert!(b.allows(2_000_000)); // refilled from the last refill at 150, capped
+        assert_eq!(b.tokens, 3000.0);
+    }
+
+    #[test]
+    fn token_bucket_keeps_the_fifo_ring_short() {
+        // 100 Mb/s, greedy background UDP: without a regulator the driver's
+        // 128-descriptor ring fills with background packets (15 ms of FIFO
+        // below the scheduler); ALTQ's regulator (8 MTUs) keeps it at a few
+        // packets, so a priority queue alone then protects foreground TCP.
+        let mut with = NetSetup::fast_lan();
+        with.link.tbr_depth_bytes = Some(altq_default_tbr_depth(100e6));
+        let pq = Discipline::Idletime { p_ns: Some(0) };
+        let deep = run_net(NetSetup::fast_lan(), Proto::Tcp, Proto::Udp, Some(0.6), true, pq);
+        let short = run_net(with.clone(), Proto::Tcp, Proto::Udp, Some(0.6), true, pq);
+        assert!(deep.counters["ring_max_packets"] >= 100, "{deep:?}");
+        // 8 packets of depth, plus the drift of charging m_pktlen (1442 B)
+        // against a wire that spends 1466 B-times per datagram: ~1 packet
+        // per 60 over a backlogged burst.
+        assert!(short.counters["ring_max_packets"] <= 40, "{short:?}");
+        let base = run_net(with, Proto::Tcp, Proto::Udp, Some(0.6), false, pq);
+        assert!(short.foreground > 0.9 * base.foreground, "{short:?} vs {base:?}");
+        assert!(deep.foreground < 0.8 * short.foreground, "{deep:?} vs {short:?}");
     }
 
     #[test]

@@ -105,6 +105,13 @@ impl TcpSender {
         }
     }
 
+    /// The connection was opened with connect(2): BSD times the SYN, so
+    /// the SYN/SYN-ACK exchange is the first RTT sample and the RTO starts
+    /// from it rather than from the 3 s TCPTV_RTOBASE.
+    pub fn established(&mut self, handshake_rtt_ns: Nanos) {
+        self.rtt_sample(handshake_rtt_ns as f64);
+    }
+
     /// Free space in the socket buffer (written but unacknowledged data counts).
     pub fn sb_space(&self) -> u64 {
         SOCKET_BUFFER.saturating_sub(self.sb_end - self.snd_una)
@@ -371,6 +378,15 @@ mod tests {
         s.rto_min_ns = RTO_MIN_NS;
         s.rto_slop_ns = RTO_SLOP_NS;
         assert_eq!(s.rto_ns(), 2 * (RTO_MIN_NS + RTO_SLOP_NS));
+    }
+
+    #[test]
+    fn handshake_sample_replaces_the_3s_initial_rto() {
+        let mut s = TcpSender::new();
+        assert_eq!(s.rto_ns(), INITIAL_RTO_NS);
+        s.established(60_000); // a 60 µs LAN round trip
+        assert_eq!(s.srtt_estimate_ns(), Some(MIN_RTT_ESTIMATE_NS as f64));
+        assert_eq!(s.rto_ns(), RTO_MIN_NS + RTO_SLOP_NS);
     }
 
     #[test]
