@@ -76,6 +76,10 @@ fn reproduce_quick_json_and_html() {
     assert_eq!(doc["complete"], true);
     let all_hold = doc["all_hold"].as_bool().unwrap();
     assert_eq!(out.status.code(), Some(if all_hold { 0 } else { 1 }), "{}", stderr(&out));
+    // Every relation holds, the coarse-vs-fine sporadic server one included
+    // (the coarse server's tick-sampled accounting, crate::server).
+    let failing: Vec<_> = doc["rows"].as_array().unwrap().iter().filter(|r| r["holds"] == false).map(|r| r["metric"].clone()).collect();
+    assert!(failing.is_empty(), "relations not holding: {failing:?}");
     let d = &doc["details"];
     assert_eq!(d["curves"].as_array().unwrap().len(), 6);
     let configs = d["configs"].as_array().unwrap();
@@ -103,4 +107,24 @@ fn reproduce_quick_json_and_html() {
         assert!(page.contains(fig), "{fig} missing from the page");
     }
     assert!(page.contains("<svg"));
+}
+
+/// The sporadic server's accounting is checked like any input: an unknown
+/// kind, or a granularity beside tick accounting, is exit 2 with a location.
+#[test]
+fn sporadic_accounting_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(scenario("sporadic.toml")).unwrap();
+    for (from, to, what) in [
+        ("accounting = \"tick\"", "accounting = \"jiffies\"", "unknown accounting `jiffies`"),
+        ("accounting = \"tick\"", "accounting = \"tick\"\ngranularity = \"1ms\"", "granularity is the timer tick"),
+    ] {
+        assert!(base.contains(from));
+        let f = dir.path().join("bad.toml");
+        std::fs::write(&f, base.replace(from, to)).unwrap();
+        let o = irqlab(&["sim", s(&f), "--duration", "10ms"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(what) && err.contains("bad.toml:"), "{err}");
+    }
 }

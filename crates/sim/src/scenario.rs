@@ -10,7 +10,7 @@ use crate::kernel::{IrqKind, IrqLine, MachineConfig, Sim};
 use crate::net::{wire_ns, Arrivals, Nic, NicCosts, Proto, Socket, Source};
 use crate::probe::{log_windows, Probe};
 use crate::sched::FairKind;
-use crate::server::{Periodic as PeriodicServer, Server, Sporadic};
+use crate::server::{Accounting, Periodic as PeriodicServer, Server, Sporadic};
 use crate::softirq::{self, SoftirqModel};
 use crate::task::{Policy, Task, TaskKind};
 use crate::workload::{CpuLoop, DiskReader, Dist, MediaPlayer, Periodic, ReadPattern, UdpServer};
@@ -201,6 +201,9 @@ struct RawServer {
     low_priority: Option<Spanned<i64>>,
     #[serde(default)]
     granularity: Option<Dur>,
+    /// "exact" (default) or "tick" (charged by sampling the timer tick).
+    #[serde(default)]
+    accounting: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -465,8 +468,16 @@ impl Scenario {
                     Some(p) => return Err(self.err(p.span(), "low_priority must be 1-99 (omit it to suspend instead)")),
                 };
                 let max_repl = r.max_repl.as_ref().map_or(4, |m| *m.get_ref()) as usize;
-                let gran = self.dur_or(&r.granularity, 1)?;
-                Box::new(Sporadic::new(task, high, low, budget, period, max_repl, gran))
+                let accounting = match r.accounting.as_ref().map(|a| (a.get_ref().as_str(), a.span())) {
+                    None | Some(("exact", _)) => Accounting::Exact { granularity: self.dur_or(&r.granularity, 1)? },
+                    Some(("tick", _)) if r.granularity.is_some() => {
+                        let g = r.granularity.as_ref().expect("checked");
+                        return Err(self.err(g.span(), "with accounting = \"tick\" the granularity is the timer tick (omit granularity)"));
+                    }
+                    Some(("tick", _)) => Accounting::TickSampled { tick: 1_000_000_000 / (*self.raw.machine.get_ref().hz.get_ref()).max(1) as Nanos },
+                    Some((a, span)) => return Err(self.err(span, format!("unknown accounting `{a}` (exact, tick)"))),
+                };
+                Box::new(Sporadic::new(task, high, low, budget, period, max_repl, accounting))
             }
             "polling" => Box::new(PeriodicServer::new(task, budget, period, false)),
             "deferrable" => Box::new(PeriodicServer::new(task, budget, period, true)),

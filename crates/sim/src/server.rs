@@ -42,6 +42,12 @@ pub trait Server {
     fn throttled(&self) -> bool;
     /// Timers to arm when the run starts.
     fn start(&mut self, _now: Nanos, _timers: &mut Vec<(Nanos, u64)>) {}
+    /// The timer tick fired; `running` says whether it interrupted the
+    /// served task. Servers that account by sampling the tick (as Linux's
+    /// jiffies accounting does) charge here; the others ignore it.
+    fn on_tick(&mut self, _now: Nanos, _running: bool, _timers: &mut Vec<(Nanos, u64)>) -> ServerAction {
+        ServerAction::None
+    }
     fn report(&self) -> serde_json::Value;
 }
 
@@ -53,13 +59,30 @@ fn round_up(t: Nanos, gran: Nanos) -> Nanos {
     }
 }
 
+/// How a sporadic server measures what its task consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accounting {
+    /// Exact execution time; budget checks and replenishment timers are
+    /// rounded up to this granularity of wall time (1 ns: exact).
+    Exact { granularity: Nanos },
+    /// Linux 2.6's native jiffies accounting (the load-bounds paper §5:
+    /// "uses the native (and rather coarse) time accounting granularity of
+    /// Linux, which is 1 msec"): the timer tick that finds the task
+    /// running charges it one whole tick, whatever it really ran since the
+    /// last tick; time between ticks is not seen, so the budget is only
+    /// checked at ticks; activation times are jiffies (floored to the
+    /// tick) and replenishments fire on the timer wheel's tick boundaries.
+    TickSampled { tick: Nanos },
+}
+
 /// POSIX sporadic server (IEEE 1003.1 SCHED_SPORADIC): the task runs at
 /// its high priority while it has budget; execution consumed since an
 /// activation is replenished one period after the activation; when the
 /// budget is gone, or `max_repl` replenishments are pending, the task runs
-/// at `low` (or not at all when `low` is None). Budget checks and
-/// replenishment timers are rounded up to `granularity` of wall time, as
-/// a tick-driven implementation does (the load-bounds paper: 1 ms).
+/// at `low` (or not at all when `low` is None). How consumption is
+/// measured is the [`Accounting`]: exact (budget checks rounded up to a
+/// granularity) or sampled by the tick, as the paper's implementation on
+/// the Timesys kernel did.
 pub struct Sporadic {
     pub task: TaskId,
     pub high: Policy,
@@ -67,7 +90,7 @@ pub struct Sporadic {
     pub budget: Nanos,
     pub period: Nanos,
     pub max_repl: usize,
-    pub granularity: Nanos,
+    pub accounting: Accounting,
     capacity: i64,
     at_high: bool,
     activation: Option<Nanos>,
@@ -79,7 +102,7 @@ pub struct Sporadic {
 }
 
 impl Sporadic {
-    pub fn new(task: TaskId, high: Policy, low: Option<Policy>, budget: Nanos, period: Nanos, max_repl: usize, granularity: Nanos) -> Self {
+    pub fn new(task: TaskId, high: Policy, low: Option<Policy>, budget: Nanos, period: Nanos, max_repl: usize, accounting: Accounting) -> Self {
         Sporadic {
             task,
             high,
@@ -87,7 +110,7 @@ impl Sporadic {
             budget,
             period,
             max_repl: max_repl.max(1),
-            granularity,
+            accounting,
             capacity: budget as i64,
             at_high: true,
             activation: None,
@@ -105,12 +128,29 @@ impl Sporadic {
         if let Some(a) = self.activation.take() {
             let amount = std::mem::take(&mut self.consumed_since_activation);
             if amount > 0 {
-                let at = round_up(a + self.period, self.granularity);
+                let at = match self.accounting {
+                    Accounting::Exact { granularity } => round_up(a + self.period, granularity),
+                    // The activation is a jiffies value already: the timer
+                    // expires on the tick `period` later.
+                    Accounting::TickSampled { .. } => a + self.period,
+                };
                 self.pending.push((at, amount));
                 timers.push((at, self.next_token));
                 self.next_token += 1;
             }
         }
+    }
+
+    /// When an activation starting at `t` begins, as the server records it.
+    fn activation_time(&self, t: Nanos) -> Nanos {
+        match self.accounting {
+            Accounting::Exact { .. } => t,
+            Accounting::TickSampled { tick } => t / tick * tick,
+        }
+    }
+
+    fn tick_sampled(&self) -> bool {
+        matches!(self.accounting, Accounting::TickSampled { .. })
     }
 
     fn drop_low(&mut self) -> ServerAction {
@@ -132,18 +172,41 @@ impl Server for Sporadic {
     fn consume(&mut self, start: Nanos, end: Nanos) {
         if self.at_high {
             if self.activation.is_none() {
-                self.activation = Some(start);
+                self.activation = Some(self.activation_time(start));
             }
-            self.capacity -= (end - start) as i64;
-            self.consumed_since_activation += end - start;
+            if !self.tick_sampled() {
+                self.capacity -= (end - start) as i64;
+                self.consumed_since_activation += end - start;
+            }
         }
     }
     fn budget_left(&self, now: Nanos) -> Option<Nanos> {
-        if !self.at_high {
-            return None;
+        match self.accounting {
+            _ if !self.at_high => None,
+            Accounting::Exact { granularity } => {
+                let left = self.capacity.max(0) as Nanos;
+                Some(round_up(now + left, granularity) - now)
+            }
+            // Checked only when a tick charges the task (Self::on_tick).
+            Accounting::TickSampled { .. } => None,
         }
-        let left = self.capacity.max(0) as Nanos;
-        Some(round_up(now + left, self.granularity) - now)
+    }
+    fn on_tick(&mut self, now: Nanos, running: bool, timers: &mut Vec<(Nanos, u64)>) -> ServerAction {
+        let Accounting::TickSampled { tick } = self.accounting else { return ServerAction::None };
+        if !(self.at_high && running) {
+            return ServerAction::None;
+        }
+        if self.activation.is_none() {
+            self.activation = Some(self.activation_time(now));
+        }
+        self.capacity -= tick as i64;
+        self.consumed_since_activation += tick;
+        if self.capacity > 0 {
+            return ServerAction::None;
+        }
+        self.exhaustions += 1;
+        self.close_activation(timers);
+        self.drop_low()
     }
     fn exhausted(&mut self, _now: Nanos, timers: &mut Vec<(Nanos, u64)>) -> ServerAction {
         self.exhaustions += 1;
@@ -153,7 +216,7 @@ impl Server for Sporadic {
     fn on_wakeup(&mut self, now: Nanos, _timers: &mut Vec<(Nanos, u64)>) -> ServerAction {
         // The activation begins when the task becomes ready at high priority.
         if self.at_high && self.activation.is_none() && self.capacity > 0 {
-            self.activation = Some(now);
+            self.activation = Some(self.activation_time(now));
         }
         ServerAction::None
     }
@@ -190,8 +253,12 @@ impl Server for Sporadic {
         !self.at_high && self.low.is_none()
     }
     fn report(&self) -> serde_json::Value {
+        let (accounting, granularity) = match self.accounting {
+            Accounting::Exact { granularity } => ("exact", granularity),
+            Accounting::TickSampled { tick } => ("tick", tick),
+        };
         json!({"kind": "sporadic", "budget_ns": self.budget, "period_ns": self.period,
-               "max_repl": self.max_repl, "granularity_ns": self.granularity,
+               "max_repl": self.max_repl, "accounting": accounting, "granularity_ns": granularity,
                "replenishments": self.replenishments, "exhaustions": self.exhaustions})
     }
 }
@@ -263,5 +330,51 @@ impl Server for Periodic {
     fn report(&self) -> serde_json::Value {
         json!({"kind": self.kind(), "budget_ns": self.budget, "period_ns": self.period,
                "exhaustions": self.exhaustions})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    fn sporadic(accounting: Accounting) -> Sporadic {
+        Sporadic::new(0, Policy::Fifo(85), Some(Policy::Fifo(1)), MS, 10 * MS, 2, accounting)
+    }
+
+    #[test]
+    fn tick_sampled_server_sees_only_the_ticks_that_find_it_running() {
+        let mut s = sporadic(Accounting::TickSampled { tick: MS });
+        let mut timers = Vec::new();
+        // 3 ms of short runs between ticks: nothing charged, no enforcement.
+        s.on_wakeup(1_500_000, &mut timers);
+        for k in 0..300 {
+            let t = 1_500_000 + k * 10_000;
+            s.consume(t, t + 3_000);
+        }
+        assert_eq!(s.budget_left(4_500_000), None, "no budget timer between ticks");
+        assert_eq!(s.on_tick(2 * MS, false, &mut timers), ServerAction::None);
+        assert!(timers.is_empty());
+        // A tick that finds it running charges a whole tick: the 1 ms budget is gone.
+        assert_eq!(s.on_tick(5 * MS, true, &mut timers), ServerAction::SetPolicy(Policy::Fifo(1)));
+        assert_eq!(s.exhaustions, 1);
+        // Replenished one period after the activation's jiffy (1 ms), not 1.5 ms.
+        assert_eq!(timers, vec![(11 * MS, 0)]);
+        assert_eq!(s.timer(11 * MS, 0, &mut timers), ServerAction::SetPolicy(Policy::Fifo(85)));
+    }
+
+    #[test]
+    fn exact_server_enforces_its_budget_to_the_granule() {
+        let mut s = sporadic(Accounting::Exact { granularity: 1 });
+        let mut timers = Vec::new();
+        s.on_wakeup(1_500_000, &mut timers);
+        s.consume(1_500_000, 1_900_000);
+        assert_eq!(s.budget_left(1_900_000), Some(600_000));
+        // Ticks mean nothing to it.
+        assert_eq!(s.on_tick(2 * MS, true, &mut timers), ServerAction::None);
+        s.consume(1_900_000, 2_500_000);
+        assert_eq!(s.exhausted(2_500_000, &mut timers), ServerAction::SetPolicy(Policy::Fifo(1)));
+        assert_eq!(timers, vec![(11_500_000, 0)]);
     }
 }

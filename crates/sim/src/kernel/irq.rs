@@ -195,6 +195,9 @@ impl Sim {
     }
 
     fn timer_tick(&mut self) {
+        for s in 0..self.servers.len() {
+            self.server_tick(s);
+        }
         if let Some(c) = self.cpu.current {
             if self.sched.tick(c, &mut self.tasks, self.now) {
                 self.tasks[c].requeue_tail = true;

@@ -223,6 +223,15 @@ impl Sim {
         self.apply_server(s, a, timers);
     }
 
+    /// The timer tick, for servers that account by sampling it: did it
+    /// interrupt the served task (not a softirq run on its stack)?
+    pub(super) fn server_tick(&mut self, s: usize) {
+        let running = self.cpu.current == Some(self.servers[s].task()) && self.cpu.softirq.is_none();
+        let mut timers = Vec::new();
+        let a = self.servers[s].on_tick(self.now, running, &mut timers);
+        self.apply_server(s, a, timers);
+    }
+
     /// Carries out what a server asked for: new timers, throttling, a
     /// priority change of the served task.
     fn apply_server(&mut self, s: usize, action: ServerAction, timers: Vec<(Nanos, u64)>) {

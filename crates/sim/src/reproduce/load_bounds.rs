@@ -456,12 +456,13 @@ pub fn tau2_interference(fit: &HyperbolaFit, window: Nanos) -> Nanos {
 
 /// A bandwidth server governing net-rx in a configuration: budget, period,
 /// and how far past its budget the accounting lets it run (the sporadic
-/// server's granularity; 0 for exact enforcement).
+/// server's granularity; 0 for exact enforcement; None for tick-sampled
+/// accounting, which bounds nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ServerBound {
     pub budget_ns: Nanos,
     pub period_ns: Nanos,
-    pub overrun_ns: Nanos,
+    pub overrun_ns: Option<Nanos>,
     /// SCHED_DEADLINE's constant-bandwidth server.
     pub cbs: bool,
 }
@@ -471,8 +472,9 @@ pub struct ServerBound {
 /// budget grows by the accounting overrun; a CBS, whose wake-up rule can
 /// hand out a fresh budget right after a spent one, as a deferrable
 /// server) plus the kernel's idle baseline (fitted hyperbola).
-pub fn server_demand(s: &ServerBound, baseline: &HyperbolaFit, window: Nanos) -> Nanos {
-    let c = s.budget_ns + s.overrun_ns;
+/// `None` when the server's accounting bounds nothing (tick-sampled).
+pub fn server_demand(s: &ServerBound, baseline: &HyperbolaFit, window: Nanos) -> Option<Nanos> {
+    let c = s.budget_ns + s.overrun_ns?;
     let server = if s.cbs {
         irqlab_analysis::task::deferrable_server_demand(
             irqlab_analysis::Server { budget_ns: c, period_ns: s.period_ns },
@@ -482,7 +484,7 @@ pub fn server_demand(s: &ServerBound, baseline: &HyperbolaFit, window: Nanos) ->
     } else {
         periodic_demand(DemandBound::Traditional, s.period_ns, c, window)
     };
-    server + hyperbolic_demand(baseline.utilization, baseline.period_ns, window)
+    Some(server + hyperbolic_demand(baseline.utilization, baseline.period_ns, window))
 }
 
 /// The server of net-rx in a configuration file, if any.
@@ -493,13 +495,16 @@ fn server_of(text: &str) -> Option<ServerBound> {
     if let Some(srv) = rx.get("server") {
         let budget_ns = dur(srv.get("budget"))?;
         let period_ns = dur(srv.get("period"))?;
-        // Budget checks happen at granularity boundaries: a run may pass its
-        // budget by up to one granule (crate::server::Sporadic).
-        let overrun_ns = dur(srv.get("granularity")).unwrap_or(1);
+        // Exact accounting: budget checks happen at granularity boundaries,
+        // so a run may pass its budget by up to one granule. Tick-sampled
+        // accounting (crate::server::Accounting::TickSampled) charges only
+        // the ticks that find the thread running: no overrun bound at all.
+        let sampled = srv.get("accounting").and_then(|a| a.as_str()) == Some("tick");
+        let overrun_ns = if sampled { None } else { Some(dur(srv.get("granularity")).unwrap_or(1)) };
         return Some(ServerBound { budget_ns, period_ns, overrun_ns, cbs: false });
     }
     if rx.get("policy").and_then(|p| p.as_str()) == Some("deadline") {
-        return Some(ServerBound { budget_ns: dur(rx.get("runtime"))?, period_ns: dur(rx.get("period"))?, overrun_ns: 0, cbs: true });
+        return Some(ServerBound { budget_ns: dur(rx.get("runtime"))?, period_ns: dur(rx.get("period"))?, overrun_ns: Some(0), cbs: true });
     }
     None
 }
@@ -555,7 +560,9 @@ fn config_result(
     // What the sporadic-server theorem alone would say (τ1 + a periodic
     // task of budget + overrun + the idle baseline), for comparison.
     let server_predicted_max_e2_ns = match (server, baseline) {
-        (Some(s), Some(b)) => Some(max_e2(&|t| tau1_demand(t) + server_demand(&s, &b, t))),
+        (Some(s), Some(b)) if s.overrun_ns.is_some() => {
+            Some(max_e2(&|t| tau1_demand(t) + server_demand(&s, &b, t).unwrap_or(t)))
+        }
         _ => None,
     };
     let mut meets_up_to_e2_ns = None;
@@ -671,23 +678,29 @@ fn relations(d: &Details) -> Vec<Row> {
             fg.heartbeats_missed_total == fewest,
         ));
         // "one would predict that τ2 should not miss any deadlines until its
-        // execution time exceeds 1.2 msec ... consistent with Fig. 7":
-        // the prediction lands near 1.2 ms and the first simulated miss
-        // comes at the next swept e2 above it.
+        // execution time exceeds 1.2 msec ... consistent with Fig. 7".
+        // The prediction is computed here (probe curve of the Foreground
+        // configuration → fitted hyperbola → τ1 + τD through RTA), but its
+        // level is not independent of the paper: the per-ping cost of the
+        // scenarios (icmp_echo) was calibrated so that τD loads the CPU by
+        // ~0.68 at 10 ms, a figure read back from this very 1.2 ms (10 − 2
+        // − 1.2 = 6.8 ms of 10). So it is shown, not checked; what is
+        // checked is that the simulated τ2 starts missing just above the
+        // analysis' own prediction (safe and within one sweep step).
         let first_miss = fg.points.iter().find(|p| p.tau2_misses > 0).map(|p| p.e2_ns);
-        rows.push(Row::check(
-            "Foreground: analysis predicts misses from e2 above (Fig. 10)",
+        rows.push(Row::info(
+            "Foreground: analysis predicts misses from e2 above (Fig. 10; tauD's per-ping cost was calibrated from this 1.2 ms, so not an independent check)",
             "about 1.2 ms",
             ms(fg.predicted_max_e2_ns),
             "ms",
-            (0.7..=1.7).contains(&ms(fg.predicted_max_e2_ns)),
         ));
+        let step = opts_step(&fg.points);
         rows.push(Row::check(
-            "Foreground: tau2's first simulated miss at e2 (Fig. 7)",
+            "Foreground: tau2's first simulated miss at e2 just above the analysis prediction (Fig. 7)",
             "just above 1.2 ms",
             first_miss.map_or(f64::NAN, ms),
             "ms",
-            first_miss.is_some_and(|m| m > fg.predicted_max_e2_ns && ms(m) <= 2.5),
+            first_miss.is_some_and(|m| m > fg.predicted_max_e2_ns && m <= fg.predicted_max_e2_ns + step),
         ));
         rows.push(Row::check(
             "Sporadic: between Foreground and Background in e2 met (Fig. 7)",
@@ -724,6 +737,14 @@ fn relations(d: &Details) -> Vec<Row> {
         unsafe_total == 0,
     ));
     rows
+}
+
+/// The e2 step of a sweep (1 ms if it has fewer than two points).
+fn opts_step(points: &[SweepPoint]) -> Nanos {
+    match points {
+        [a, b, ..] => b.e2_ns - a.e2_ns,
+        _ => MS,
+    }
 }
 
 /// Load of τ1 (refined bound, eq. 9) at `window`, for the Fig. 9/10 plots.
