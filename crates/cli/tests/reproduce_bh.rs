@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-/// BH-threshold relations that the simulation does not reproduce (see the
-/// report in docs/reproduce-bh-policies.md): with a line-rate flood at a
+/// BH-threshold relations that the simulation does not reproduce (see
+/// docs/bh-policies.md, with what was checked in the paper's text): with a line-rate flood at a
 /// constant per-packet cost, the 2.4 model's bottom-half time per ms is
 /// nearly constant, the controller's threshold never binds, and the
 /// "scheduling anomaly" does not appear. The test insists these stay
@@ -22,7 +22,8 @@ const BH_NOT_REPRODUCED: &[&str] = &[
 /// Process-aware relations not reproduced: with ISA the UDP server gets
 /// the ~50 ms left in each second, and the ring (256) plus the socket
 /// buffer (~197 datagrams) bound what it receives per second, so its
-/// reception ratio falls as 1/rate instead of staying level.
+/// reception ratio falls as 1/rate instead of staying level (what was
+/// checked — buffer sizes, the ISA tie rule — is in docs/bh-policies.md).
 const PA_NOT_REPRODUCED: &[&str] = &["Fig. 8c ISA reception stays level (min / max over rates)"];
 
 fn reproduce(paper: &str) -> (Option<i32>, serde_json::Value) {
