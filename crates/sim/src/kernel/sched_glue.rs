@@ -142,16 +142,9 @@ impl Sim {
         }
         if self.pending != 0 && !self.model.threaded() {
             if let Some(mut pol) = self.bh_policy.take() {
-                // The task the switch would go to, for the policy to weigh
-                // against the pending bottom halves.
-                let next_hint = self.sched.pick_next(&mut self.tasks, self.now);
+                let next_hint = None;
                 let run = pol.run_before_switch(self, next_hint);
                 self.bh_policy = Some(pol);
-                if let Some(n) = next_hint {
-                    // Back where it was (head of its RT priority); the real
-                    // pick below or after the bottom halves takes it again.
-                    self.sched.put_prev(n, &mut self.tasks, self.now, true);
-                }
                 if run && self.cpu.softirq.is_none() {
                     // Run the bottom halves first; the switch happens after.
                     self.softirq_stats.irq_exit_runs += 1;
