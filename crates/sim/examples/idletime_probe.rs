@@ -1,11 +1,12 @@
 //! Runs one idletime network point and prints its result (debugging aid):
-//! `idletime_probe SETUP FG BG I P_US [SECONDS]`, e.g. `gige tcp udp 0.2 300`.
-use irqlab_sim::idletime::net::{self, NetExperiment, NetSetup, Proto};
+//! `idletime_probe SETUP FG BG I P_US [SECONDS [tbr]]`, e.g. `gige tcp udp 0.2 300`;
+//! `tbr` turns on ALTQ's token bucket regulator with its default depth.
+use irqlab_sim::idletime::net::{self, altq_default_tbr_depth, NetExperiment, NetSetup, Proto};
 use irqlab_sim::idletime::Discipline;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let setup = match a[1].as_str() {
+    let mut setup = match a[1].as_str() {
         "gige" => NetSetup::gige_lan(),
         "lan100" => NetSetup::fast_lan(),
         _ => NetSetup::wan_10ms(),
@@ -19,6 +20,9 @@ fn main() {
     };
     let secs: f64 = a.get(6).map(|s| s.parse().unwrap()).unwrap_or(1.0);
     let bg = a[5] != "none";
+    if a.get(7).map(String::as_str) == Some("tbr") {
+        setup.link.tbr_depth_bytes = Some(altq_default_tbr_depth(setup.link.rate_bps));
+    }
     let mut e = NetExperiment::new(setup, proto(&a[2]), proto(&a[3]), Some(i), bg, d);
     e.duration_ns = (secs * 1e9) as u64;
     let r = net::run(&e);
