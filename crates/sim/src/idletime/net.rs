@@ -17,11 +17,14 @@
 //! propagation delay; its buffer is the NIC's descriptor ring (LAN) or the
 //! 128 KB Dummynet queue of the 10 ms WAN (§6.3).
 //!
-//! Between the idletime queue and the NIC sits ALTQ's token bucket regulator
-//! (the prototype extends ALTQ, §5.4.2; altqd installs a regulator on every
-//! interface it manages): the driver may only dequeue while the bucket holds
-//! tokens, so the descriptor ring — a FIFO the scheduler cannot reorder —
-//! holds at most a few packets beyond what the wire is sending.
+//! Optionally (`LinkSpec::tbr_depth_bytes`), ALTQ's token bucket regulator
+//! sits between the idletime queue and the NIC (the prototype extends ALTQ,
+//! §5.4.2; KAME's altqd installs one by default): the driver may only dequeue
+//! while the bucket holds tokens, so the descriptor ring, a FIFO the
+//! scheduler cannot reorder, holds only a few packets beyond what the wire is
+//! sending. It is off in the dissertation's setups: the text does not say
+//! one was active, and with it the 100 Mb/s and WAN results lose the
+//! dependence on p that Figs. 6.13 and 6.15 show (docs/idletime.md).
 
 use super::tcp::{AckAction, AckOutcome, TcpReceiver, TcpSender, MSS};
 use super::workload::IntensityPhase;
