@@ -93,8 +93,8 @@ step_idletime() {
   # Idletime scheduling (issue 9): the throughput model as contour plots,
   # then the dissertation's disk and network experiments in simulation
   # (quick sweep). `reproduce` exits 1 when a relation of the dissertation
-  # does not hold in simulation (known misses are listed in its table and in
-  # scenarios/idletime/README.md); only exit codes above 1 fail the step.
+  # does not hold in simulation (known misses are listed in its table and
+  # analysed in docs/idletime.md); only exit codes above 1 fail the step.
   local rc=0 code
   "$IRQLAB" idletime-model --resource disk --p 0..200ms --i 1..100% --svg "$OUT/idletime-model-disk.svg" >/dev/null || rc=1
   "$IRQLAB" idletime-model --resource udp --p 0..2ms --i 1..100% --svg "$OUT/idletime-model-udp.svg" >/dev/null || rc=1
