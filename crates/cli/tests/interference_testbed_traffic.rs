@@ -174,6 +174,23 @@ fn sigint(child: &std::process::Child) {
     assert!(ok, "kill -INT");
 }
 
+/// The child's exit status; kills it and fails if it takes longer than
+/// `limit` (a hang in an exit path must not hang the test run).
+fn wait_at_most(mut child: std::process::Child, limit: std::time::Duration) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("irqlab did not exit within {limit:?} of the signals");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn rt_runtime() -> String {
     std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim().to_string()
 }
@@ -214,8 +231,38 @@ fn ctrl_c_writes_a_partial_curve_and_restores_the_rt_limit() {
     std::thread::sleep(std::time::Duration::from_millis(800));
     sigint(&child);
     sigint(&child);
-    let mut child = child;
-    let status = child.wait().unwrap();
+    let status = wait_at_most(child, std::time::Duration::from_secs(20));
     assert!(status.code() == Some(130) || status.code() == Some(1), "{status:?}");
     assert_eq!(rt_runtime(), before, "sched_rt_runtime_us restored after a second Ctrl-C");
+}
+
+#[test]
+fn a_second_ctrl_c_still_removes_the_testbed_it_made() {
+    if !live("a_second_ctrl_c_still_removes_the_testbed_it_made") {
+        return;
+    }
+    let made_here = !std::path::Path::new("/run/netns/irqlab-a").exists();
+    let child = irqlab()
+        .args(["traffic", "udp", "--from", "b", "--interval", "1ms", "--duration", "30s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = std::time::Instant::now();
+    while !std::path::Path::new("/run/netns/irqlab-a").exists() && up.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sigint(&child);
+    sigint(&child);
+    let status = wait_at_most(child, std::time::Duration::from_secs(20));
+    assert!(status.code() == Some(130) || status.code() == Some(1), "{status:?}");
+    // Only this process's guard held it: it must be gone. (A parallel test
+    // or `irqlab testbed up` may hold it too; then it rightly stays.)
+    let persistent = std::path::Path::new("/run/irqlab/testbed.persistent").exists();
+    if made_here && !persistent && !irqlab_live::testbed::in_use() {
+        assert!(!std::path::Path::new("/run/netns/irqlab-a").exists(), "testbed left behind after a second Ctrl-C");
+    } else {
+        eprintln!("testbed shared with another user: removal not checked");
+    }
 }

@@ -2,6 +2,7 @@
 //! BPF accounting, the netns testbed and traffic generators.
 
 pub mod accounting;
+pub mod cleanup;
 pub mod error;
 pub mod latency;
 pub mod load;

@@ -143,10 +143,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             return Err(CliError::Usage(format!("--cpu {cpu}: no such CPU")));
         }
     }
+    // Ctrl-C handling first: a Ctrl-C while the testbed is being made must
+    // still remove it (default SIGINT would kill us without cleanup).
+    let stop = crate::signal::stop_flag();
     // Joins the testbed if it is up, else makes one that goes away with us.
     let bed = Testbed::up()?;
     let plan = Plan { kind, target: target(&bed, from, &args.to)?, schedule, size: args.size, duration_ns };
-    let stop = crate::signal::stop_flag();
     let cpu = args.cpu;
     let counters = if cpu.is_none() {
         traffic::send_from(&bed, from, plan, stop)?.join()

@@ -109,17 +109,25 @@ pub struct Fig6Result {
     pub beneficiary_share_at_least_80pct: bool,
 }
 
-/// Restores a file's content on drop (sysfs knobs).
+/// Restores a file's content on drop (sysfs knobs), or at exit.
 struct RestoreFile {
     path: String,
     old: String,
+    _at_exit: crate::cleanup::Registration,
 }
 
 impl RestoreFile {
     fn set(path: String, value: &str) -> Result<RestoreFile> {
         let old = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+        let old = old.trim().to_string();
+        let at_exit = {
+            let (path, old) = (path.clone(), old.clone());
+            crate::cleanup::at_exit(move || {
+                let _ = std::fs::write(&path, &old);
+            })
+        };
         std::fs::write(&path, value).map_err(|e| Error::io(format!("writing {path}"), e))?;
-        Ok(RestoreFile { path, old: old.trim().to_string() })
+        Ok(RestoreFile { path, old, _at_exit: at_exit })
     }
 }
 
@@ -129,17 +137,21 @@ impl Drop for RestoreFile {
     }
 }
 
-/// Restores a thread's CPU affinity on drop.
+/// Restores a thread's CPU affinity on drop, or at exit.
 struct RestoreAffinity {
     pid: Pid,
     old: CpuSet,
+    _at_exit: crate::cleanup::Registration,
 }
 
 impl RestoreAffinity {
     fn set(pid: Pid, set: &CpuSet) -> Result<RestoreAffinity> {
         let old = sched_getaffinity(pid).map_err(|e| Error::sys(format!("reading the affinity of {pid}"), e))?;
+        let at_exit = crate::cleanup::at_exit(move || {
+            let _ = sched_setaffinity(pid, &old);
+        });
         sched_setaffinity(pid, set).map_err(|e| Error::sys(format!("setting the affinity of {pid}"), e))?;
-        Ok(RestoreAffinity { pid, old })
+        Ok(RestoreAffinity { pid, old, _at_exit: at_exit })
     }
 }
 

@@ -126,7 +126,9 @@ pub struct NapiThread {
 #[derive(Debug)]
 pub struct Testbed {
     base: [u8; 3],
-    users: Option<lock::UsersLock>,
+    /// Shared with the exit-time undo action: whoever takes it releases.
+    users: std::sync::Arc<std::sync::Mutex<Option<lock::UsersLock>>>,
+    _at_exit: crate::cleanup::Registration,
 }
 
 impl Testbed {
@@ -137,23 +139,35 @@ impl Testbed {
         crate::privilege::require_program("ip")?;
         std::fs::create_dir_all(RUN_DIR).map_err(|e| Error::io(format!("creating {RUN_DIR}"), e))?;
         let _setup = lock::SetupLock::acquire()?;
+        let mut creating = None;
         let base = match discover()? {
             Some(base) if is_complete(base) => base,
             found => {
-                // A half-made testbed (crash, second Ctrl-C) is rebuilt.
+                // A half-made testbed (crash, kill -9) is rebuilt.
                 if found.is_some() {
                     remove_everything()?;
                 }
+                // Exiting half-way (a second Ctrl-C) removes what was made.
+                let half_made = crate::cleanup::at_exit(|| {
+                    let _ = remove_everything();
+                });
                 let base = choose_subnet()?;
                 if let Err(e) = create(base) {
                     let _ = remove_everything();
                     return Err(e);
                 }
+                creating = Some(half_made);
                 base
             }
         };
-        let users = lock::UsersLock::join()?;
-        Ok(Testbed { base, users: Some(users) })
+        let users = std::sync::Arc::new(std::sync::Mutex::new(Some(lock::UsersLock::join()?)));
+        let at_exit = {
+            let users = users.clone();
+            crate::cleanup::at_exit(move || release(&users))
+        };
+        // From here the guard's own exit action covers it.
+        drop(creating);
+        Ok(Testbed { base, users, _at_exit: at_exit })
     }
 
     /// Brings the testbed up for `irqlab testbed up`: it stays after this
@@ -223,13 +237,21 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        let Some(users) = self.users.take() else { return };
-        // Serialise with `up()` so a newcomer cannot join a testbed that is
-        // being removed.
-        let Ok(_setup) = lock::SetupLock::acquire() else { return };
-        if users.last_user() && !Path::new(PERSIST_MARKER).exists() {
-            let _ = remove_everything();
-        }
+        // An exit on another thread (second Ctrl-C) waits for this.
+        let _busy = crate::cleanup::busy();
+        release(&self.users);
+    }
+}
+
+/// Gives up this guard's share; the last user removes the testbed unless
+/// `irqlab testbed up` made it to persist.
+fn release(users: &std::sync::Mutex<Option<lock::UsersLock>>) {
+    let Some(users) = users.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+    // Serialise with `up()` so a newcomer cannot join a testbed that is
+    // being removed.
+    let Ok(_setup) = lock::SetupLock::acquire() else { return };
+    if users.last_user() && !Path::new(PERSIST_MARKER).exists() {
+        let _ = remove_everything();
     }
 }
 
