@@ -31,6 +31,9 @@ enum Command {
     Fit(fit::Args),
     /// Run a simulation scenario
     Sim(sim::Args),
+    /// Speed benchmarks (the simulator on its 100 s ping-flood scenario)
+    #[command(subcommand)]
+    Bench(bench::Command),
     /// Reproduce a paper's experiments in simulation, paper beside simulated
     Reproduce(reproduce::Args),
     /// Measure on this machine: interference, IRQ accounting, latency
@@ -57,6 +60,7 @@ fn main() {
         Command::Bound(a) => bound::run(a),
         Command::Fit(a) => fit::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Bench(c) => bench::run(c),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Measure(c) => measure::run(c),
         Command::Testbed(a) => testbed::run(a),

@@ -10,10 +10,9 @@ use std::time::Instant;
 
 const SIM_NS: u64 = 100_000_000_000;
 
+/// The same built-in scenario as `irqlab bench sim`.
 fn scenario() -> Scenario {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/ping-flood.toml");
-    let text = std::fs::read_to_string(path).expect("example scenario");
-    Scenario::parse(path, &text).expect("valid scenario")
+    irqlab_sim::bench::ping_flood()
 }
 
 fn bench(c: &mut Criterion) {

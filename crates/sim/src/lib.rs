@@ -17,6 +17,7 @@
 //! - [`scenario`]: TOML scenarios; [`results`]: the `irqlab/sim/v1`
 //!   document; [`trace`]: Chrome trace export.
 
+pub mod bench;
 pub mod device;
 pub mod disk;
 pub mod engine;

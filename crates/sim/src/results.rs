@@ -92,7 +92,11 @@ pub struct TaskResult {
     pub bottom_half_work_ns: Nanos,
     pub context_switches_in: u64,
     pub preemptions: u64,
+    /// Jobs finished, plus (periodic tasks) jobs whose deadline passed
+    /// unfinished before the end.
     pub jobs: u64,
+    /// Jobs that finished after their deadline or had not finished when
+    /// it passed.
     pub deadline_misses: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<Percentiles>,
@@ -139,6 +143,12 @@ impl Sim {
     /// The result document of the run so far.
     pub fn result(&mut self, scenario: &str, description: Option<&str>, duration: Nanos, warmup: Nanos, complete: bool) -> SimResult {
         let measured = self.now - self.stats_start;
+        let now = self.now;
+        for t in &mut self.tasks {
+            if let crate::task::TaskKind::User(b) = &mut t.kind {
+                b.finish(now, &mut t.jobs);
+            }
+        }
         let tasks = self
             .tasks
             .iter()

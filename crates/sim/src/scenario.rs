@@ -77,6 +77,10 @@ struct RawCosts {
     context_switch: Dur,
     #[serde(default)]
     irq_primary: Option<Dur>,
+    /// hrtimer interrupt handler per sleeping task's timer expiry; omitted,
+    /// expiries cost nothing (see [`MachineConfig::hrtimer`]).
+    #[serde(default)]
+    hrtimer: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -506,6 +510,7 @@ impl Scenario {
             tick: self.dur(&costs.tick)?,
             context_switch: self.dur(&costs.context_switch)?,
             irq_primary: self.dur_or(&costs.irq_primary, 0)?,
+            hrtimer: costs.hrtimer.as_ref().map(|d| self.dur(d)).transpose()?,
             irq_time_accounting: m.irq_time_accounting.unwrap_or(model_name == "linux-modern"),
             netdev_max_backlog: m.netdev_max_backlog.as_ref().map_or(
                 if model_name == "linux-2.4" { 300 } else { 1000 },

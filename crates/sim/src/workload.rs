@@ -62,6 +62,7 @@ pub struct Periodic {
     pub polled_ok: u64,
     pub polled_empty: u64,
     pub max_jobs: Option<u64>,
+    finished: bool,
 }
 
 impl Periodic {
@@ -79,6 +80,7 @@ impl Periodic {
             polled_ok: 0,
             polled_empty: 0,
             max_jobs: None,
+            finished: false,
         }
     }
 }
@@ -127,6 +129,28 @@ impl Behavior for Periodic {
 
     fn extra(&self) -> Option<serde_json::Value> {
         self.poll.map(|_| json!({"polls_ok": self.polled_ok, "polls_empty": self.polled_empty}))
+    }
+
+    fn reset_stats(&mut self) {
+        self.polled_ok = 0;
+        self.polled_empty = 0;
+    }
+
+    /// Jobs released but unfinished at the end whose deadline already
+    /// passed are misses too (the job in progress and every later release,
+    /// since jobs never skip); without this a task starved to the end of
+    /// the run would show fewer misses than one that finished late. They
+    /// count as jobs too, so misses / jobs stays a miss ratio.
+    fn finish(&mut self, now: Nanos, jobs: &mut crate::task::JobStats) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        let mut release = self.release;
+        while release.saturating_add(self.deadline) < now && self.max_jobs.is_none_or(|m| jobs.jobs < m) {
+            jobs.jobs += 1;
+            jobs.deadline_misses += 1;
+            release += self.period;
+        }
     }
 }
 

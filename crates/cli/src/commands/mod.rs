@@ -1,6 +1,7 @@
 //! One module per subcommand; each has `Args` (clap) and `run(Args)`.
 
 pub mod analyze;
+pub mod bench;
 pub mod bound;
 pub mod fit;
 pub mod idletime_model;

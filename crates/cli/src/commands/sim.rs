@@ -81,7 +81,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if let Some(path) = &args.html {
         write_text(path, &html_page(&result)?)?;
     }
-    if !result.conservation.cpu_time_ok || !result.conservation.packets_ok {
+    let c = &result.conservation;
+    if !c.cpu_time_ok || !c.packets_ok || !c.devices_ok {
         return Err(CliError::Failed("conservation check failed (see \"conservation\" in the result)".into()));
     }
     if !result.complete {

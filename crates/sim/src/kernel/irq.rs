@@ -10,6 +10,8 @@ use irqlab_analysis::Nanos;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IrqKind {
     Timer,
+    /// High-resolution timer expiries (sleeping tasks' wake-ups).
+    HrTimer,
     Nic(usize),
     /// A device implementing [`crate::device::Device`].
     Device(usize),
@@ -88,6 +90,7 @@ impl Sim {
                 }
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
+            IrqKind::HrTimer => self.cfg.hrtimer.unwrap_or(0),
         };
         let cost = self.cfg.irq_entry + handler + self.cfg.irq_exit;
         self.cpu.hardirq = Some(HardIrq { line, left: cost, packets });
@@ -102,6 +105,14 @@ impl Sim {
         } else {
             match kind {
                 IrqKind::Timer => self.timer_tick(),
+                IrqKind::HrTimer => {
+                    // hrtimer_wakeup for every timer that expired meanwhile.
+                    for t in std::mem::take(&mut self.expired_timers) {
+                        if self.tasks[t].state == crate::task::RunState::Sleeping {
+                            self.wake(t);
+                        }
+                    }
+                }
                 IrqKind::Nic(n) => self.nic_isr_effect(n, h.packets, false),
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
             }
@@ -278,7 +289,7 @@ impl Sim {
                     }
                 }
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
-                IrqKind::Timer => 0,
+                IrqKind::Timer | IrqKind::HrTimer => 0,
             };
             self.tasks[t].chunk = Some(cost);
             self.tasks[t].chunk_kernel = true;
@@ -294,7 +305,7 @@ impl Sim {
                 self.nic_isr_effect(n, p, true);
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
-            IrqKind::Timer => {}
+            IrqKind::Timer | IrqKind::HrTimer => {}
         }
         self.lines[line].in_service = false;
     }

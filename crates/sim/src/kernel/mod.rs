@@ -46,6 +46,10 @@ pub struct MachineConfig {
     pub irq_time_accounting: bool,
     /// netdev_max_backlog: per-CPU backlog of non-NAPI receive.
     pub netdev_max_backlog: usize,
+    /// hrtimer_interrupt handler cost of a sleeping task's timer expiry.
+    /// `None`: expiries wake the task at no CPU cost (the model before this
+    /// existed, which the calibrated reproductions assume).
+    pub hrtimer: Option<Nanos>,
 }
 
 impl MachineConfig {
@@ -157,6 +161,11 @@ pub struct Sim {
     pub in_flight_at_start: u64,
     pub events: u64,
     pub seed: u64,
+    /// The hrtimer interrupt line, when expiries cost CPU time.
+    pub hrtimer_line: Option<usize>,
+    /// Sleepers whose timer expired, woken when the hrtimer IRQ handler
+    /// completes.
+    pub expired_timers: Vec<TaskId>,
 }
 
 /// Why a run could not proceed (a scenario that makes the model spin).
@@ -202,8 +211,14 @@ impl Sim {
             in_flight_at_start: 0,
             events: 0,
             seed,
+            hrtimer_line: None,
+            expired_timers: Vec::new(),
         };
         sim.lines.push(IrqLine::new("timer", IrqKind::Timer));
+        if sim.cfg.hrtimer.is_some() {
+            // Right after the tick in priority: both are the local timer.
+            sim.hrtimer_line = Some(sim.add_line(IrqLine::new("hrtimer", IrqKind::HrTimer)));
+        }
         sim
     }
 
@@ -301,7 +316,14 @@ impl Sim {
             Ev::Wake { task, gen } => {
                 let t = task as usize;
                 if self.tasks[t].wake_gen == gen && self.tasks[t].state == RunState::Sleeping {
-                    self.wake(t);
+                    match self.hrtimer_line {
+                        // The expiry interrupts whatever runs; the handler wakes.
+                        Some(line) => {
+                            self.expired_timers.push(t);
+                            self.raise_irq(line);
+                        }
+                        None => self.wake(t),
+                    }
                 }
             }
             Ev::Arrive { source } => self.packet_arrives(source as usize),

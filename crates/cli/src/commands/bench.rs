@@ -1,0 +1,64 @@
+//! `irqlab bench sim`: the simulator's speed on its built-in benchmark
+//! (100 s of a ping every 10 us plus two periodic RT tasks): events per
+//! second and simulated seconds per wall second. The criterion bench
+//! (`crates/sim/benches/ping_flood.rs`) runs the same scenario.
+
+use crate::error::{CliError, Status};
+use crate::output::write_json;
+use irqlab_analysis::{format_ns, parse_duration_ns};
+use irqlab_sim::bench::{run_speed, BENCH_DURATION_NS};
+use irqlab_sim::RunError;
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Simulator speed on the 100 s ping-flood benchmark scenario
+    Sim(SimArgs),
+}
+
+#[derive(clap::Args)]
+pub struct SimArgs {
+    /// Simulated duration, e.g. "10s" (default: the benchmark's 100 s)
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Also write the figures as JSON (irqlab/bench-sim/v1)
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(cmd: Command) -> Result<Status, CliError> {
+    match cmd {
+        Command::Sim(a) => sim(a),
+    }
+}
+
+fn sim(args: SimArgs) -> Result<Status, CliError> {
+    let duration = match &args.duration {
+        None => BENCH_DURATION_NS,
+        Some(d) => match parse_duration_ns(d) {
+            Ok(0) => return Err(CliError::Usage("--duration must be > 0".into())),
+            Ok(v) => v,
+            Err(e) => return Err(CliError::Usage(format!("--duration: {e}"))),
+        },
+    };
+    let stop = crate::signal::stop_flag();
+    let bar = crate::progress::bar(duration / 1_000_000, "simulating");
+    let report = run_speed(duration, &stop, |now| bar.set_position(now / 1_000_000)).map_err(|e| match e {
+        RunError::Input(e) => CliError::Input(e),
+        RunError::Sim(e) => CliError::Failed(e.to_string()),
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "ping-flood {}: {} events in {:.3} s wall = {:.2} M events/s, {:.1} simulated s per wall s{}",
+        format_ns(report.simulated_ns),
+        report.events,
+        report.wall_ns as f64 / 1e9,
+        report.events_per_second / 1e6,
+        report.simulated_seconds_per_wall_second,
+        if report.complete { "" } else { " (stopped early)" }
+    );
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    Ok(Status::Success)
+}
