@@ -7,6 +7,9 @@ use irqlab_live::stimulus::{
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod common;
+use common::StopOnDrop;
+
 fn live_tests_enabled(test: &str) -> bool {
     if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
         return true;
@@ -42,6 +45,7 @@ fn loopback_run_answers_every_stimulus_and_logs_every_record() {
     let log_path = dir.path().join("records.csv");
     std::thread::scope(|s| {
         let served = s.spawn(|| r.serve(&stop_responder));
+        let _stop = StopOnDrop([&stop_responder]);
         let mut log = RecordLog::create(&log_path, LogFormat::Csv).unwrap();
         let mut calls = 0;
         let report = generator::run(&config(port, 2000, 500_000), &AtomicBool::new(false), Some(&mut log), &mut |_| calls += 1)
@@ -101,6 +105,7 @@ fn responder_restart_mid_run_shows_as_lost_replies() {
     let stop_second = AtomicBool::new(false);
     let cfg = GeneratorConfig { paths: vec![PathKind::Udp], ..config(port, 1500, 1_000_000) };
     std::thread::scope(|s| {
+        let _stop = StopOnDrop([&stop_first, &stop_second]);
         let h1 = s.spawn(|| first.serve(&stop_first));
         let restarter = s.spawn(|| {
             // Down from 0.4 s to 0.8 s into the 1.5 s run.

@@ -11,6 +11,9 @@ use irqlab_live::testbed::{Side, Testbed};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod common;
+use common::StopOnDrop;
+
 fn live_tests_enabled(test: &str) -> bool {
     if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
         return true;
@@ -90,7 +93,8 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
         // it causes, so both conditions run with SCHED_IDLE spinners (`irqlab
         // load cpu --sched-idle`), which keep the CPUs awake and yield to
         // everything else at once.
-        let spinners = s.spawn(|| load::run(&LoadKind::Cpu { sched_idle: true }, 120_000_000_000, &stop_spinners));
+        let spinners = s.spawn(|| load::run(&LoadKind::Cpu { sched_idle: true }, 600_000_000_000, &stop_spinners));
+        let _stop_all = StopOnDrop([&stop_responder, &stop_spinners, &stop_load]);
 
         let quiet = run_from_b(&bed, 9761, 10_000, None);
         show("quiet", &quiet);
@@ -135,6 +139,9 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
                     stop_load.store(true, Ordering::Relaxed);
                     let load = loader.join().unwrap().unwrap();
                     assert!(load.work > 10_000, "the flood hardly ran: {load:?}");
+                    // Let the flood's queues drain, or the next quiet
+                    // block's first stimuli wait behind its last packets.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
                     report
                 };
                 assert!(report.paths.iter().all(|p| p.sent == 1000));
@@ -143,7 +150,10 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
             // The tail (99th percentile) grows on both paths.
             for kind in ["icmp", "udp"] {
                 let (q, l) = (latencies(&quiet_logs, kind), latencies(&loaded_logs, kind));
-                if !(q.len() >= 9_900 && l.len() >= 9_000) {
+                // Quiet: (nearly) nothing lost. Loaded: the flood may drop
+                // stimuli in the queues it fills (that is its effect, not a
+                // fault); enough must remain for a 99th percentile.
+                if !(q.len() >= 9_900 && l.len() >= 5_000) {
                     return Err(format!("{kind}: {} quiet, {} loaded records", q.len(), l.len()));
                 }
                 eprintln!(
