@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
-IRQLAB=${IRQLAB:-target/release/irqlab}
+IRQLAB=${IRQLAB:-${CARGO_TARGET_DIR:-target}/release/irqlab}
 mkdir -p "$OUT"
 
 step_analysis() {
