@@ -138,13 +138,42 @@ impl Drop for Bpftrace {
     }
 }
 
+/// What one flood slot gave: datagrams per second, and the CPU time the
+/// whole machine was busy (user + system + IRQ + softirq, not idle and not
+/// stolen by the hypervisor) per datagram. The second is far less noisy on
+/// a VM: a host stall lowers the rate but is not counted as busy time.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    rate: f64,
+    busy_ns_per_datagram: f64,
+}
+
+/// Busy time of all CPUs so far, from /proc/stat, in ns.
+fn busy_ns() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy: f64 = [0, 1, 2, 5, 6].iter().map(|&i| fields.get(i).copied().unwrap_or(0.0)).sum();
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    busy * 1e9 / hz
+}
+
 /// Datagrams per second of the loopback flood over `slot`.
-fn loopback_rate(slot: Duration) -> f64 {
+fn loopback_rate(slot: Duration) -> Sample {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     tx.connect(rx.local_addr().unwrap()).unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let mut buf = [0u8; 1024];
+    let busy0 = busy_ns();
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed() < slot {
@@ -157,12 +186,13 @@ fn loopback_rate(slot: Duration) -> f64 {
             }
         }
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    let n = n as f64;
+    Sample { rate: n / start.elapsed().as_secs_f64(), busy_ns_per_datagram: (busy_ns() - busy0) / n.max(1.0) }
 }
 
 /// Datagrams per second the root-side server receives from a flood out of
 /// `irqlab-b` over `slot`.
-fn testbed_rate(bed: &Testbed, slot: Duration) -> f64 {
+fn testbed_rate(bed: &Testbed, slot: Duration) -> Sample {
     let server_addr = bed.root_addr(Side::B);
     let rx = UdpSocket::bind((server_addr, PORT)).expect("binding the server socket");
     rx.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
@@ -198,17 +228,19 @@ fn testbed_rate(bed: &Testbed, slot: Duration) -> f64 {
     // Let both sides reach their steady state before counting.
     std::thread::sleep(Duration::from_millis(200));
     let before = received.load(Ordering::Relaxed);
+    let busy0 = busy_ns();
     let start = Instant::now();
     std::thread::sleep(slot);
-    let rate = (received.load(Ordering::Relaxed) - before) as f64 / start.elapsed().as_secs_f64();
+    let n = (received.load(Ordering::Relaxed) - before) as f64;
+    let sample = Sample { rate: n / start.elapsed().as_secs_f64(), busy_ns_per_datagram: (busy_ns() - busy0) / n.max(1.0) };
     stop.store(true, Ordering::Relaxed);
     let _ = sender.join();
     let _ = server.join();
-    rate
+    sample
 }
 
 /// Runs `flood` with `config` attached; None when the config cannot run.
-fn measure(config: Config, flood: &dyn Fn() -> f64) -> Option<f64> {
+fn measure(config: Config, flood: &dyn Fn() -> Sample) -> Option<Sample> {
     match config {
         Config::None => Some(flood()),
         Config::Irqlab => {
@@ -247,40 +279,47 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn run(name: &str, rounds: usize, flood: &dyn Fn() -> f64) {
+/// "median over rounds (lowest .. highest)" of a per-round overhead.
+fn summary(overheads: &[f64]) -> String {
+    let lo = overheads.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = overheads.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:>6.1}% ({:.1}% .. {:.1}%)", median(overheads.to_vec()) * 100.0, lo * 100.0, hi * 100.0)
+}
+
+fn run(name: &str, rounds: usize, flood: &dyn Fn() -> Sample) {
     println!("{name}: {rounds} interleaved rounds");
-    // rates[config][round]
-    let mut rates: Vec<Vec<Option<f64>>> = vec![vec![None; rounds]; CONFIGS.len()];
+    // samples[config][round]
+    let mut samples: Vec<Vec<Option<Sample>>> = vec![vec![None; rounds]; CONFIGS.len()];
     for round in 0..rounds {
         for k in 0..CONFIGS.len() {
             let c = (round + k) % CONFIGS.len();
-            rates[c][round] = measure(CONFIGS[c], flood);
+            samples[c][round] = measure(CONFIGS[c], flood);
         }
         let line: Vec<String> = CONFIGS
             .iter()
             .enumerate()
-            .map(|(c, cfg)| format!("{} {:.1} k/s", cfg.name(), rates[c][round].unwrap_or(f64::NAN) / 1e3))
+            .map(|(c, cfg)| match samples[c][round] {
+                Some(x) => format!("{} {:.1} k/s {:.0} ns busy/datagram", cfg.name(), x.rate / 1e3, x.busy_ns_per_datagram),
+                None => format!("{} -", cfg.name()),
+            })
             .collect();
         println!("  round {:>2}: {}", round + 1, line.join(", "));
     }
     for (c, cfg) in CONFIGS.iter().enumerate() {
-        let own: Vec<f64> = rates[c].iter().flatten().copied().collect();
+        let own: Vec<Sample> = samples[c].iter().flatten().copied().collect();
         if own.is_empty() {
             continue;
         }
-        let overheads: Vec<f64> = (0..rounds)
-            .filter_map(|r| Some(1.0 - rates[c][r]? / rates[0][r]?))
-            .collect();
-        let mut sorted = overheads.clone();
-        sorted.sort_by(|a, b| a.total_cmp(b));
-        let (lo, hi) = (sorted.first().copied().unwrap_or(f64::NAN), sorted.last().copied().unwrap_or(f64::NAN));
+        let paired: Vec<(Sample, Sample)> = (0..rounds).filter_map(|r| Some((samples[c][r]?, samples[0][r]?))).collect();
+        let throughput: Vec<f64> = paired.iter().map(|(x, base)| 1.0 - x.rate / base.rate).collect();
+        let cpu: Vec<f64> = paired.iter().map(|(x, base)| x.busy_ns_per_datagram / base.busy_ns_per_datagram - 1.0).collect();
         println!(
-            "  {:<22} median {:>8.1} k datagrams/s   overhead median {:>6.1}%  (rounds: {:.1}% .. {:.1}%)",
+            "  {:<22} median {:>7.1} k datagrams/s, {:>6.0} ns busy/datagram | overhead: throughput {}, CPU per datagram {}",
             cfg.name(),
-            median(own) / 1e3,
-            median(overheads) * 100.0,
-            lo * 100.0,
-            hi * 100.0
+            median(own.iter().map(|x| x.rate).collect()) / 1e3,
+            median(own.iter().map(|x| x.busy_ns_per_datagram).collect()),
+            summary(&throughput),
+            summary(&cpu)
         );
     }
 }
