@@ -104,47 +104,34 @@ impl RawSnapshot {
     pub fn close_open_segments(&mut self) {
         let ncpus = self.cpus.len();
         for cpu in 0..ncpus {
-            let state = std::mem::take(&mut self.cpus[cpu].0.unflushed);
-            let irqs = std::mem::take(&mut self.cpus[cpu].0.unflushed_irqs);
-            let tid = self.cpus[cpu].0.cur_tid;
-            if state != TaskCounters::default() {
-                let per_cpu = self.tasks.entry(tid).or_insert_with(|| vec![TaskCounters::default(); ncpus]);
-                per_cpu.resize(ncpus.max(per_cpu.len()), TaskCounters::default());
-                per_cpu[cpu].add(&state);
+            let state = &mut self.cpus[cpu].0;
+            let (tid, served_tid) = (state.cur_tid, state.served_tid);
+            let unflushed = std::mem::take(&mut state.unflushed);
+            let served = std::mem::take(&mut state.unflushed_served);
+            let irqs = std::mem::take(&mut state.unflushed_irqs);
+            if unflushed != TaskCounters::default() {
+                counters_at(&mut self.tasks, tid, cpu, ncpus).add(&unflushed);
             }
-            let served = std::mem::take(&mut self.cpus[cpu].0.unflushed_served);
-            let served_tid = self.cpus[cpu].0.served_tid;
             if served_tid != 0 && served != TaskCounters::default() {
-                let per_cpu = self.tasks.entry(served_tid).or_insert_with(|| vec![TaskCounters::default(); ncpus]);
-                per_cpu.resize(ncpus.max(per_cpu.len()), TaskCounters::default());
-                per_cpu[cpu].add(&served);
+                counters_at(&mut self.tasks, served_tid, cpu, ncpus).add(&served);
             }
             for (irq, ns) in irqs {
-                let v = self.task_irqs.entry((tid, irq)).or_insert_with(|| vec![0; ncpus]);
-                v.resize(ncpus.max(v.len()), 0);
-                v[cpu] += ns;
+                *irq_ns_at(&mut self.task_irqs, (tid, irq), cpu, ncpus) += ns;
             }
         }
         for cpu in 0..ncpus {
-            let state = self.cpus[cpu].0.clone();
+            let state = &self.cpus[cpu].0;
             let (tid, since) = if state.initialised { (state.cur_tid, state.last_ts) } else { (0, self.start_ns) };
+            let (hard_irq, soft_vec) = (state.hard_irq, state.soft_vec);
             let delta = self.taken_ns.saturating_sub(since);
             if delta == 0 {
                 continue;
             }
-            let per_cpu = self.tasks.entry(tid).or_insert_with(|| vec![TaskCounters::default(); ncpus]);
-            if per_cpu.len() < ncpus {
-                per_cpu.resize(ncpus, TaskCounters::default());
-            }
-            let c = &mut per_cpu[cpu];
-            match (state.hard_irq, state.soft_vec) {
+            let c = counters_at(&mut self.tasks, tid, cpu, ncpus);
+            match (hard_irq, soft_vec) {
                 (Some(irq), _) => {
                     c.hardirq_ns += delta;
-                    let v = self.task_irqs.entry((tid, irq)).or_insert_with(|| vec![0; ncpus]);
-                    if v.len() < ncpus {
-                        v.resize(ncpus, 0);
-                    }
-                    v[cpu] += delta;
+                    *irq_ns_at(&mut self.task_irqs, (tid, irq), cpu, ncpus) += delta;
                 }
                 (None, Some(vec)) => c.softirq_ns[vec.min(VECTOR_SLOTS - 1)] += delta,
                 (None, None) => c.run_ns += delta,
@@ -153,6 +140,24 @@ impl RawSnapshot {
             self.cpus[cpu].0.initialised = true;
         }
     }
+}
+
+/// `tid`'s counters on `cpu`, created (zero, for every CPU) if absent.
+fn counters_at(tasks: &mut BTreeMap<u32, Vec<TaskCounters>>, tid: u32, cpu: usize, ncpus: usize) -> &mut TaskCounters {
+    let per_cpu = tasks.entry(tid).or_default();
+    if per_cpu.len() < ncpus {
+        per_cpu.resize(ncpus, TaskCounters::default());
+    }
+    &mut per_cpu[cpu]
+}
+
+/// Hard-IRQ ns of (tid, irq) on `cpu`, created if absent.
+fn irq_ns_at(irqs: &mut BTreeMap<(u32, i32), Vec<u64>>, key: (u32, i32), cpu: usize, ncpus: usize) -> &mut u64 {
+    let per_cpu = irqs.entry(key).or_default();
+    if per_cpu.len() < ncpus {
+        per_cpu.resize(ncpus, 0);
+    }
+    &mut per_cpu[cpu]
 }
 
 #[cfg(test)]

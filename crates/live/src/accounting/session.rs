@@ -117,7 +117,6 @@ fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
 
 /// The BPF `struct cpu_state` as plain values.
 fn cpu_state(s: &types::cpu_state) -> CpuState {
-    let depth = s.hard_depth as usize;
     let mut unflushed = TaskCounters {
         run_ns: s.acc_run_ns,
         hardirq_ns: s.acc_hardirq_ns,
@@ -137,7 +136,7 @@ fn cpu_state(s: &types::cpu_state) -> CpuState {
         initialised: s.initialised != 0,
         last_ts: s.last_ts,
         cur_tid: s.cur_tid,
-        hard_irq: (depth > 0).then(|| s.hard_irq[(depth - 1).min(s.hard_irq.len() - 1)]),
+        hard_irq: (s.hard_depth > 0).then_some(s.hard_irq[0]),
         soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
         unflushed,
         unflushed_irqs: s.acc_irq.iter().zip(s.acc_irq_ns).filter(|(_, ns)| *ns > 0).map(|(irq, ns)| (*irq, ns)).collect(),

@@ -241,10 +241,9 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 	u64 delta = now - st->last_ts;
 	st->last_ts = now;
 	st->cur_charged += delta;
-	u32 depth = st->hard_depth;
-	if (depth > 0) {
+	if (st->hard_depth) {
 		st->acc_hardirq_ns += delta;
-		acc_irq_time(st, st->hard_irq[(depth - 1) & (MAX_IRQ_DEPTH - 1)], delta);
+		acc_irq_time(st, st->hard_irq[0], delta);
 		if (st->soft_vec >= 0) {
 			struct cpu_totals *t = this_cpu_totals();
 			if (t)
@@ -420,14 +419,13 @@ static __always_inline void hard_exit(s32 irq)
 	if (!st)
 		return;
 	close_segment(st, now);
-	u32 depth = st->hard_depth;
-	if (depth == 0) {
+	if (!st->hard_depth) {
 		// Its entry happened before we attached (or was missed).
 		return;
 	}
-	if (st->hard_irq[(depth - 1) & (MAX_IRQ_DEPTH - 1)] != irq)
+	if (st->hard_irq[0] != irq)
 		note_anomaly();
-	st->hard_depth = depth - 1;
+	st->hard_depth = 0;
 }
 
 SEC("tp_btf/irq_handler_entry")

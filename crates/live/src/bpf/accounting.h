@@ -9,7 +9,7 @@
 
 #define NR_VECTORS 10        /* NR_SOFTIRQS */
 #define VECTOR_SLOTS 16      /* power of two so the index can be masked */
-#define MAX_IRQ_DEPTH 4      /* nested hard IRQ handlers tracked per CPU */
+#define MAX_IRQ_DEPTH 4      /* slots for the running hard IRQ; only [0] is used: handlers never nest */
 #define MAX_TASKS 16384
 #define MAX_TASK_IRQS 16384
 #define MAX_SOCKETS 4096
@@ -53,7 +53,7 @@ struct cpu_state {
 	__s32 acc_irq[IRQ_SLOTS];
 	__u32 initialised;
 	__u32 cur_tid;          /* task current on this CPU (0: idle) */
-	__u32 hard_depth;       /* hard IRQ handlers active */
+	__u32 hard_depth;       /* 1 inside a hard IRQ handler, else 0 */
 	__s32 soft_vec;         /* running softirq vector, -1 outside softirq */
 	__s32 hard_irq[MAX_IRQ_DEPTH];
 	__u32 service;          /* current task is a service thread */
