@@ -96,8 +96,18 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
         let spinners = s.spawn(|| load::run(&LoadKind::Cpu { sched_idle: true }, 600_000_000_000, &stop_spinners));
         let _stop_all = StopOnDrop([&stop_responder, &stop_spinners, &stop_load]);
 
-        let quiet = run_from_b(&bed, 9761, 10_000, None);
+        // A VM stall of a few hundred ms loses every stimulus in flight on
+        // both paths alike: up to three attempts, each printed.
+        let mut quiet = run_from_b(&bed, 9761, 10_000, None);
         show("quiet", &quiet);
+        for _ in 1..3 {
+            if quiet.paths.iter().all(|p| p.lost == 0) {
+                break;
+            }
+            eprintln!("replies lost (a stall?): measuring the quiet run again");
+            quiet = run_from_b(&bed, 9761, 10_000, None);
+            show("quiet", &quiet);
+        }
         let icmp = quiet.path(PathKind::Icmp).unwrap();
         let udp = quiet.path(PathKind::Udp).unwrap();
         for p in [icmp, udp] {
