@@ -3,26 +3,36 @@
 //! bpftrace one-liner that sums softirq time per vector (what bcc's
 //! `softirqs` does).
 //!
-//! Two floods of 512-byte datagrams (the process-aware paper's size):
+//! Three floods of 512-byte datagrams (the process-aware paper's size):
 //! - `loopback`: one thread pinned to the last CPU sends 32 datagrams to a
 //!   loopback socket and receives them. Every datagram goes through its own
 //!   NET_RX softirq run, socket queueing and recv, so every hook the
 //!   accounting has fires per datagram on a ~1.6 us path: the worst case.
-//! - `testbed`: the Fig. 6 setting. A sender inside `irqlab-b` (pinned to
-//!   CPU 0) floods as fast as it can over the veth link to a UDP server in
-//!   the root namespace (pinned to the last CPU); the rate is what the
-//!   server receives.
+//! - `testbed`: a sender inside `irqlab-b` (pinned to CPU 0) floods as
+//!   fast as it can over the veth link to a UDP server in the root
+//!   namespace (pinned to the last CPU); the rate is what the server
+//!   receives. The NAPI thread does the receive work in its own context,
+//!   so there is hardly a softirq for the bpftrace one-liner to time.
+//! - `fig6`: the Fig. 6 layout at a fixed rate (`IRQLAB_BENCH_RATE`,
+//!   default 50,000/s, the top rate of `irqlab measure accounting --fig6`):
+//!   RPS steers received packets to the server's CPU, whose NET_RX softirq
+//!   does the IP and UDP work in batches of a few packets; the NAPI thread
+//!   and the paced sender run on CPU 0. Nothing is lost, so the overhead
+//!   is the extra CPU time per datagram (busy = wall x CPUs - idle).
 //!
 //! The three configurations are measured in interleaved rounds (none,
 //! irqlab, bpftrace, rotating which goes first), not one after another:
 //! on a shared 2-core VM the background load drifts over minutes, and a
 //! sequential run mostly measures that drift. Each configuration's
 //! overhead is the median over rounds of 1 - rate/rate_none within the same
-//! round.
+//! round (and of the extra CPU time per datagram), printed with a 95%
+//! confidence interval of that median and the range over rounds.
 //!
 //! Needs root; prints why and does nothing otherwise. Knobs:
 //! `IRQLAB_BENCH_ROUNDS` (default 8), `IRQLAB_BENCH_SLOT_MS` (default 3000),
-//! `IRQLAB_BENCH_FLOODS` (default `loopback,testbed`).
+//! `IRQLAB_BENCH_FLOODS` (default `loopback,testbed,fig6`),
+//! `IRQLAB_BENCH_NAPI` (testbed flood: pin the NAPI thread to the `server`'s
+//! CPU, the default, or the `sender`'s, or `float`), `IRQLAB_BENCH_RATE`.
 //!
 //! Run: `cargo bench -p irqlab-live --bench accounting_overhead`.
 
@@ -66,16 +76,60 @@ fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// Online CPUs of the machine (not of the caller's affinity mask: the
+/// loopback flood measures from a pinned thread).
 fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    // SAFETY: sysconf reads a constant.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(online).unwrap_or(1).max(1)
 }
 
 fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read it.
+    pin_pid(0, cpu);
+}
+
+/// Pins thread `pid` (0: the caller) to `cpu`; returns its old affinity.
+fn pin_pid(pid: i32, cpu: usize) -> Option<libc::cpu_set_t> {
+    // SAFETY: zeroed cpu_set_t values are empty sets; the calls only read
+    // and write them.
     unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        let got = libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut old) == 0;
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        got.then_some(old)
+    }
+}
+
+/// The testbed's NAPI threads for the flood's device pinned to one CPU
+/// for the whole run, their affinity restored on drop. Left to float, the
+/// NAPI thread lands on the sender's or the server's CPU from one slot to
+/// the next, and the flood's rate jumps with it.
+struct PinnedNapi(Vec<(i32, libc::cpu_set_t)>);
+
+impl PinnedNapi {
+    fn pin(bed: &Testbed, cpu: usize) -> PinnedNapi {
+        let mut pinned = Vec::new();
+        if let Ok(layout) = bed.layout() {
+            for host in layout.hosts.iter().filter(|h| h.side == Side::B) {
+                for t in irqlab_live::testbed::napi_threads(&host.root_device) {
+                    if let Some(old) = pin_pid(t.pid, cpu) {
+                        pinned.push((t.pid, old));
+                    }
+                }
+            }
+        }
+        PinnedNapi(pinned)
+    }
+}
+
+impl Drop for PinnedNapi {
+    fn drop(&mut self) {
+        for (pid, old) in &self.0 {
+            // SAFETY: `old` is a cpu_set_t read by sched_getaffinity.
+            unsafe { libc::sched_setaffinity(*pid, std::mem::size_of::<libc::cpu_set_t>(), old) };
+        }
     }
 }
 
@@ -139,31 +193,45 @@ impl Drop for Bpftrace {
 }
 
 /// What one flood slot gave: datagrams per second, and the CPU time the
-/// whole machine was busy (user + system + IRQ + softirq, not idle and not
-/// stolen by the hypervisor) per datagram. The second is far less noisy on
-/// a VM: a host stall lowers the rate but is not counted as busy time.
+/// whole machine was busy per datagram.
 #[derive(Clone, Copy, Debug)]
 struct Sample {
     rate: f64,
     busy_ns_per_datagram: f64,
 }
 
-/// Busy time of all CPUs so far, from /proc/stat, in ns.
-fn busy_ns() -> f64 {
+/// Time all CPUs were not busy so far (idle + iowait + stolen by the
+/// hypervisor), from /proc/stat, in ns. With NOHZ idle the kernel measures
+/// idle time at each idle entry and exit rather than sampling ticks, so
+/// busy = wall x CPUs - this is exact to /proc/stat's 10 ms unit, and a
+/// host stall (steal) is not counted as work.
+fn not_busy_ns() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<f64> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
+    let fields: Vec<f64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0.0)).collect();
     // user nice system idle iowait irq softirq steal ...
-    let busy: f64 = [0, 1, 2, 5, 6].iter().map(|&i| fields.get(i).copied().unwrap_or(0.0)).sum();
+    let not_busy: f64 = [3, 4, 7].iter().map(|&i| fields.get(i).copied().unwrap_or(0.0)).sum();
     // SAFETY: sysconf reads a constant.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    busy * 1e9 / hz
+    not_busy * 1e9 / hz
+}
+
+/// Counts what a slot's flood delivers against the machine's busy time.
+struct Meter {
+    start: Instant,
+    not_busy0: f64,
+}
+
+impl Meter {
+    fn start() -> Meter {
+        Meter { start: Instant::now(), not_busy0: not_busy_ns() }
+    }
+
+    fn sample(&self, datagrams: u64) -> Sample {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let busy = elapsed * 1e9 * cpus() as f64 - (not_busy_ns() - self.not_busy0);
+        let n = datagrams as f64;
+        Sample { rate: n / elapsed, busy_ns_per_datagram: busy / n.max(1.0) }
+    }
 }
 
 /// Datagrams per second of the loopback flood over `slot`.
@@ -173,10 +241,9 @@ fn loopback_rate(slot: Duration) -> Sample {
     tx.connect(rx.local_addr().unwrap()).unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let mut buf = [0u8; 1024];
-    let busy0 = busy_ns();
-    let start = Instant::now();
+    let meter = Meter::start();
     let mut n = 0u64;
-    while start.elapsed() < slot {
+    while meter.start.elapsed() < slot {
         for _ in 0..BATCH {
             tx.send(&PAYLOAD).unwrap();
         }
@@ -186,13 +253,22 @@ fn loopback_rate(slot: Duration) -> Sample {
             }
         }
     }
-    let n = n as f64;
-    Sample { rate: n / start.elapsed().as_secs_f64(), busy_ns_per_datagram: (busy_ns() - busy0) / n.max(1.0) }
+    meter.sample(n)
 }
 
-/// Datagrams per second the root-side server receives from a flood out of
-/// `irqlab-b` over `slot`.
-fn testbed_rate(bed: &Testbed, slot: Duration) -> Sample {
+/// How the sender in `irqlab-b` sends.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// As fast as it can.
+    Flat,
+    /// This many datagrams per second, a burst every millisecond with
+    /// sleeps in between.
+    Rate(u64),
+}
+
+/// Datagrams per second the root-side server (pinned to the last CPU)
+/// receives from a sender in `irqlab-b` (pinned to CPU 0) over `slot`.
+fn testbed_flood(bed: &Testbed, slot: Duration, pace: Pace) -> Sample {
     let server_addr = bed.root_addr(Side::B);
     let rx = UdpSocket::bind((server_addr, PORT)).expect("binding the server socket");
     rx.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
@@ -217,9 +293,23 @@ fn testbed_rate(bed: &Testbed, slot: Duration) -> Sample {
             pin_to(0);
             let tx = UdpSocket::bind("0.0.0.0:0").expect("binding the sender socket");
             tx.connect((server_addr, PORT)).expect("connecting the sender socket");
+            let (burst, period) = match pace {
+                Pace::Flat => (BATCH as u64, None),
+                Pace::Rate(rate) => ((rate / 1000).max(1), Some(Duration::from_millis(1))),
+            };
+            let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
-                for _ in 0..BATCH {
+                for _ in 0..burst {
                     let _ = tx.send(&PAYLOAD);
+                }
+                if let Some(period) = period {
+                    next += period;
+                    let now = Instant::now();
+                    if next > now {
+                        std::thread::sleep(next - now);
+                    } else {
+                        next = now;
+                    }
                 }
             }
         })
@@ -228,15 +318,37 @@ fn testbed_rate(bed: &Testbed, slot: Duration) -> Sample {
     // Let both sides reach their steady state before counting.
     std::thread::sleep(Duration::from_millis(200));
     let before = received.load(Ordering::Relaxed);
-    let busy0 = busy_ns();
-    let start = Instant::now();
+    let meter = Meter::start();
     std::thread::sleep(slot);
-    let n = (received.load(Ordering::Relaxed) - before) as f64;
-    let sample = Sample { rate: n / start.elapsed().as_secs_f64(), busy_ns_per_datagram: (busy_ns() - busy0) / n.max(1.0) };
+    let sample = meter.sample(received.load(Ordering::Relaxed) - before);
     stop.store(true, Ordering::Relaxed);
     let _ = sender.join();
     let _ = server.join();
     sample
+}
+
+/// A sysfs value set for the run and restored on drop.
+struct SetFile {
+    path: String,
+    old: Option<String>,
+}
+
+impl SetFile {
+    fn set(path: String, value: &str) -> SetFile {
+        let old = std::fs::read_to_string(&path).ok();
+        if let Err(e) = std::fs::write(&path, value) {
+            eprintln!("could not set {path}: {e}");
+        }
+        SetFile { path, old }
+    }
+}
+
+impl Drop for SetFile {
+    fn drop(&mut self) {
+        if let Some(old) = &self.old {
+            let _ = std::fs::write(&self.path, old.trim());
+        }
+    }
 }
 
 /// Runs `flood` with `config` attached; None when the config cannot run.
@@ -279,11 +391,33 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// "median over rounds (lowest .. highest)" of a per-round overhead.
+/// A distribution-free 95% confidence interval of the median: the order
+/// statistics at ranks n/2 -/+ 0.98 sqrt(n) (the normal approximation to
+/// the binomial(n, 1/2) count of values below the median). None below 6
+/// values, where it would span everything.
+fn median_ci(values: &[f64]) -> Option<(f64, f64)> {
+    let n = values.len();
+    if n < 6 {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let half = 0.98 * (n as f64).sqrt();
+    let lo = ((n as f64 / 2.0 - half).floor() as usize).clamp(1, n) - 1;
+    let hi = ((n as f64 / 2.0 + half).ceil() as usize).clamp(1, n) - 1;
+    Some((v[lo], v[hi]))
+}
+
+/// "median over rounds [95% CI of the median] (lowest .. highest)" of a
+/// per-round overhead.
 fn summary(overheads: &[f64]) -> String {
     let lo = overheads.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = overheads.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{:>6.1}% ({:.1}% .. {:.1}%)", median(overheads.to_vec()) * 100.0, lo * 100.0, hi * 100.0)
+    let ci = match median_ci(overheads) {
+        Some((a, b)) => format!(" [CI {:.1}% .. {:.1}%]", a * 100.0, b * 100.0),
+        None => String::new(),
+    };
+    format!("{:>6.1}%{ci} ({:.1}% .. {:.1}%)", median(overheads.to_vec()) * 100.0, lo * 100.0, hi * 100.0)
 }
 
 fn run(name: &str, rounds: usize, flood: &dyn Fn() -> Sample) {
@@ -336,7 +470,7 @@ fn main() {
     }
     let rounds = env_or("IRQLAB_BENCH_ROUNDS", 8) as usize;
     let slot = Duration::from_millis(env_or("IRQLAB_BENCH_SLOT_MS", 3000));
-    let floods = std::env::var("IRQLAB_BENCH_FLOODS").unwrap_or_else(|_| "loopback,testbed".into());
+    let floods = std::env::var("IRQLAB_BENCH_FLOODS").unwrap_or_else(|_| "loopback,testbed,fig6".into());
     for flood in floods.split(',') {
         match flood.trim() {
             "loopback" => {
@@ -346,11 +480,33 @@ fn main() {
                 });
                 let _ = worker.join();
             }
+            "fig6" => match Testbed::up() {
+                Ok(bed) => {
+                    let rate = env_or("IRQLAB_BENCH_RATE", 50_000);
+                    let last = cpus() - 1;
+                    let device = bed.layout().ok().and_then(|l| l.hosts.into_iter().find(|h| h.side == Side::B)).map(|h| h.root_device);
+                    let _rps = device.map(|d| SetFile::set(format!("/sys/class/net/{d}/queues/rx-0/rps_cpus"), &format!("{:x}", 1u64 << last)));
+                    let _napi = PinnedNapi::pin(&bed, 0);
+                    let title = format!("Fig. 6 flood ({rate} datagrams/s paced from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
+                    run(&title, rounds, &|| testbed_flood(&bed, slot, Pace::Rate(rate)))
+                }
+                Err(e) => eprintln!("Fig. 6 flood not measured: {e}"),
+            },
             "testbed" => match Testbed::up() {
-                Ok(bed) => run("testbed flood (irqlab-b -> server in the root namespace)", rounds, &|| testbed_rate(&bed, slot)),
+                Ok(bed) => {
+                    let napi = std::env::var("IRQLAB_BENCH_NAPI").unwrap_or_else(|_| "server".into());
+                    let _pinned = match napi.as_str() {
+                        "sender" => Some(PinnedNapi::pin(&bed, 0)),
+                        "server" => Some(PinnedNapi::pin(&bed, cpus() - 1)),
+                        _ => None,
+                    };
+                    let title = format!("testbed flood (irqlab-b -> server in the root namespace, NAPI thread: {napi})");
+                    run(&title, rounds, &|| testbed_flood(&bed, slot, Pace::Flat))
+                }
                 Err(e) => eprintln!("testbed flood not measured: {e}"),
             },
-            other => eprintln!("unknown flood {other:?} in IRQLAB_BENCH_FLOODS (loopback, testbed)"),
+            other => eprintln!("unknown flood {other:?} in IRQLAB_BENCH_FLOODS (loopback, testbed, fig6)"),
         }
     }
 }
+

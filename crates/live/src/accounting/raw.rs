@@ -47,18 +47,28 @@ pub struct CpuState {
     /// Innermost active hard IRQ, if any.
     pub hard_irq: Option<i32>,
     pub soft_vec: Option<usize>,
-    /// What `cur_tid` was charged on this CPU since it became current and
-    /// the BPF side has not yet added to its task entry (run, hard IRQ,
-    /// softirq, switches_in).
-    pub unflushed: TaskCounters,
-    /// The same hard-IRQ time by line.
-    pub unflushed_irqs: Vec<(i32, u64)>,
+    /// What tasks were charged on this CPU that the BPF side keeps in its
+    /// per-CPU task slots and has not yet added to their task entries.
+    pub unflushed: Vec<SlotCharges>,
     /// Time served on this CPU to `served_tid` that the BPF side has not
     /// yet added to its task entry (served_softirq_ns, served_by_thread_ns).
     pub served_tid: u32,
     pub unflushed_served: TaskCounters,
     /// Flush sequence: odd while a flush runs.
     pub flushes: u64,
+}
+
+/// One task slot of a CPU (`struct task_acc`): charges not yet in the
+/// task map.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlotCharges {
+    pub tid: u32,
+    pub tgid: u32,
+    pub comm: String,
+    /// Run, hard IRQ, softirq and switches_in.
+    pub counters: TaskCounters,
+    /// The same hard-IRQ time by line.
+    pub irqs: Vec<(i32, u64)>,
 }
 
 /// Per-CPU totals not tied to a task (`struct cpu_totals`).
@@ -95,8 +105,8 @@ pub struct RawSnapshot {
 }
 
 impl RawSnapshot {
-    /// Adds to each CPU's current task what it was charged there and the
-    /// BPF side still holds per CPU, then charges the open segment
+    /// Adds to each task what it was charged on each CPU and the BPF side
+    /// still holds in that CPU's task slots, then charges the open segment
     /// [last_ts, taken_ns) to the context running it, as the next boundary
     /// event would have. A CPU that saw no event since the start has been
     /// idle the whole time (NOHZ idle CPUs get no tick), so its whole
@@ -105,18 +115,20 @@ impl RawSnapshot {
         let ncpus = self.cpus.len();
         for cpu in 0..ncpus {
             let state = &mut self.cpus[cpu].0;
-            let (tid, served_tid) = (state.cur_tid, state.served_tid);
-            let unflushed = std::mem::take(&mut state.unflushed);
+            let served_tid = state.served_tid;
+            let slots = std::mem::take(&mut state.unflushed);
             let served = std::mem::take(&mut state.unflushed_served);
-            let irqs = std::mem::take(&mut state.unflushed_irqs);
-            if unflushed != TaskCounters::default() {
-                counters_at(&mut self.tasks, tid, cpu, ncpus).add(&unflushed);
+            for slot in slots {
+                if !slot.comm.is_empty() {
+                    self.identity.entry(slot.tid).or_insert((slot.tgid, slot.comm));
+                }
+                counters_at(&mut self.tasks, slot.tid, cpu, ncpus).add(&slot.counters);
+                for (irq, ns) in slot.irqs {
+                    *irq_ns_at(&mut self.task_irqs, (slot.tid, irq), cpu, ncpus) += ns;
+                }
             }
             if served_tid != 0 && served != TaskCounters::default() {
                 counters_at(&mut self.tasks, served_tid, cpu, ncpus).add(&served);
-            }
-            for (irq, ns) in irqs {
-                *irq_ns_at(&mut self.task_irqs, (tid, irq), cpu, ncpus) += ns;
             }
         }
         for cpu in 0..ncpus {
@@ -193,10 +205,13 @@ mod tests {
     }
 
     #[test]
-    fn unflushed_charges_go_to_the_current_task_once() {
+    fn unflushed_slot_charges_go_to_their_tasks_once() {
         let mut s = snapshot();
-        s.cpus[0].0.unflushed = TaskCounters { run_ns: 5_000, hardirq_ns: 300, switches_in: 1, ..Default::default() };
-        s.cpus[0].0.unflushed_irqs = vec![(24, 300)];
+        let slot = |tid, counters, irqs| SlotCharges { tid, tgid: tid, comm: format!("t{tid}"), counters, irqs };
+        s.cpus[0].0.unflushed = vec![
+            slot(7, TaskCounters { run_ns: 5_000, hardirq_ns: 300, switches_in: 1, ..Default::default() }, vec![(24, 300)]),
+            slot(5, TaskCounters { run_ns: 2_000, switches_in: 3, ..Default::default() }, vec![]),
+        ];
         s.cpus[2].0.served_tid = 9;
         s.cpus[2].0.unflushed_served.served_softirq_ns[3] = 700;
         s.close_open_segments();
@@ -204,6 +219,9 @@ mod tests {
         assert_eq!(s.tasks[&7][0].hardirq_ns, 300);
         assert_eq!(s.tasks[&7][0].switches_in, 1);
         assert_eq!(s.task_irqs[&(7, 24)][0], 300);
+        // A task that is not current keeps what its slot held.
+        assert_eq!((s.tasks[&5][0].run_ns, s.tasks[&5][0].switches_in), (2_000, 3));
+        assert_eq!(s.identity[&5], (5, "t5".to_string()));
         assert_eq!(s.tasks[&9][2].served_softirq_ns[3], 700);
         let before = (s.tasks.clone(), s.task_irqs.clone());
         s.close_open_segments();

@@ -13,7 +13,7 @@
 //! ```
 
 use super::procfs::{self, TaskKind};
-use super::raw::{CpuState, CpuTotals, RawSnapshot, TaskCounters, VECTOR_SLOTS};
+use super::raw::{CpuState, CpuTotals, RawSnapshot, SlotCharges, TaskCounters, VECTOR_SLOTS};
 use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
 use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
 use crate::error::{Error, Result};
@@ -57,6 +57,8 @@ pub struct Session<'obj> {
     baseline_ticks: HashMap<u32, u64>,
     /// Optional tracepoints this kernel lacks (their programs not loaded).
     missing: Vec<String>,
+    /// Threads already in the BPF service_threads map.
+    service_tids: std::collections::HashSet<u32>,
 }
 
 /// Fails with exit 3 naming what is missing: BTF, CAP_BPF, CAP_PERFMON.
@@ -115,17 +117,32 @@ fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
     v
 }
 
+/// A NUL-terminated `char[16]` from the kernel.
+fn comm_of(comm: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// One BPF `struct task_acc` (a CPU's task slot) as plain values.
+fn slot_charges(a: &types::task_acc) -> SlotCharges {
+    SlotCharges {
+        tid: a.tid,
+        tgid: a.tgid,
+        comm: comm_of(&a.comm),
+        counters: TaskCounters {
+            run_ns: a.run_ns,
+            hardirq_ns: a.hardirq_ns,
+            softirq_ns: a.softirq_ns,
+            switches_in: a.switches_in,
+            ..Default::default()
+        },
+        irqs: a.irq.iter().zip(a.irq_ns).filter(|(_, ns)| *ns > 0).map(|(irq, ns)| (*irq, ns)).collect(),
+    }
+}
+
 /// The BPF `struct cpu_state` as plain values.
 fn cpu_state(s: &types::cpu_state) -> CpuState {
-    let mut unflushed = TaskCounters {
-        run_ns: s.acc_run_ns,
-        hardirq_ns: s.acc_hardirq_ns,
-        switches_in: s.acc_switches_in,
-        ..Default::default()
-    };
-    for (slot, v) in unflushed.softirq_ns.iter_mut().zip(s.acc_softirq_ns) {
-        *slot = v;
-    }
+    let unflushed = s.slots.iter().filter(|a| a.valid != 0).map(slot_charges).collect();
     let mut unflushed_served = TaskCounters { served_by_thread_ns: s.served_thread_ns, ..Default::default() };
     for (slot, v) in unflushed_served.served_softirq_ns.iter_mut().zip(s.served_softirq_ns) {
         *slot = v;
@@ -139,7 +156,6 @@ fn cpu_state(s: &types::cpu_state) -> CpuState {
         hard_irq: (s.hard_depth > 0).then_some(s.hard_irq[0]),
         soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
         unflushed,
-        unflushed_irqs: s.acc_irq.iter().zip(s.acc_irq_ns).filter(|(_, ns)| *ns > 0).map(|(irq, ns)| (*irq, ns)).collect(),
         flushes: s.flushes,
     }
 }
@@ -210,7 +226,7 @@ impl<'obj> Session<'obj> {
 
         seed_socket_owners(&skel)?;
         let baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
-        let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing };
+        let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing, service_tids: Default::default() };
         session.refresh_service_threads()?;
 
         let start_ns = monotonic_ns();
@@ -243,14 +259,28 @@ impl<'obj> Session<'obj> {
     /// (ksoftirqd, irq/, napi/); new ones (a testbed's napi thread) appear
     /// at the next refresh.
     pub fn refresh_service_threads(&mut self) -> Result<()> {
-        let map = &self.skel.maps.service_threads;
         let Ok(procs) = std::fs::read_dir("/proc") else { return Ok(()) };
+        let mut added = false;
         for p in procs.flatten() {
             let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if self.service_tids.contains(&pid) {
+                continue;
+            }
             let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
             if TaskKind::classify(pid, comm.trim_end(), true).is_service() {
-                map.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+                self.skel
+                    .maps
+                    .service_threads
+                    .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
                     .map_err(bpf_err("updating the service-thread map"))?;
+                self.service_tids.insert(pid);
+                added = true;
+            }
+        }
+        if added {
+            // Task slots cache the service flag; make them look again.
+            if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+                bss.service_generation += 1;
             }
         }
         Ok(())
@@ -361,8 +391,7 @@ impl<'obj> Session<'obj> {
             for bytes in pick(per_cpu) {
                 let s: types::task_stats = pod(&bytes);
                 if s.comm[0] != 0 && !identity.contains_key(&tid) {
-                    let comm: Vec<u8> = s.comm.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-                    identity.insert(tid, (s.tgid, String::from_utf8_lossy(&comm).into_owned()));
+                    identity.insert(tid, (s.tgid, comm_of(&s.comm)));
                 }
                 counters.push(TaskCounters {
                     run_ns: s.run_ns,

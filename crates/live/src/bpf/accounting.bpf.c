@@ -19,10 +19,11 @@
 //
 // Nothing per event crosses to user space: everything lands in per-CPU maps
 // that user space reads when it wants a snapshot. The hot path (IRQ and
-// softirq boundaries, packets for the same socket) touches only the
-// per-CPU state array, which the verifier inlines: the current task's
-// charges accumulate there and reach its hash entry when it is switched
-// out.
+// softirq boundaries, context switches among the few tasks a CPU is
+// busy with, packets for the same socket) touches only the per-CPU state
+// array, which the verifier inlines: each CPU keeps the charges of its
+// TASK_SLOTS most recently run tasks there, and a task's sums reach its
+// hash entry only when its slot is taken by another task.
 //
 // Some kernels do not trace every context switch (seen on a Firecracker
 // guest kernel: no sched_switch fires when the VM agent's threads switch
@@ -49,6 +50,10 @@ volatile u64 start_ns;
 // Bumped whenever a socket changes owner, so per-CPU owner caches know
 // when to look again.
 volatile u64 owner_generation;
+
+// Bumped by user space whenever it adds to service_threads, so the
+// service flag cached in a task slot is looked up again.
+volatile u64 service_generation;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -125,16 +130,6 @@ static __always_inline struct task_stats *stats_of(u32 tid)
 	return s;
 }
 
-// Records tgid and comm the first time a task's entry is written. `p` may
-// be any task_struct address, so it is read with probe reads.
-static __always_inline void name_task(struct task_stats *s, u64 p)
-{
-	if (s->comm[0] || !p)
-		return;
-	struct task_struct *t = (struct task_struct *)p;
-	s->tgid = BPF_CORE_READ(t, tgid);
-	bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), &t->comm);
-}
 
 #define PF_KTHREAD_FLAG 0x00200000
 
@@ -155,17 +150,14 @@ static __always_inline u64 exec_runtime(u64 p)
 	return BPF_CORE_READ(t, se.sum_exec_runtime);
 }
 
-// `p` becomes the current task of this CPU.
-static __always_inline void make_current(struct cpu_state *st, struct task_struct *p)
+static __always_inline struct task_acc *slot_at(struct cpu_state *st, u32 i)
 {
-	st->cur_tid = p->pid;
-	st->cur_task = (u64)p;
-	st->cur_exec_start = p->se.sum_exec_runtime;
-	st->cur_charged = 0;
-	st->acc_switches_in = 1;
-	st->service = is_service_thread(p);
-	st->pending_ns = 0;
-	st->beneficiary = 0;
+	return &st->slots[i & (TASK_SLOTS - 1)];
+}
+
+static __always_inline struct task_acc *cur_acc(struct cpu_state *st)
+{
+	return slot_at(st, st->cur_slot);
 }
 
 static __always_inline void add_irq_time(u32 tid, s32 irq, u64 delta)
@@ -178,55 +170,104 @@ static __always_inline void add_irq_time(u32 tid, s32 irq, u64 delta)
 		bpf_map_update_elem(&task_irq_ns, &key, &delta, BPF_NOEXIST);
 }
 
-// Hard-IRQ time of the current task by line: one of IRQ_SLOTS per-CPU
-// slots, or straight to the hash map when all are taken by other lines.
-static __always_inline void acc_irq_time(struct cpu_state *st, s32 irq, u64 delta)
+// Hard-IRQ time of a task by line: one of IRQ_SLOTS per-slot entries, or
+// straight to the hash map when all are taken by other lines.
+static __always_inline void acc_irq_time(struct task_acc *a, s32 irq, u64 delta)
 {
 #pragma unroll
 	for (int i = 0; i < IRQ_SLOTS; i++) {
-		if (st->acc_irq_ns[i] && st->acc_irq[i] == irq) {
-			st->acc_irq_ns[i] += delta;
+		if (a->irq_ns[i] && a->irq[i] == irq) {
+			a->irq_ns[i] += delta;
 			return;
 		}
 	}
 #pragma unroll
 	for (int i = 0; i < IRQ_SLOTS; i++) {
-		if (!st->acc_irq_ns[i]) {
-			st->acc_irq[i] = irq;
-			st->acc_irq_ns[i] = delta;
+		if (!a->irq_ns[i]) {
+			a->irq[i] = irq;
+			a->irq_ns[i] = delta;
 			return;
 		}
 	}
-	add_irq_time(st->cur_tid, irq, delta);
+	add_irq_time(a->tid, irq, delta);
 }
 
-// Adds what the current task accumulated on this CPU to its hash entry.
-static __always_inline void flush_current(struct cpu_state *st)
+// Adds what a slot holds to its task's hash entry and frees the slot.
+static __always_inline void flush_slot(struct cpu_state *st, struct task_acc *a)
 {
+	if (!a->valid)
+		return;
 	st->flushes++;
-	struct task_stats *s = stats_of(st->cur_tid);
+	struct task_stats *s = stats_of(a->tid);
 	if (s) {
-		name_task(s, st->cur_task);
-		s->run_ns += st->acc_run_ns;
-		s->hardirq_ns += st->acc_hardirq_ns;
-		s->switches_in += st->acc_switches_in;
+		if (!s->comm[0]) {
+			s->tgid = a->tgid;
+			__builtin_memcpy(s->comm, a->comm, sizeof(s->comm));
+		}
+		s->run_ns += a->run_ns;
+		s->hardirq_ns += a->hardirq_ns;
+		s->switches_in += a->switches_in;
 #pragma unroll
 		for (int v = 0; v < NR_VECTORS; v++)
-			s->softirq_ns[v] += st->acc_softirq_ns[v];
+			s->softirq_ns[v] += a->softirq_ns[v];
 	}
 #pragma unroll
 	for (int i = 0; i < IRQ_SLOTS; i++) {
-		if (st->acc_irq_ns[i])
-			add_irq_time(st->cur_tid, st->acc_irq[i], st->acc_irq_ns[i]);
-		st->acc_irq_ns[i] = 0;
+		if (a->irq_ns[i])
+			add_irq_time(a->tid, a->irq[i], a->irq_ns[i]);
 	}
-	st->acc_run_ns = 0;
-	st->acc_hardirq_ns = 0;
-	st->acc_switches_in = 0;
-#pragma unroll
-	for (int v = 0; v < NR_VECTORS; v++)
-		st->acc_softirq_ns[v] = 0;
+	__builtin_memset(a, 0, sizeof(*a));
 	st->flushes++;
+}
+
+// The slot of task `p` on this CPU: its own if it has one, else the least
+// recently used one, flushed and taken over.
+static __always_inline struct task_acc *slot_for(struct cpu_state *st, struct task_struct *p)
+{
+	u32 tid = p->pid;
+	u32 victim = 0;
+	u64 oldest = ~0ULL;
+#pragma unroll
+	for (u32 i = 0; i < TASK_SLOTS; i++) {
+		struct task_acc *a = &st->slots[i];
+		if (a->valid && a->tid == tid) {
+			st->cur_slot = i;
+			return a;
+		}
+		u64 used = a->valid ? a->used : 0;
+		if (used < oldest) {
+			oldest = used;
+			victim = i;
+		}
+	}
+	struct task_acc *a = slot_at(st, victim);
+	flush_slot(st, a);
+	a->valid = 1;
+	a->tid = tid;
+	a->tgid = p->tgid;
+	bpf_probe_read_kernel_str(a->comm, sizeof(a->comm), p->comm);
+	a->service_generation = ~0ULL;
+	st->cur_slot = victim;
+	return a;
+}
+
+// `p` becomes the current task of this CPU.
+static __always_inline void make_current(struct cpu_state *st, struct task_struct *p)
+{
+	struct task_acc *a = slot_for(st, p);
+	a->switches_in++;
+	a->used = ++st->stamp;
+	if (a->service_generation != service_generation) {
+		a->service = is_service_thread(p);
+		a->service_generation = service_generation;
+	}
+	st->service = a->service;
+	st->cur_tid = p->pid;
+	st->cur_task = (u64)p;
+	st->cur_exec_start = p->se.sum_exec_runtime;
+	st->cur_charged = 0;
+	st->pending_ns = 0;
+	st->beneficiary = 0;
 }
 
 // Charges the segment [last_ts, now) to the context that ran it. Handlers
@@ -241,9 +282,10 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 	u64 delta = now - st->last_ts;
 	st->last_ts = now;
 	st->cur_charged += delta;
+	struct task_acc *a = cur_acc(st);
 	if (st->hard_depth) {
-		st->acc_hardirq_ns += delta;
-		acc_irq_time(st, st->hard_irq[0], delta);
+		a->hardirq_ns += delta;
+		acc_irq_time(a, st->hard_irq[0], delta);
 		if (st->soft_vec >= 0) {
 			struct cpu_totals *t = this_cpu_totals();
 			if (t)
@@ -251,10 +293,10 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 		}
 	} else if (st->soft_vec >= 0) {
 		u32 vec = st->soft_vec & (VECTOR_SLOTS - 1);
-		st->acc_softirq_ns[vec] += delta;
+		a->softirq_ns[vec] += delta;
 		st->pending_ns += delta;
 	} else {
-		st->acc_run_ns += delta;
+		a->run_ns += delta;
 		if (st->service)
 			st->pending_ns += delta;
 	}
@@ -359,7 +401,6 @@ static __always_inline void repair_hidden_switch(struct cpu_state *st, u64 now, 
 	close_segment(st, st->last_ts + old_part);
 	if (st->service)
 		end_attribution(st);
-	flush_current(st);
 	make_current(st, cur);
 	// A switch happens in task context: whatever the state says about
 	// IRQ or softirq context belonged to the old task.
@@ -380,7 +421,7 @@ static __always_inline struct cpu_state *state_at(u64 now, struct task_struct *c
 		st->soft_vec = -1;
 		st->hard_depth = 0;
 		make_current(st, cur);
-		st->acc_switches_in = 0;
+		cur_acc(st)->switches_in = 0;
 	} else if (st->cur_tid != (u32)cur->pid) {
 		repair_hidden_switch(st, now, cur);
 	}
@@ -516,7 +557,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	}
 	if (st->service)
 		end_attribution(st);
-	flush_current(st);
 	make_current(st, next);
 	return 0;
 }

@@ -21,20 +21,38 @@
 #define IRQ_CALL_FUNCTION (-3)
 #define IRQ_CALL_FUNCTION_SINGLE (-4)
 
-/* Hard IRQ lines whose time for the current task is kept per CPU until it is switched out. */
+/* Hard IRQ lines whose time for a task is kept per CPU before it reaches the hash map. */
 #define IRQ_SLOTS 4
+
+/* Tasks whose charges each CPU keeps by itself (a power of two). A flood
+ * switches among a few tasks on a CPU (server, napi thread, idle,
+ * ksoftirqd); keeping their sums in the per-CPU array makes a context
+ * switch touch no hash map. The least recently used slot is flushed to
+ * task_stats when a new task needs one. */
+#define TASK_SLOTS 4
+
+/* What one task was charged on this CPU and the hash map has not seen yet. */
+struct task_acc {
+	__u64 run_ns;
+	__u64 hardirq_ns;
+	__u64 softirq_ns[VECTOR_SLOTS];
+	__u64 irq_ns[IRQ_SLOTS];  /* by line, for irq[]; 0: free */
+	__u64 switches_in;
+	__u64 used;               /* LRU stamp */
+	__u64 service_generation; /* service_generation when `service` was looked up */
+	__s32 irq[IRQ_SLOTS];
+	__u32 tid;
+	__u32 tgid;
+	__u32 valid;
+	__u32 service;            /* a service thread (ksoftirqd, irq/, napi/) */
+	char comm[16];
+};
 
 struct cpu_state {
 	__u64 last_ts;          /* start of the open segment */
 	__u64 pending_ns;       /* attributable time not yet given to a beneficiary */
-	/* What the current task was charged since it became current, not yet
-	 * added to its task_stats entry: kept here (a per-CPU array, no hash
-	 * lookup) and flushed when it is switched out. */
-	__u64 acc_run_ns;
-	__u64 acc_hardirq_ns;
-	__u64 acc_softirq_ns[VECTOR_SLOTS];
-	__u64 acc_irq_ns[IRQ_SLOTS];  /* by line, for acc_irq[]; 0: free slot */
-	__u64 acc_switches_in;
+	struct task_acc slots[TASK_SLOTS];
+	__u64 stamp;            /* LRU clock of the slots */
 	/* Time served to served_tid not yet added to its task_stats entry
 	 * (flushed when another task is served, or at snapshot). */
 	__u64 served_softirq_ns[VECTOR_SLOTS];
@@ -49,8 +67,7 @@ struct cpu_state {
 	__u32 owner_tid;        /* ... and its owner */
 	__u32 recv_tid;         /* ... and by whom */
 	__u32 served_tid;
-	__u32 pad;
-	__s32 acc_irq[IRQ_SLOTS];
+	__u32 cur_slot;         /* slots[] index of the current task */
 	__u32 initialised;
 	__u32 cur_tid;          /* task current on this CPU (0: idle) */
 	__u32 hard_depth;       /* 1 inside a hard IRQ handler, else 0 */
