@@ -50,20 +50,13 @@ struct Raw {
 #[serde(deny_unknown_fields)]
 struct RawMachine {
     hz: Spanned<u32>,
-    #[serde(default)]
     cores: Option<Spanned<u32>>,
     softirq: Spanned<String>,
-    #[serde(default)]
     scheduler: Option<Spanned<String>>,
-    #[serde(default)]
     ksoftirqd_nice: Option<Spanned<i64>>,
-    #[serde(default)]
     irq_time_accounting: Option<bool>,
-    #[serde(default)]
     netdev_max_backlog: Option<Spanned<u64>>,
-    #[serde(default)]
     netdev_budget: Option<Spanned<u64>>,
-    #[serde(default)]
     netdev_budget_usecs: Option<Dur>,
     costs: Spanned<RawCosts>,
 }
@@ -75,27 +68,20 @@ struct RawCosts {
     irq_exit: Dur,
     tick: Dur,
     context_switch: Dur,
-    #[serde(default)]
     irq_primary: Option<Dur>,
     /// hrtimer interrupt handler per sleeping task's timer expiry; omitted,
     /// expiries cost nothing (see [`MachineConfig::hrtimer`]).
-    #[serde(default)]
     hrtimer: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawNic {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     ring: Option<Spanned<u64>>,
     napi: bool,
-    #[serde(default)]
     weight: Option<Spanned<u64>>,
-    #[serde(default)]
     coalesce_frames: Option<Spanned<u64>>,
-    #[serde(default)]
     coalesce_usecs: Option<Dur>,
     costs: Spanned<RawNicCosts>,
     /// The transmit side; without it replies cost only their share of
@@ -107,9 +93,7 @@ struct RawNic {
 #[serde(deny_unknown_fields)]
 struct RawNicTx {
     /// txqueuelen (Linux default 1000).
-    #[serde(default)]
     queue: Option<Spanned<u64>>,
-    #[serde(default)]
     link: Option<Spanned<String>>,
     irq: Dur,
     complete: Dur,
@@ -119,10 +103,8 @@ struct RawNicTx {
 #[serde(deny_unknown_fields)]
 struct RawNicCosts {
     irq: Dur,
-    #[serde(default)]
     irq_per_packet: Option<Dur>,
     icmp_echo: Dur,
-    #[serde(default)]
     icmp_no_reply: Option<Dur>,
     udp: Dur,
 }
@@ -132,17 +114,11 @@ struct RawNicCosts {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDisk {
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     rpm: Option<Spanned<f64>>,
-    #[serde(default)]
     seek_min: Option<Dur>,
-    #[serde(default)]
     seek_full: Option<Dur>,
-    #[serde(default)]
     overhead: Option<Dur>,
-    #[serde(default)]
     sectors_per_track: Option<Spanned<u64>>,
     costs: Spanned<RawDiskCosts>,
 }
@@ -158,17 +134,11 @@ struct RawDiskCosts {
 #[serde(deny_unknown_fields)]
 struct RawThread {
     policy: Spanned<String>,
-    #[serde(default)]
     priority: Option<Spanned<i64>>,
-    #[serde(default)]
     nice: Option<Spanned<i64>>,
-    #[serde(default)]
     runtime: Option<Dur>,
-    #[serde(default)]
     deadline: Option<Dur>,
-    #[serde(default)]
     period: Option<Dur>,
-    #[serde(default)]
     server: Option<Spanned<RawServer>>,
 }
 
@@ -177,12 +147,9 @@ struct RawThread {
 struct RawIrq {
     name: Spanned<String>,
     interval: Dur,
-    #[serde(default)]
     poisson: Option<bool>,
     handler: Dur,
-    #[serde(default)]
     bottom_half: Option<Dur>,
-    #[serde(default)]
     vector: Option<Spanned<String>>,
 }
 
@@ -199,14 +166,10 @@ struct RawServer {
     kind: Spanned<String>,
     budget: Dur,
     period: Dur,
-    #[serde(default)]
     max_repl: Option<Spanned<u64>>,
-    #[serde(default)]
     low_priority: Option<Spanned<i64>>,
-    #[serde(default)]
     granularity: Option<Dur>,
     /// "exact" (default) or "tick" (charged by sampling the timer tick).
-    #[serde(default)]
     accounting: Option<Spanned<String>>,
 }
 
@@ -215,57 +178,31 @@ struct RawServer {
 struct RawTask {
     name: Spanned<String>,
     kind: Spanned<String>,
-    #[serde(default)]
     policy: Option<Spanned<String>>,
-    #[serde(default)]
     priority: Option<Spanned<i64>>,
-    #[serde(default)]
     nice: Option<Spanned<i64>>,
-    #[serde(default)]
     runtime: Option<Dur>,
-    #[serde(default)]
     deadline: Option<Dur>,
-    #[serde(default)]
     period: Option<Dur>,
-    #[serde(default)]
     offset: Option<Dur>,
-    #[serde(default)]
     exec: Option<Dur>,
-    #[serde(default)]
     exec_max: Option<Dur>,
-    #[serde(default)]
     exec_dist: Option<Spanned<String>>,
-    #[serde(default)]
     jobs: Option<u64>,
-    #[serde(default)]
     poll: Option<Spanned<String>>,
-    #[serde(default)]
     socket: Option<Spanned<String>>,
-    #[serde(default)]
     recv_cost: Option<Dur>,
-    #[serde(default)]
     user_cost: Option<Dur>,
-    #[serde(default)]
     run: Option<Dur>,
-    #[serde(default)]
     sleep: Option<Dur>,
-    #[serde(default)]
     frames: Option<u64>,
-    #[serde(default)]
     keep_frames: Option<bool>,
-    #[serde(default)]
     server: Option<Spanned<RawServer>>,
-    #[serde(default)]
     pattern: Option<Spanned<String>>,
-    #[serde(default)]
     intensity: Option<Spanned<f64>>,
-    #[serde(default)]
     block: Option<Spanned<u64>>,
-    #[serde(default)]
     issue_cost: Option<Dur>,
-    #[serde(default)]
     reply_size: Option<Spanned<u64>>,
-    #[serde(default)]
     send_cost: Option<Dur>,
 }
 
@@ -273,27 +210,16 @@ struct RawTask {
 #[serde(deny_unknown_fields)]
 struct RawTraffic {
     kind: Spanned<String>,
-    #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
     interval: Option<Dur>,
-    #[serde(default)]
     size: Option<Spanned<u64>>,
-    #[serde(default)]
     link: Option<Spanned<String>>,
-    #[serde(default)]
     socket: Option<Spanned<String>>,
-    #[serde(default)]
     reply: Option<bool>,
-    #[serde(default)]
     start: Option<Dur>,
-    #[serde(default)]
     stop: Option<Dur>,
-    #[serde(default)]
     burst: Option<Spanned<f64>>,
-    #[serde(default)]
     spacing: Option<Dur>,
-    #[serde(default)]
     gap: Option<Dur>,
 }
 
@@ -301,9 +227,7 @@ struct RawTraffic {
 #[serde(deny_unknown_fields)]
 struct RawRun {
     duration: Dur,
-    #[serde(default)]
     seed: Option<u64>,
-    #[serde(default)]
     warmup: Option<Dur>,
 }
 
@@ -311,17 +235,11 @@ struct RawRun {
 #[serde(deny_unknown_fields)]
 struct RawMetric {
     kind: Spanned<String>,
-    #[serde(default)]
     interval: Option<Dur>,
-    #[serde(default)]
     task: Option<Spanned<String>>,
-    #[serde(default)]
     windows: Option<Vec<Dur>>,
-    #[serde(default)]
     from: Option<Dur>,
-    #[serde(default)]
     to: Option<Dur>,
-    #[serde(default)]
     points: Option<u64>,
 }
 
