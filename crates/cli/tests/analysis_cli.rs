@@ -1,28 +1,13 @@
 //! `irqlab analyze`, `bound` and `fit` run as a user runs them: the real
 //! binary, real files, exit codes and error locations.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
-fn irqlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_irqlab")).args(args).output().expect("run irqlab")
-}
+mod common;
+use common::{json, run as irqlab, stderr, stdout};
 
 fn example(name: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
-    root.to_string_lossy().into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    common::repo_file(&format!("examples/{name}"))
 }
 
 #[test]

@@ -1,10 +1,7 @@
 //! `irqlab bench sim`: speed figures of the simulator's benchmark scenario.
 
-use std::process::Command;
-
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
+mod common;
+use common::irqlab;
 
 #[test]
 fn bench_sim_reports_events_and_speed() {

@@ -1,11 +1,8 @@
 //! `irqlab idletime-model` and `irqlab reproduce idletime --quick` against
 //! the real binary.
 
-use std::process::Command;
-
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
+mod common;
+use common::irqlab;
 
 #[test]
 fn model_grid_json_and_svg() {

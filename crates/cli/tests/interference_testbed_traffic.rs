@@ -5,23 +5,8 @@
 
 use std::process::{Command, Output};
 
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
-
-fn live(test: &str) -> bool {
-    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("{test}: skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root)");
-    false
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the process's effective uid.
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
+mod common;
+use common::{irqlab, is_root, live_tests_enabled as live};
 
 /// Runs irqlab without any capability: as root through setpriv (uid
 /// nobody, empty bounding set), as an ordinary user directly. `None` when

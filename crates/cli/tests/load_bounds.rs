@@ -3,28 +3,11 @@
 //! scenario of scenarios/load-bounds/, and `irqlab reproduce load-bounds
 //! --quick` with its JSON and HTML.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn irqlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_irqlab")).args(args).output().unwrap()
-}
+mod common;
+use common::{json, path_str as s, run as irqlab, stderr};
 
 fn scenario(name: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/load-bounds").join(name);
-    root.to_string_lossy().into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn s(p: &PathBuf) -> &str {
-    p.to_str().unwrap()
+    common::repo_file(&format!("scenarios/load-bounds/{name}"))
 }
 
 #[test]

@@ -4,9 +4,8 @@
 
 use std::process::Command;
 
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
+mod common;
+use common::irqlab;
 
 #[test]
 fn bad_duration_is_a_usage_error() {

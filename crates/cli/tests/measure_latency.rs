@@ -3,17 +3,8 @@
 
 use std::process::{Command, Stdio};
 
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
-
-fn live_tests_enabled(test: &str) -> bool {
-    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
-        return true;
-    }
-    eprintln!("{test}: skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root)");
-    false
-}
+mod common;
+use common::{irqlab, live_tests_enabled};
 
 #[test]
 fn bad_flags_exit_2_with_a_message() {

@@ -1,13 +1,10 @@
 //! `irqlab sim`: real invocations of the binary.
 
-use std::process::Command;
-
-fn irqlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_irqlab"))
-}
+mod common;
+use common::irqlab;
 
 fn example(name: &str) -> String {
-    format!("{}/../../scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+    common::repo_file(&format!("scenarios/examples/{name}"))
 }
 
 #[test]

@@ -1,0 +1,64 @@
+//! What the CLI tests share: running the real binary, finding the
+//! repository's files, reading what it wrote, and the live-test switch.
+
+// Each test binary uses only some of these.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The `irqlab` binary under test.
+pub fn irqlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_irqlab"))
+}
+
+/// Runs `irqlab ARGS` to completion.
+pub fn run(args: &[&str]) -> Output {
+    irqlab().args(args).output().expect("run irqlab")
+}
+
+/// A file of the repository, by path from its root.
+pub fn repo_file(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A JSON document irqlab wrote.
+pub fn json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temporary path")
+}
+
+/// Whether live tests run (IRQLAB_LIVE_TESTS=1, as CI sets it); when not,
+/// says that `test` was skipped and why.
+pub fn live_tests_enabled(test: &str) -> bool {
+    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
+        return true;
+    }
+    eprintln!("{test}: skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root)");
+    false
+}
+
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective uid.
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
