@@ -32,13 +32,17 @@
 //! `IRQLAB_BENCH_ROUNDS` (default 8), `IRQLAB_BENCH_SLOT_MS` (default 3000),
 //! `IRQLAB_BENCH_FLOODS` (default `loopback,testbed,fig6`),
 //! `IRQLAB_BENCH_NAPI` (testbed flood: pin the NAPI thread to the `server`'s
-//! CPU, the default, or the `sender`'s, or `float`), `IRQLAB_BENCH_RATE`.
+//! CPU, the default, or the `sender`'s, or `float`), `IRQLAB_BENCH_RATE`,
+//! `IRQLAB_BENCH_PROFILE=1` (after the rounds, one more slot of each
+//! tracing configuration with `kernel.bpf_stats_enabled`: runs per
+//! datagram and ns per run of every BPF program).
 //!
 //! Run: `cargo bench -p irqlab-live --bench accounting_overhead`.
 
 use irqlab_live::accounting::{Options, Session, Storage};
 use irqlab_live::testbed::{Side, Testbed};
 use std::io::{BufRead, BufReader};
+use std::collections::BTreeMap;
 use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -379,6 +383,78 @@ fn measure(config: Config, flood: &dyn Fn() -> Sample) -> Option<Sample> {
     }
 }
 
+/// Runs and run time of every loaded BPF program, by id.
+fn program_counters() -> BTreeMap<u32, (String, u64, u64)> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .map(|p| (p.id, (p.name.to_string_lossy().into_owned(), p.run_cnt, p.run_time_ns)))
+        .collect()
+}
+
+/// `kernel.bpf_stats_enabled` on for a profile slot, restored on drop. The
+/// statistics cost two clock reads per program run, so the overhead
+/// rounds run without them.
+struct BpfStats(Option<String>);
+
+impl BpfStats {
+    const PATH: &'static str = "/proc/sys/kernel/bpf_stats_enabled";
+
+    fn enable() -> BpfStats {
+        let old = std::fs::read_to_string(Self::PATH).ok();
+        let _ = std::fs::write(Self::PATH, "1");
+        BpfStats(old)
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write(Self::PATH, old.trim());
+        }
+    }
+}
+
+/// One more slot of each tracing configuration with the kernel's per-program
+/// statistics on: how often each program ran per datagram and how long
+/// each run took (the statistics' own two clock reads included).
+fn profile(flood: &dyn Fn() -> Sample) {
+    let _stats = BpfStats::enable();
+    for config in [Config::Irqlab, Config::Bpftrace] {
+        // Programs loaded before this configuration started are not its own.
+        let others: Vec<u32> = program_counters().into_keys().collect();
+        let counted = std::cell::RefCell::new(None);
+        let profiled = || {
+            let before = program_counters();
+            let start = Instant::now();
+            let sample = flood();
+            let seconds = start.elapsed().as_secs_f64();
+            *counted.borrow_mut() = Some((before, program_counters(), seconds));
+            sample
+        };
+        let Some(sample) = measure(config, &profiled) else { continue };
+        let Some((before, after, seconds)) = counted.into_inner() else { continue };
+        println!("  per-program cost, {} (kernel.bpf_stats_enabled, one {seconds:.1} s slot):", config.name());
+        let mut total_ns_per_datagram = 0.0;
+        for (id, (name, runs, ns)) in &after {
+            if others.contains(id) {
+                continue;
+            }
+            let (runs0, ns0) = before.get(id).map_or((0, 0), |(_, r, n)| (*r, *n));
+            let (runs, ns) = (runs.saturating_sub(runs0), ns.saturating_sub(ns0));
+            if runs == 0 {
+                continue;
+            }
+            let per_datagram = runs as f64 / seconds / sample.rate.max(1.0);
+            total_ns_per_datagram += ns as f64 / seconds / sample.rate.max(1.0);
+            println!("    {name:<20} {:>9.0} runs/s {per_datagram:>6.2} per datagram {:>7.1} ns per run", runs as f64 / seconds, ns as f64 / runs as f64);
+        }
+        println!(
+            "    all programs: {total_ns_per_datagram:.0} ns per datagram of {:.0} ns busy ({:.1}%)",
+            sample.busy_ns_per_datagram,
+            100.0 * total_ns_per_datagram / sample.busy_ns_per_datagram
+        );
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -455,6 +531,9 @@ fn run(name: &str, rounds: usize, flood: &dyn Fn() -> Sample) {
             summary(&throughput),
             summary(&cpu)
         );
+    }
+    if env_or("IRQLAB_BENCH_PROFILE", 0) == 1 {
+        profile(flood);
     }
 }
 
