@@ -9,6 +9,7 @@ pub mod load;
 pub mod privilege;
 pub mod probe;
 pub mod stimulus;
+pub mod stop;
 pub mod testbed;
 pub mod traffic;
 

@@ -54,9 +54,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         if std::io::stdout().is_terminal() {
             scope.spawn(|| show_running(&live, &config, &done));
         }
-        let report = timer::run(&config, &stop, Some(&live));
-        done.store(true, Ordering::Relaxed);
-        report
+        // The live view runs until the measurement is done, panics included.
+        let _done = irqlab_live::stop::StopOnDrop([&done]);
+        timer::run(&config, &stop, Some(&live))
     })?;
 
     let mut out = std::io::stdout().lock();

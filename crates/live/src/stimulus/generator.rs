@@ -16,6 +16,7 @@ use super::wire::Payload;
 use crate::error::{Error, Result};
 use crate::latency::realtime::{monotonic_ns, sleep_until_ns};
 use crate::latency::{LatencyStats, StatsSummary};
+use crate::stop::StopOnDrop;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -205,6 +206,9 @@ pub fn run(
             .collect();
         drop(events);
         let sender = scope.spawn(|| {
+            // The receivers run until the sender is done: tell them even if
+            // sending panics, or the scope never returns.
+            let _done = StopOnDrop([&sender_done]);
             let outcome = send(config, &sockets, &counters, run_id, start_ns, stop);
             sender_done_at.store(monotonic_ns(), Ordering::SeqCst);
             sender_done.store(true, Ordering::SeqCst);
