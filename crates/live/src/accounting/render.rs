@@ -209,6 +209,7 @@ mod tests {
                 softirq_by_vector_ns: BTreeMap::new(),
                 served_softirq_ns: 0,
                 reference_softirq_ns: None,
+                reference_softirq_by_vector_ns: None,
             },
             cpus: vec![CpuReport {
                 cpu: 0,

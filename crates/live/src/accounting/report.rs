@@ -98,6 +98,9 @@ pub struct Totals {
     /// Plain softirq_entry/exit sum, when the reference program ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reference_softirq_ns: Option<u64>,
+    /// The same by vector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_softirq_by_vector_ns: Option<BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -222,6 +225,7 @@ impl Report {
             softirq_by_vector_ns: by_vector(&vec_total),
             served_softirq_ns: tasks.iter().map(|t| t.served_softirq_ns).sum(),
             reference_softirq_ns: raw.reference_softirq_ns.as_ref().map(|v| v.iter().sum()),
+            reference_softirq_by_vector_ns: raw.reference_softirq_ns.as_deref().map(by_vector),
         };
 
         let mut notes = Vec::new();

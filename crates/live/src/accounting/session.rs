@@ -229,13 +229,18 @@ impl<'obj> Session<'obj> {
         let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing, service_tids: Default::default() };
         session.refresh_service_threads()?;
 
-        let start_ns = monotonic_ns();
-        session.skel.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("BPF object has no .bss".into()))?.start_ns = start_ns;
-        session.start_ns = start_ns;
         if let Some(r) = session.reference.as_mut() {
             r.attach().map_err(bpf_err("attaching the softirq-sum program"))?;
         }
         session.skel.attach().map_err(bpf_err("attaching the accounting programs"))?;
+        // Counting starts now that every hook is in, for the accounting and
+        // its reference alike.
+        let start_ns = monotonic_ns();
+        if let Some(r) = session.reference.as_mut() {
+            r.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("softirq-sum BPF object has no .bss".into()))?.start_ns = start_ns;
+        }
+        session.skel.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("BPF object has no .bss".into()))?.start_ns = start_ns;
+        session.start_ns = start_ns;
         Ok(session)
     }
 

@@ -42,9 +42,11 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-// Set by user space between load and attach: the start of the measured
-// interval (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns). A CPU's first
-// segment starts here.
+// Set by user space once every program is attached: the start of the
+// measured interval (CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns). A
+// CPU's first segment starts here; until it is set, nothing is counted
+// (attaching takes milliseconds, and a hook attached before another would
+// otherwise see only part of what happens meanwhile).
 volatile u64 start_ns;
 
 // Bumped whenever a socket changes owner, so per-CPU owner caches know
@@ -416,6 +418,8 @@ static __always_inline struct cpu_state *state_at(u64 now, struct task_struct *c
 	if (!st)
 		return NULL;
 	if (!st->initialised) {
+		if (!start_ns)
+			return NULL;
 		st->initialised = 1;
 		st->last_ts = start_ns;
 		st->soft_vec = -1;

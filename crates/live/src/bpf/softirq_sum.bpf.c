@@ -13,6 +13,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+// Set by user space once every program of the session is attached: the
+// same start as the accounting's, so both sum over the same interval.
+volatile u64 start_ns;
+
 struct sum_state {
 	__u64 entered_ns;
 	__u64 sum_ns[VECTOR_SLOTS];
@@ -29,6 +33,9 @@ SEC("tp_btf/softirq_entry")
 int BPF_PROG(sum_entry, unsigned int vec)
 {
 	u64 now = bpf_ktime_get_ns();
+	u64 start = start_ns;
+	if (!start || now < start)
+		return 0;
 	u32 zero = 0;
 	struct sum_state *s = bpf_map_lookup_elem(&softirq_sums, &zero);
 	if (s)
