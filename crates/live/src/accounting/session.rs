@@ -225,8 +225,8 @@ impl<'obj> Session<'obj> {
         };
 
         seed_socket_owners(&skel)?;
-        let baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
-        let mut session = Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks, missing, service_tids: Default::default() };
+        let mut session =
+            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), missing, service_tids: Default::default() };
         session.refresh_service_threads()?;
 
         if let Some(r) = session.reference.as_mut() {
@@ -234,7 +234,9 @@ impl<'obj> Session<'obj> {
         }
         session.skel.attach().map_err(bpf_err("attaching the accounting programs"))?;
         // Counting starts now that every hook is in, for the accounting and
-        // its reference alike.
+        // its reference alike, and /proc's charges are taken at the same
+        // moment.
+        session.baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
         let start_ns = monotonic_ns();
         if let Some(r) = session.reference.as_mut() {
             r.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("softirq-sum BPF object has no .bss".into()))?.start_ns = start_ns;

@@ -132,7 +132,6 @@ static __always_inline struct task_stats *stats_of(u32 tid)
 	return s;
 }
 
-
 #define PF_KTHREAD_FLAG 0x00200000
 
 // Service threads are kernel threads; only those need the map lookup.
