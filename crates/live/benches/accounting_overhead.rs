@@ -3,7 +3,7 @@
 //! bpftrace one-liner that sums softirq time per vector (what bcc's
 //! `softirqs` does).
 //!
-//! Three floods of 512-byte datagrams (the process-aware paper's size):
+//! Floods of 512-byte datagrams (the process-aware paper's size):
 //! - `loopback`: one thread pinned to the last CPU sends 32 datagrams to a
 //!   loopback socket and receives them. Every datagram goes through its own
 //!   NET_RX softirq run, socket queueing and recv, so every hook the
@@ -19,6 +19,7 @@
 //!   does the IP and UDP work in batches of a few packets; the NAPI thread
 //!   and the paced sender run on CPU 0. Nothing is lost, so the overhead
 //!   is the extra CPU time per datagram (busy = wall x CPUs - idle).
+//!   `fig6-max` is the same layout with the sender as fast as it goes.
 //!
 //! The three configurations are measured in interleaved rounds (none,
 //! irqlab, bpftrace, rotating which goes first), not one after another:
@@ -30,7 +31,7 @@
 //!
 //! Needs root; prints why and does nothing otherwise. Knobs:
 //! `IRQLAB_BENCH_ROUNDS` (default 8), `IRQLAB_BENCH_SLOT_MS` (default 3000),
-//! `IRQLAB_BENCH_FLOODS` (default `loopback,testbed,fig6`),
+//! `IRQLAB_BENCH_FLOODS` (default `loopback,testbed,fig6,fig6-max`),
 //! `IRQLAB_BENCH_NAPI` (testbed flood: pin the NAPI thread to the `server`'s
 //! CPU, the default, or the `sender`'s, or `float`), `IRQLAB_BENCH_RATE`,
 //! `IRQLAB_BENCH_PROFILE=1` (after the rounds, one more slot of each
@@ -549,7 +550,7 @@ fn main() {
     }
     let rounds = env_or("IRQLAB_BENCH_ROUNDS", 8) as usize;
     let slot = Duration::from_millis(env_or("IRQLAB_BENCH_SLOT_MS", 3000));
-    let floods = std::env::var("IRQLAB_BENCH_FLOODS").unwrap_or_else(|_| "loopback,testbed,fig6".into());
+    let floods = std::env::var("IRQLAB_BENCH_FLOODS").unwrap_or_else(|_| "loopback,testbed,fig6,fig6-max".into());
     for flood in floods.split(',') {
         match flood.trim() {
             "loopback" => {
@@ -559,15 +560,21 @@ fn main() {
                 });
                 let _ = worker.join();
             }
-            "fig6" => match Testbed::up() {
+            "fig6" | "fig6-max" => match Testbed::up() {
                 Ok(bed) => {
-                    let rate = env_or("IRQLAB_BENCH_RATE", 50_000);
+                    let (pace, what) = match flood.trim() {
+                        "fig6" => {
+                            let rate = env_or("IRQLAB_BENCH_RATE", 50_000);
+                            (Pace::Rate(rate), format!("{rate} datagrams/s paced"))
+                        }
+                        _ => (Pace::Flat, "as fast as it goes".to_string()),
+                    };
                     let last = cpus() - 1;
                     let device = bed.layout().ok().and_then(|l| l.hosts.into_iter().find(|h| h.side == Side::B)).map(|h| h.root_device);
                     let _rps = device.map(|d| SetFile::set(format!("/sys/class/net/{d}/queues/rx-0/rps_cpus"), &format!("{:x}", 1u64 << last)));
                     let _napi = PinnedNapi::pin(&bed, 0);
-                    let title = format!("Fig. 6 flood ({rate} datagrams/s paced from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
-                    run(&title, rounds, &|| testbed_flood(&bed, slot, Pace::Rate(rate)))
+                    let title = format!("Fig. 6 flood ({what} from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
+                    run(&title, rounds, &|| testbed_flood(&bed, slot, pace))
                 }
                 Err(e) => eprintln!("Fig. 6 flood not measured: {e}"),
             },
@@ -584,7 +591,7 @@ fn main() {
                 }
                 Err(e) => eprintln!("testbed flood not measured: {e}"),
             },
-            other => eprintln!("unknown flood {other:?} in IRQLAB_BENCH_FLOODS (loopback, testbed, fig6)"),
+            other => eprintln!("unknown flood {other:?} in IRQLAB_BENCH_FLOODS (loopback, testbed, fig6, fig6-max)"),
         }
     }
 }
