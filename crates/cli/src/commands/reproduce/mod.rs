@@ -136,7 +136,6 @@ pub fn markdown_table(rows: &[Row]) -> String {
     s
 }
 
-/// The rows as an HTML table.
 /// The one-sentence outcome every paper's HTML page opens with.
 pub fn verdict_sentence<D: serde::Serialize>(report: &Report<D>) -> &'static str {
     if !report.complete {
@@ -148,6 +147,7 @@ pub fn verdict_sentence<D: serde::Serialize>(report: &Report<D>) -> &'static str
     }
 }
 
+/// The rows as an HTML table.
 pub fn html_table(rows: &[Row]) -> irqlab_report::html::Table {
     let mut t = irqlab_report::html::Table::new(["metric", "paper", "simulated", "unit", "holds"]);
     for r in rows {
