@@ -7,18 +7,20 @@
 //! - `loopback`: one thread pinned to the last CPU sends 32 datagrams to a
 //!   loopback socket and receives them. Every datagram goes through its own
 //!   NET_RX softirq run, socket queueing and recv, so every hook the
-//!   accounting has fires per datagram on a ~1.6 us path: the worst case.
+//!   accounting has fires per datagram on a ~2.6 us path: the worst case.
 //! - `testbed`: a sender inside `irqlab-b` (pinned to CPU 0) floods as
 //!   fast as it can over the veth link to a UDP server in the root
 //!   namespace (pinned to the last CPU); the rate is what the server
-//!   receives. The NAPI thread does the receive work in its own context,
-//!   so there is hardly a softirq for the bpftrace one-liner to time.
+//!   receives. The NAPI thread (pinned with the server by default) does
+//!   the receive work in its own context, so there is hardly a softirq for
+//!   the bpftrace one-liner to time.
 //! - `fig6`: the Fig. 6 layout at a fixed rate (`IRQLAB_BENCH_RATE`,
 //!   default 50,000/s, the top rate of `irqlab measure accounting --fig6`):
 //!   RPS steers received packets to the server's CPU, whose NET_RX softirq
 //!   does the IP and UDP work in batches of a few packets; the NAPI thread
 //!   and the paced sender run on CPU 0. Nothing is lost, so the overhead
-//!   is the extra CPU time per datagram (busy = wall x CPUs - idle).
+//!   is the extra CPU time per datagram (busy = wall x CPUs - idle -
+//!   steal).
 //!   `fig6-max` is the same layout with the sender as fast as it goes.
 //!
 //! The three configurations are measured in interleaved rounds (none,
@@ -42,8 +44,8 @@
 
 use irqlab_live::accounting::{Options, Session, Storage};
 use irqlab_live::testbed::{Side, Testbed};
-use std::io::{BufRead, BufReader};
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
