@@ -150,11 +150,31 @@ fn rel(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Jobs the Pending Queue Controller deferred in a run (0 without the policy).
+fn deferrals(r: &Run) -> u64 {
+    r.policy.as_ref().and_then(|p| p["deferrals"].as_u64()).unwrap_or(0)
+}
+
+/// A relation saying the BH scheduler costs nothing ("within x% of ..."):
+/// checked only when the controller deferred at least one job. Otherwise
+/// the scheduler run is the vanilla run and the relation would hold by
+/// construction, so it is shown as not tested.
+fn unharmed(acted: bool, metric: &str, paper: &str, simulated: f64, unit: &str, holds: bool) -> Row {
+    if acted {
+        Row::check(metric, paper, simulated, unit, holds)
+    } else {
+        Row::info(format!("{metric} [not tested: the controller deferred no job]"), paper, simulated, unit)
+    }
+}
+
 /// The rows of the issue, paper beside simulation.
 pub fn relations(d: &Details) -> Vec<Row> {
     let (n, v, s) = (&d.no_load, &d.vanilla, &d.scheduler);
+    let acted = deferrals(s) > 0;
     let mut rows = vec![
-        Row::check("mean inter-frame delay, no load (Fig. 4a)", "~40", n.inter_frame_mean_ms, "ms", rel(n.inter_frame_mean_ms, 40.0) <= 0.10),
+        // The player sleeps until each frame is due, so with nothing else
+        // running this echoes the scenario's 40 ms period: shown, not checked.
+        Row::info("mean inter-frame delay, no load (Fig. 4a)", "~40", n.inter_frame_mean_ms, "ms"),
         Row::check(
             "mean inter-frame delay, flood, no BH scheduler (Fig. 4b): >= 2x no load",
             "96.2",
@@ -162,7 +182,8 @@ pub fn relations(d: &Details) -> Vec<Row> {
             "ms",
             v.inter_frame_mean_ms >= 2.0 * n.inter_frame_mean_ms,
         ),
-        Row::check(
+        unharmed(
+            acted,
             "mean inter-frame delay, flood, BH scheduler (Fig. 4c): within 15% of no load",
             "43.2",
             s.inter_frame_mean_ms,
@@ -178,13 +199,7 @@ pub fn relations(d: &Details) -> Vec<Row> {
             s.inter_frame_max_ms < v.inter_frame_max_ms,
         ),
         Row::info("mean BH time per ms, no BH scheduler (Table 2)", "454.5", v.bh_mean_us, "us"),
-        Row::check(
-            "mean BH time per ms, BH scheduler: within 15% of without",
-            "497.7",
-            s.bh_mean_us,
-            "us",
-            rel(s.bh_mean_us, v.bh_mean_us) <= 0.15,
-        ),
+        unharmed(acted, "mean BH time per ms, BH scheduler: within 15% of without", "497.7", s.bh_mean_us, "us", rel(s.bh_mean_us, v.bh_mean_us) <= 0.15),
         Row::info("BH time per ms p95-p5, no BH scheduler (Fig. 5a)", "~650 (200-850)", v.bh_spread_us, "us"),
         Row::check(
             "BH time per ms p95-p5 after start-up, BH scheduler (Fig. 5b): >= 3x narrower",
@@ -194,13 +209,15 @@ pub fn relations(d: &Details) -> Vec<Row> {
             v.bh_spread_us >= 3.0 * s.bh_spread_us,
         ),
         Row::info("network throughput, no BH scheduler", "10.006", v.throughput_mb_s, "MB/s"),
-        Row::check(
+        unharmed(
+            acted,
             "network throughput, BH scheduler: within 2% of without",
             "10.046",
             s.throughput_mb_s,
             "MB/s",
             rel(s.throughput_mb_s, v.throughput_mb_s) <= 0.02,
         ),
+        Row::info("jobs the BH scheduler deferred", "-", deferrals(s) as f64, "jobs"),
         Row::info("decode time per frame on the CPU, no load", "12 s total", n.decode_ms_per_frame, "ms/frame"),
     ];
     let ratio = if s.decode_ms_per_frame > 0.0 { v.decode_ms_per_frame / s.decode_ms_per_frame } else { 0.0 };
