@@ -90,8 +90,11 @@ fn servers_and_deadline_beyond_period() {
 #[test]
 fn curve_task_and_edf() {
     let out = irqlab(&["analyze", &example("curve-nic.toml"), "--test", "edf"]);
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
-    assert!(stdout(&out).contains("nic (curve"), "{}", stdout(&out));
+    // Demand over load at each deadline stays below 1 (0.56 and 0.78 with
+    // the NIC's measured curve): schedulable, exit 0.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("nic (curve") && text.lines().last() == Some("schedulable"), "{text}");
 }
 
 /// Writes `src` to a task-set file and expects exit 2 with `error:` and the

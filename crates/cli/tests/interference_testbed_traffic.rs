@@ -145,6 +145,7 @@ fn testbed_and_traffic_round_trip() {
     // Another process (a parallel test binary) may be using the testbed:
     // then leave it to them.
     if irqlab_live::testbed::in_use() {
+        eprintln!("testbed_and_traffic_round_trip: teardown not checked: another test binary is using the testbed");
         return;
     }
     let down = irqlab().args(["testbed", "down"]).output().unwrap();

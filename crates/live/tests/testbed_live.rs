@@ -53,7 +53,9 @@ fn testbed_carries_ping_and_udp_and_refuses_outside_targets() {
     assert!(napi_ticks() > ticks_before, "{} got no CPU time from the flood", napi.comm);
     assert!(ping.sent >= 1000, "{ping:?}");
     let ignoring = std::fs::read_to_string("/proc/sys/net/ipv4/icmp_echo_ignore_all").unwrap().trim() == "1";
-    if !ignoring {
+    if ignoring {
+        eprintln!("reply ratio not checked: net.ipv4.icmp_echo_ignore_all = 1 on this machine");
+    } else {
         assert!(ping.replies as f64 >= 0.9 * ping.sent as f64, "{ping:?}");
     }
 
@@ -90,5 +92,7 @@ fn testbed_carries_ping_and_udp_and_refuses_outside_targets() {
         assert_eq!(Testbed::status().unwrap(), None);
         assert!(!std::path::Path::new("/run/netns/irqlab-a").exists());
         assert!(!std::path::Path::new("/sys/class/net/irqlab-b").exists());
+    } else {
+        eprintln!("teardown not checked: the testbed is persistent ({persistent}) or in use by another test binary");
     }
 }

