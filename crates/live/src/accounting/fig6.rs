@@ -18,6 +18,7 @@
 //! Everything changed (rps_cpus, the napi thread's affinity) is restored.
 
 use super::names::{softirq_name, NET_RX};
+use super::procfs;
 use super::{Options, Report, Session, Storage};
 use crate::error::{Error, Result};
 use crate::privilege::{self, Capability};
@@ -76,6 +77,11 @@ pub struct RatePoint {
     pub hog_proc_charged_ns: Option<u64>,
     /// (proc - run) / run.
     pub hog_accounting_error: Option<f64>,
+    /// Time the hypervisor took from the measured CPU during the run (0 on
+    /// bare metal): /proc leaves it out of the CPU-bound task's charge,
+    /// the true run time (wall clock while current) includes it.
+    #[serde(default)]
+    pub cpu_steal_ns: u64,
     pub server_run_ns: u64,
     /// NET_RX softirq time the accounting attributes to the server.
     pub server_served_net_rx_ns: u64,
@@ -293,6 +299,7 @@ fn run_rate(
 ) -> Result<RatePoint> {
     let mut storage = Storage::default();
     let mut session = Session::start(&mut storage, Options::default())?;
+    let steal_before = procfs::cpu_steal_ns(cpu);
     // The accounting learns a socket's owner when a thread returns from
     // receiving on it. Once the CPU-bound task runs, the server may not
     // get the CPU for most of a second (RT throttling's fair-server slice),
@@ -359,6 +366,7 @@ fn run_rate(
     }
     let counters = sender.join().map_err(|_| Error::Failed("the sender thread panicked".into()))??;
     let report = session.report(counters.complete);
+    let cpu_steal_ns = procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
     hog_stop.store(true, Ordering::SeqCst);
     let hog_result = hog.join().map_err(|_| Error::Failed("the CPU-bound task panicked".into()))?;
     let report = report?;
@@ -381,6 +389,7 @@ fn run_rate(
         hog_stolen_net_rx_ns: hog.and_then(|h| h.stolen_by_softirq_ns.get("NET_RX").copied()).unwrap_or(0),
         hog_proc_charged_ns: hog.and_then(|h| h.proc_charged_ns),
         hog_accounting_error: hog.and_then(|h| h.proc_error),
+        cpu_steal_ns,
         server_run_ns: server.map(|s| s.run_ns).unwrap_or(0),
         server_served_net_rx_ns: served,
         net_rx_ns,
@@ -405,13 +414,13 @@ pub fn table(result: &Fig6Result) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>8}",
-        "RATE/s", "SENT/s", "RECV", "HOG-RUN", "HOG-STOLEN", "NET_RX@CPU", "TO-SERVER", "SHARE", "ALL-CPUS", "/PROC", "PROC-ERR", "ORPHAN"
+        "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8}",
+        "RATE/s", "SENT/s", "RECV", "HOG-RUN", "HOG-STOLEN", "NET_RX@CPU", "TO-SERVER", "SHARE", "ALL-CPUS", "/PROC", "PROC-ERR", "ORPHAN", "STEAL"
     );
     for p in &result.points {
         let _ = writeln!(
             out,
-            "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8.1}% {:>8.1}% {:>10} {:>10} {:>8}",
+            "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8.1}% {:>8.1}% {:>10} {:>10} {:>8} {:>8}",
             p.rate_pps,
             p.achieved_pps.round() as u64,
             p.received,
@@ -423,11 +432,13 @@ pub fn table(result: &Fig6Result) -> String {
             100.0 * p.beneficiary_share,
             p.hog_proc_charged_ns.map(ms).unwrap_or_else(|| "-".into()),
             p.hog_accounting_error.map(|e| format!("{:+.2}%", e * 100.0)).unwrap_or_else(|| "-".into()),
-            ms(p.orphan_net_rx_ns)
+            ms(p.orphan_net_rx_ns),
+            ms(p.cpu_steal_ns)
         );
     }
     let _ = writeln!(out, "(times in ms; SHARE = NET_RX time on CPU {} attributed to the server; ALL-CPUS also counts the sender-side", result.cpu);
-    let _ = writeln!(out, " RPS hand-off on the other CPUs; PROC-ERR = (/proc utime+stime - true run) / true run of the CPU-bound task)");
+    let _ = writeln!(out, " RPS hand-off on the other CPUs; PROC-ERR = (/proc utime+stime - true run) / true run of the CPU-bound task;");
+    let _ = writeln!(out, " STEAL = time the hypervisor took from CPU {}, which /proc leaves out of the task's charge and the true run includes)", result.cpu);
     let _ = writeln!(
         out,
         "stolen time grows with rate: {}; server's share of CPU {}'s NET_RX >= 80% at every rate: {}{}",

@@ -63,6 +63,22 @@ pub fn ticks_per_second() -> u64 {
     }
 }
 
+/// Time the hypervisor has taken from `cpu` so far (the steal column of
+/// /proc/stat, in ticks), in ns; 0 on bare metal. The kernel leaves it out
+/// of every task's utime/stime, while a task's wall-clock run time (the
+/// accounting's) includes it.
+pub fn cpu_steal_ns(cpu: usize) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let name = format!("cpu{cpu}");
+    let ticks = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    ticks * 1_000_000_000 / ticks_per_second()
+}
+
 /// What kind of work a task does, from its name and kthread flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
