@@ -5,6 +5,7 @@
 //! they take a lock and run one at a time.
 
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline};
+use irqlab_live::accounting::procfs::cpu_steal_ns;
 use irqlab_live::probe::rt_limit::{LiftedRtLimit, RtBandwidth};
 use irqlab_live::probe::{log_windows, run, Injector, ProbeConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,22 +37,6 @@ macro_rules! check {
     };
 }
 
-/// Time the hypervisor has taken from `cpu` so far (the steal column of
-/// /proc/stat), in ns.
-fn steal_ns(cpu: usize) -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let name = format!("cpu{cpu}");
-    let ticks = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
-        .and_then(|l| l.split_whitespace().nth(8))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf reads a constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    ticks * 1_000_000_000 / hz
-}
-
 /// Steal above this during an attempt voids it (two of /proc/stat's ticks).
 const STEAL_VOIDS_NS: u64 = 20_000_000;
 
@@ -69,9 +54,9 @@ fn within_three_attempts(what: &str, attempt: impl Fn() -> Result<(), String>) {
     let mut reasons = Vec::new();
     let mut clean_failures = 0;
     for n in 1..=10 {
-        let stolen_before = steal_ns(test_cpu());
+        let stolen_before = cpu_steal_ns(test_cpu());
         let outcome = attempt();
-        let stolen = steal_ns(test_cpu()) - stolen_before;
+        let stolen = cpu_steal_ns(test_cpu()).saturating_sub(stolen_before);
         match outcome {
             Ok(()) => return,
             Err(why) => {
