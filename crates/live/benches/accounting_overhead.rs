@@ -43,7 +43,10 @@
 //! Run: `cargo bench -p irqlab-live --bench accounting_overhead`.
 
 use irqlab_live::accounting::{Options, Session, Storage};
+use irqlab_live::cleanup::{RestoreAffinity, RestoreFile};
 use irqlab_live::testbed::{Side, Testbed};
+use nix::sched::CpuSet;
+use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -92,52 +95,35 @@ fn cpus() -> usize {
 }
 
 fn pin_to(cpu: usize) {
-    pin_pid(0, cpu);
-}
-
-/// Pins thread `pid` (0: the caller) to `cpu`; returns its old affinity.
-fn pin_pid(pid: i32, cpu: usize) -> Option<libc::cpu_set_t> {
-    // SAFETY: zeroed cpu_set_t values are empty sets; the calls only read
-    // and write them.
+    // SAFETY: a zeroed cpu_set_t is the empty set; the calls only read it.
     unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        let got = libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut old) == 0;
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        got.then_some(old)
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
 
 /// The testbed's NAPI threads for the flood's device pinned to one CPU
-/// for the whole run, their affinity restored on drop. Left to float, the
-/// NAPI thread lands on the sender's or the server's CPU from one slot to
-/// the next, and the flood's rate jumps with it.
-struct PinnedNapi(Vec<(i32, libc::cpu_set_t)>);
-
-impl PinnedNapi {
-    fn pin(bed: &Testbed, cpu: usize) -> PinnedNapi {
-        let mut pinned = Vec::new();
-        if let Ok(layout) = bed.layout() {
-            for host in layout.hosts.iter().filter(|h| h.side == Side::B) {
-                for t in irqlab_live::testbed::napi_threads(&host.root_device) {
-                    if let Some(old) = pin_pid(t.pid, cpu) {
-                        pinned.push((t.pid, old));
-                    }
-                }
+/// for the whole run, their affinity restored when the guards drop (or at
+/// exit). Left to float, the NAPI thread lands on the sender's or the
+/// server's CPU from one slot to the next, and the flood's rate jumps with
+/// it.
+fn pin_napi(bed: &Testbed, cpu: usize) -> Vec<RestoreAffinity> {
+    let mut set = CpuSet::new();
+    if set.set(cpu).is_err() {
+        return Vec::new();
+    }
+    let Ok(layout) = bed.layout() else { return Vec::new() };
+    let mut pinned = Vec::new();
+    for host in layout.hosts.iter().filter(|h| h.side == Side::B) {
+        for t in irqlab_live::testbed::napi_threads(&host.root_device) {
+            match RestoreAffinity::set(Pid::from_raw(t.pid), &set) {
+                Ok(guard) => pinned.push(guard),
+                Err(e) => eprintln!("{} not pinned: {e}", t.comm),
             }
         }
-        PinnedNapi(pinned)
     }
-}
-
-impl Drop for PinnedNapi {
-    fn drop(&mut self) {
-        for (pid, old) in &self.0 {
-            // SAFETY: `old` is a cpu_set_t read by sched_getaffinity.
-            unsafe { libc::sched_setaffinity(*pid, std::mem::size_of::<libc::cpu_set_t>(), old) };
-        }
-    }
+    pinned
 }
 
 /// tracefs, which bpftrace's tracepoint probes need; mounted here (and
@@ -332,30 +318,6 @@ fn testbed_flood(bed: &Testbed, slot: Duration, pace: Pace) -> Sample {
     let _ = sender.join();
     let _ = server.join();
     sample
-}
-
-/// A sysfs value set for the run and restored on drop.
-struct SetFile {
-    path: String,
-    old: Option<String>,
-}
-
-impl SetFile {
-    fn set(path: String, value: &str) -> SetFile {
-        let old = std::fs::read_to_string(&path).ok();
-        if let Err(e) = std::fs::write(&path, value) {
-            eprintln!("could not set {path}: {e}");
-        }
-        SetFile { path, old }
-    }
-}
-
-impl Drop for SetFile {
-    fn drop(&mut self) {
-        if let Some(old) = &self.old {
-            let _ = std::fs::write(&self.path, old.trim());
-        }
-    }
 }
 
 /// Runs `flood` with `config` attached; None when the config cannot run.
@@ -573,8 +535,14 @@ fn main() {
                     };
                     let last = cpus() - 1;
                     let device = bed.layout().ok().and_then(|l| l.hosts.into_iter().find(|h| h.side == Side::B)).map(|h| h.root_device);
-                    let _rps = device.map(|d| SetFile::set(format!("/sys/class/net/{d}/queues/rx-0/rps_cpus"), &format!("{:x}", 1u64 << last)));
-                    let _napi = PinnedNapi::pin(&bed, 0);
+                    let _rps = device.and_then(|d| match RestoreFile::set(format!("/sys/class/net/{d}/queues/rx-0/rps_cpus"), &format!("{:x}", 1u64 << last)) {
+                        Ok(guard) => Some(guard),
+                        Err(e) => {
+                            eprintln!("RPS not set: {e}");
+                            None
+                        }
+                    });
+                    let _napi = pin_napi(&bed, 0);
                     let title = format!("Fig. 6 flood ({what} from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
                     run(&title, rounds, &|| testbed_flood(&bed, slot, pace))
                 }
@@ -584,8 +552,8 @@ fn main() {
                 Ok(bed) => {
                     let napi = std::env::var("IRQLAB_BENCH_NAPI").unwrap_or_else(|_| "server".into());
                     let _pinned = match napi.as_str() {
-                        "sender" => Some(PinnedNapi::pin(&bed, 0)),
-                        "server" => Some(PinnedNapi::pin(&bed, cpus() - 1)),
+                        "sender" => Some(pin_napi(&bed, 0)),
+                        "server" => Some(pin_napi(&bed, cpus() - 1)),
                         _ => None,
                     };
                     let title = format!("testbed flood (irqlab-b -> server in the root namespace, NAPI thread: {napi})");

@@ -20,11 +20,12 @@
 use super::names::{softirq_name, NET_RX};
 use super::procfs;
 use super::{Options, Report, Session, Storage};
+use crate::cleanup::{RestoreAffinity, RestoreFile};
 use crate::error::{Error, Result};
 use crate::privilege::{self, Capability};
 use crate::testbed::{self, Side, Testbed};
 use crate::traffic::{self, Kind, Plan, Schedule};
-use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -113,58 +114,6 @@ pub struct Fig6Result {
     /// Every rate puts at least 80% of the measured CPU's NET_RX time on
     /// the server.
     pub beneficiary_share_at_least_80pct: bool,
-}
-
-/// Restores a file's content on drop (sysfs knobs), or at exit.
-struct RestoreFile {
-    path: String,
-    old: String,
-    _at_exit: crate::cleanup::Registration,
-}
-
-impl RestoreFile {
-    fn set(path: String, value: &str) -> Result<RestoreFile> {
-        let old = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
-        let old = old.trim().to_string();
-        let at_exit = {
-            let (path, old) = (path.clone(), old.clone());
-            crate::cleanup::at_exit(move || {
-                let _ = std::fs::write(&path, &old);
-            })
-        };
-        std::fs::write(&path, value).map_err(|e| Error::io(format!("writing {path}"), e))?;
-        Ok(RestoreFile { path, old, _at_exit: at_exit })
-    }
-}
-
-impl Drop for RestoreFile {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.path, &self.old);
-    }
-}
-
-/// Restores a thread's CPU affinity on drop, or at exit.
-struct RestoreAffinity {
-    pid: Pid,
-    old: CpuSet,
-    _at_exit: crate::cleanup::Registration,
-}
-
-impl RestoreAffinity {
-    fn set(pid: Pid, set: &CpuSet) -> Result<RestoreAffinity> {
-        let old = sched_getaffinity(pid).map_err(|e| Error::sys(format!("reading the affinity of {pid}"), e))?;
-        let at_exit = crate::cleanup::at_exit(move || {
-            let _ = sched_setaffinity(pid, &old);
-        });
-        sched_setaffinity(pid, set).map_err(|e| Error::sys(format!("setting the affinity of {pid}"), e))?;
-        Ok(RestoreAffinity { pid, old, _at_exit: at_exit })
-    }
-}
-
-impl Drop for RestoreAffinity {
-    fn drop(&mut self) {
-        let _ = sched_setaffinity(self.pid, &self.old);
-    }
 }
 
 fn cpuset(cpus: impl IntoIterator<Item = usize>) -> Result<CpuSet> {
