@@ -42,6 +42,7 @@
 //!
 //! Run: `cargo bench -p irqlab-live --bench accounting_overhead`.
 
+use irqlab_live::accounting::procfs::{cpu_time_ns, CpuTime};
 use irqlab_live::accounting::{Options, Session, Storage};
 use irqlab_live::cleanup::{RestoreAffinity, RestoreFile};
 use irqlab_live::testbed::{Side, Testbed};
@@ -199,13 +200,7 @@ struct Sample {
 /// busy = wall x CPUs - this is exact to /proc/stat's 10 ms unit, and a
 /// host stall (steal) is not counted as work.
 fn not_busy_ns() -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<f64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0.0)).collect();
-    // user nice system idle iowait irq softirq steal ...
-    let not_busy: f64 = [3, 4, 7].iter().map(|&i| fields.get(i).copied().unwrap_or(0.0)).sum();
-    // SAFETY: sysconf reads a constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    not_busy * 1e9 / hz
+    cpu_time_ns(None, &[CpuTime::Idle, CpuTime::Iowait, CpuTime::Steal]) as f64
 }
 
 /// Counts what a slot's flood delivers against the machine's busy time.

@@ -63,20 +63,35 @@ pub fn ticks_per_second() -> u64 {
     }
 }
 
-/// Time the hypervisor has taken from `cpu` so far (the steal column of
-/// /proc/stat, in ticks), in ns; 0 on bare metal. The kernel leaves it out
-/// of every task's utime/stime, while a task's wall-clock run time (the
-/// accounting's) includes it.
-pub fn cpu_steal_ns(cpu: usize) -> u64 {
+/// Columns of a CPU line of /proc/stat, in the kernel's order.
+#[derive(Debug, Clone, Copy)]
+pub enum CpuTime {
+    User = 0,
+    Nice,
+    System,
+    Idle,
+    Iowait,
+    Irq,
+    Softirq,
+    Steal,
+}
+
+/// The sum of `columns` of /proc/stat's line for `cpu` (None: the line of
+/// all CPUs), in ns; 0 when the line or a column is missing.
+pub fn cpu_time_ns(cpu: Option<usize>, columns: &[CpuTime]) -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let name = format!("cpu{cpu}");
-    let ticks = stat
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
-        .and_then(|l| l.split_whitespace().nth(8))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
+    let name = cpu.map_or("cpu".to_string(), |c| format!("cpu{c}"));
+    let Some(line) = stat.lines().find(|l| l.split_whitespace().next() == Some(name.as_str())) else { return 0 };
+    let fields: Vec<u64> = line.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0)).collect();
+    let ticks: u64 = columns.iter().map(|&c| fields.get(c as usize).copied().unwrap_or(0)).sum();
     ticks * 1_000_000_000 / ticks_per_second()
+}
+
+/// Time the hypervisor has taken from `cpu` so far, in ns; 0 on bare
+/// metal. The kernel leaves it out of every task's utime/stime, while a
+/// task's wall-clock run time (the accounting's) includes it.
+pub fn cpu_steal_ns(cpu: usize) -> u64 {
+    cpu_time_ns(Some(cpu), &[CpuTime::Steal])
 }
 
 /// What kind of work a task does, from its name and kthread flag.
