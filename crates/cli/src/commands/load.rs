@@ -24,7 +24,9 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_name = "D")]
     duration: String,
     /// cpu: spin in SCHED_IDLE, taking only time nobody else wants: keeps
-    /// the CPUs from halting without loading them (idle=poll on a VM)
+    /// the CPUs from halting without loading them (idle=poll on a VM).
+    /// Check it on your kernel first: on one VM kernel (6.18 "-fc") a woken
+    /// NAPI thread waited up to 11 s behind such a spinner
     #[arg(long)]
     sched_idle: bool,
     /// net: send from testbed host irqlab-a or irqlab-b to the root
