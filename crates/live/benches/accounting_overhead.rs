@@ -456,6 +456,9 @@ fn summary(overheads: &[f64]) -> String {
     format!("{:>6.1}%{ci} ({:.1}% .. {:.1}%)", median(overheads.to_vec()) * 100.0, lo * 100.0, hi * 100.0)
 }
 
+// `round` indexes the second dimension while configurations rotate over
+// the first, which an iterator would hide.
+#[allow(clippy::needless_range_loop)]
 fn run(name: &str, rounds: usize, flood: &dyn Fn() -> Sample) {
     println!("{name}: {rounds} interleaved rounds");
     // samples[config][round]

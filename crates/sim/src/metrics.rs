@@ -155,7 +155,7 @@ mod tests {
             h.record(v);
         }
         let p = h.quantile(0.5);
-        assert!(p >= 2_000_000 && p <= 2_000_000 * 65 / 64, "{p}");
+        assert!((2_000_000..=2_000_000 * 65 / 64).contains(&p), "{p}");
         assert_eq!(h.quantile(1.0), 3_000_000);
     }
 

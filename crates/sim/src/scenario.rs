@@ -467,7 +467,7 @@ impl Scenario {
             // 2.4 ran ksoftirqd at nice 19; 2.6 and later at nice 0.
             None => if model_name == "linux-2.4" { 19 } else { 0 },
         };
-        for (name, _) in &self.raw.threads {
+        for name in self.raw.threads.keys() {
             if !["net_rx", "net_tx", "nic_irq", "ksoftirqd"].contains(&name.as_str()) {
                 let span = self.raw.threads[name].span();
                 return Err(self.err(span, format!("unknown thread `{name}` (net_rx, net_tx, nic_irq, ksoftirqd)")));

@@ -27,7 +27,7 @@ proptest! {
         fair24 in any::<bool>(),
     ) {
         let text = format!(
-            "{}scheduler = \"{}\"\n[machine.costs]\nirq_entry = \"700ns\"\nirq_exit = \"300ns\"\ntick = \"1us\"\ncontext_switch = \"{switch_ns}ns\"\nirq_primary = \"200ns\"\n\
+            "[machine]\nhz = 1000\nsoftirq = \"{}\"\nscheduler = \"{}\"\n[machine.costs]\nirq_entry = \"700ns\"\nirq_exit = \"300ns\"\ntick = \"1us\"\ncontext_switch = \"{switch_ns}ns\"\nirq_primary = \"200ns\"\n\
              [nic]\nring = {ring}\nnapi = {napi}\ncoalesce_frames = 4\ncoalesce_usecs = \"20us\"\n[nic.costs]\nirq = \"500ns\"\nirq_per_packet = \"300ns\"\nicmp_echo = \"2us\"\nudp = \"{udp_ns}ns\"\n\
              [[socket]]\nname = \"s\"\nrcvbuf = {rcvbuf}\n\
              [[task]]\nname = \"srv\"\nkind = \"udp-server\"\nsocket = \"s\"\nrecv_cost = \"1us\"\nuser_cost = \"1us\"\n\
@@ -36,7 +36,7 @@ proptest! {
              [[traffic]]\nkind = \"{}\"\ninterval = \"{interval_ns}ns\"\nsocket = \"s\"\nsize = 100\n\
              [[traffic]]\nkind = \"ping-flood\"\ninterval = \"{}ns\"\nsize = 64\n\
              [run]\nduration = \"60ms\"\nwarmup = \"{}\"\n",
-            format!("[machine]\nhz = 1000\nsoftirq = \"{}\"\n", MODELS[model]),
+            MODELS[model],
             if fair24 { "linux-2.4" } else { "cfs" },
             if poisson { "poisson" } else { "constant" },
             interval_ns * 3,

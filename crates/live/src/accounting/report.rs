@@ -261,7 +261,7 @@ fn served_by_cpu(raw: &RawSnapshot, ctx: &Context, tid: u32, idle_cpu: Option<(u
     per_cpu
         .iter()
         .enumerate()
-        .filter(|(idx, _)| idle_cpu.map_or(true, |(i, _)| i == *idx))
+        .filter(|(idx, _)| idle_cpu.is_none_or(|(i, _)| i == *idx))
         .map(|(idx, c)| (ctx.cpus.get(idx).copied().unwrap_or(idx), by_vector(&c.served_softirq_ns)))
         .filter(|(_, m)| !m.is_empty())
         .collect()

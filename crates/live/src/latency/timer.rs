@@ -94,7 +94,7 @@ impl LiveThread {
     /// cyclictest's running line for this thread.
     pub fn line(&self, index: usize, priority: u8, interval_ns: u64) -> String {
         let cycles = self.cycles.load(Ordering::Relaxed);
-        let avg = if cycles > 0 { self.sum_ns.load(Ordering::Relaxed) / cycles } else { 0 };
+        let avg = self.sum_ns.load(Ordering::Relaxed).checked_div(cycles).unwrap_or(0);
         let min = if cycles > 0 { self.min_ns.load(Ordering::Relaxed) } else { 0 };
         cyclictest_line(
             index,

@@ -17,7 +17,7 @@ pub fn run(dir: &Path, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'st
     let mut written = 0u64;
     let io = |e| Error::io("writing the scratch file", e);
     while super::running(deadline, stop) {
-        if written % BLOCKS == 0 {
+        if written.is_multiple_of(BLOCKS) {
             file.seek(SeekFrom::Start(0)).map_err(io)?;
         }
         file.write_all(&block).map_err(io)?;

@@ -72,7 +72,7 @@ pub fn flood(plan: &Plan, stop: &AtomicBool) -> Result<Counters> {
     let mut c = Counters::default();
     let mut seq: u16 = 0;
     loop {
-        let at = pacer.next();
+        let at = pacer.next_send_ns();
         if at >= end || stop.load(Ordering::Relaxed) {
             break;
         }

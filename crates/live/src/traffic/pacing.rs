@@ -73,7 +73,7 @@ impl Pacer {
     }
 
     /// The next send time (non-decreasing).
-    pub fn next(&mut self) -> u64 {
+    pub fn next_send_ns(&mut self) -> u64 {
         match self.schedule {
             Schedule::Periodic { interval_ns } => {
                 let t = self.next_ns;
@@ -102,7 +102,7 @@ mod tests {
     #[test]
     fn periodic_times_are_evenly_spaced() {
         let mut p = Pacer::new(Schedule::Periodic { interval_ns: 10 }, 100);
-        let times: Vec<u64> = (0..4).map(|_| p.next()).collect();
+        let times: Vec<u64> = (0..4).map(|_| p.next_send_ns()).collect();
         assert_eq!(times, vec![100, 110, 120, 130]);
     }
 
@@ -115,15 +115,15 @@ mod tests {
         let mut n = 0u64;
         let mut t = 0;
         while t < 4_000_000_000 {
-            t = p.next();
+            t = p.next_send_ns();
             n += 1;
         }
         let per_ms = n as f64 / 4000.0;
         assert!((per_ms - 25.0).abs() < 2.0, "{per_ms} sends per ms");
         // Bursty: many gaps much longer than the ON interval.
         let mut p = Pacer::new(s, 0);
-        let mut prev = p.next();
-        let long = (0..10_000).filter(|_| { let t = p.next(); let g = t - prev; prev = t; g > 500_000 }).count();
+        let mut prev = p.next_send_ns();
+        let long = (0..10_000).filter(|_| { let t = p.next_send_ns(); let g = t - prev; prev = t; g > 500_000 }).count();
         assert!(long > 20, "{long} off periods");
     }
 

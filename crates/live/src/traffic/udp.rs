@@ -17,7 +17,7 @@ pub fn send(plan: &Plan, port: u16, stop: &AtomicBool) -> Result<Counters> {
     let mut pacer = Pacer::new(plan.schedule, start);
     let mut c = Counters::default();
     loop {
-        let at = pacer.next();
+        let at = pacer.next_send_ns();
         if at >= end || stop.load(Ordering::Relaxed) {
             break;
         }

@@ -87,6 +87,9 @@ fn run_text(name: &str, text: &str, seed: u64, stop: &AtomicBool) -> Result<SimR
     Ok(run_scenario(&sc, p, false, stop, |_| {}).map_err(|e| e.to_string())?.result)
 }
 
+/// One run of the sweep: (mode, swept value, result).
+type Job<'a> = Box<dyn FnOnce() -> Result<(String, f64, SimResult), String> + Send + 'a>;
+
 /// Runs `jobs` on `threads` workers, keeping the order.
 fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>, threads: usize) -> Vec<T> {
     let n = jobs.len();
@@ -185,7 +188,7 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, S
     // mean gap of 2 s a shorter run holds too few bursts to say anything.
     let bursty_len = "\"60s\"";
 
-    let mut jobs: Vec<Box<dyn FnOnce() -> Result<(String, f64, SimResult), String> + Send + '_>> = Vec::new();
+    let mut jobs: Vec<Job<'_>> = Vec::new();
     for (mode, base) in [("vanilla", ACC_VANILLA), ("IA", ACC_IA), ("ISA", ACC_ISA)] {
         for &rate in rates {
             let text = set_line(base, "interval", &format!("\"{}ns\"", 1_000_000_000 / rate));
@@ -274,7 +277,7 @@ pub fn relations(d: &Details) -> Vec<Row> {
         "Fig. 6b IA |error| below 5% at most rates",
         "mostly < 5",
         ia_small as f64,
-        &format!("rates of {}", ia.len()),
+        format!("rates of {}", ia.len()),
         2 * ia_small > ia.len(),
     ));
     let moved: Vec<f64> = ia
@@ -308,7 +311,7 @@ pub fn relations(d: &Details) -> Vec<Row> {
     let bi = bursty(d, "ISA");
     for (v, i) in bv.iter().zip(&bi) {
         rows.push(Row::info(format!("Fig. 8a deadline miss rate vanilla at {:.0} pkt/s", v.rate_pps), "rises", 100.0 * v.miss_rate, "%"));
-        rows.push(Row::info(format!("Fig. 8c reception vanilla / ISA at {:.0} pkt/s", v.rate_pps), "falls / level", 100.0 * v.reception_ratio, &format!("% (ISA {:.1}%)", 100.0 * i.reception_ratio)));
+        rows.push(Row::info(format!("Fig. 8c reception vanilla / ISA at {:.0} pkt/s", v.rate_pps), "falls / level", 100.0 * v.reception_ratio, format!("% (ISA {:.1}%)", 100.0 * i.reception_ratio)));
     }
     let isa_misses: u64 = bi.iter().map(|p| p.misses).sum();
     rows.push(Row::check("Fig. 8a ISA deadline misses, all rates", "0", isa_misses as f64, "misses", !bi.is_empty() && isa_misses == 0));

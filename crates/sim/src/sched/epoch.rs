@@ -89,7 +89,7 @@ impl FairClass for Epoch24 {
             let mut best: Option<(usize, i64)> = None;
             for (i, &t) in self.queue.iter().enumerate() {
                 let g = Self::goodness(&tasks[t]);
-                if best.map_or(true, |(_, c)| g > c) {
+                if best.is_none_or(|(_, c)| g > c) {
                     best = Some((i, g));
                 }
             }

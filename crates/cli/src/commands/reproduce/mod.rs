@@ -103,7 +103,7 @@ pub fn finish<D: serde::Serialize>(
 pub fn print_rows(rows: &[Row]) {
     let w = rows.iter().map(|r| r.metric.chars().count()).max().unwrap_or(6).min(90);
     let pw = rows.iter().map(|r| r.paper.chars().count()).max().unwrap_or(5).min(40);
-    println!("{:<w$}  {:<pw$}  {:>12}  {:<16}  {}", "metric", "paper", "simulated", "unit", "holds");
+    println!("{:<w$}  {:<pw$}  {:>12}  {:<16}  holds", "metric", "paper", "simulated", "unit");
     for r in rows {
         let verdict = match r.holds {
             Some(true) => "yes",
