@@ -65,12 +65,16 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
         );
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  softirq by vector", "CPU", "WALL", "RUN", "IDLE", "HARDIRQ", "SOFTIRQ", "ORPHAN");
+    let _ = writeln!(
+        out,
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  softirq by vector",
+        "CPU", "WALL", "RUN", "IDLE", "HARDIRQ", "SOFTIRQ", "ORPHAN", "STEAL"
+    );
     for c in &report.cpus {
         let vectors: Vec<String> = c.softirq_by_vector_ns.iter().map(|(k, v)| format!("{k}={}", ms(*v))).collect();
         let _ = writeln!(
             out,
-            "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  {}",
             c.cpu,
             ms(c.wall_ns),
             ms(c.run_ns),
@@ -78,13 +82,14 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
             ms(c.hardirq_ns),
             ms(c.softirq_ns),
             ms(c.orphan_softirq_ns),
+            ms(c.steal_ns),
             vectors.join(" ")
         );
     }
     let t = &report.totals;
     let _ = writeln!(
         out,
-        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  served to tasks {} ms, orphan {} ms (threads {} ms)",
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  served to tasks {} ms, orphan {} ms (threads {} ms)",
         "all",
         ms(t.wall_ns),
         ms(t.run_ns),
@@ -92,6 +97,7 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
         ms(t.hardirq_ns),
         ms(t.softirq_ns),
         ms(report.orphan.softirq_ns),
+        ms(t.steal_ns),
         ms(t.served_softirq_ns),
         ms(report.orphan.softirq_ns),
         ms(report.orphan.thread_ns)
@@ -158,6 +164,10 @@ pub fn prometheus(report: &Report, pids: &[u32]) -> String {
             let _ = writeln!(out, "irqlab_cpu_seconds{{cpu=\"{}\",mode=\"{mode}\"}} {}", c.cpu, s(ns));
         }
     }
+    family(&mut out, "irqlab_cpu_steal_seconds", "Per-CPU time the hypervisor took during the measurement (inside the modes above).");
+    for c in &report.cpus {
+        let _ = writeln!(out, "irqlab_cpu_steal_seconds{{cpu=\"{}\"}} {}", c.cpu, s(c.steal_ns));
+    }
     family(&mut out, "irqlab_orphan_softirq_seconds", "Softirq time for which no beneficiary task was found, by vector.");
     for (name, ns) in &report.orphan.softirq_by_vector_ns {
         let _ = writeln!(out, "irqlab_orphan_softirq_seconds{{vector=\"{}\"}} {}", label(name), s(*ns));
@@ -208,6 +218,7 @@ mod tests {
                 softirq_ns: 0,
                 softirq_by_vector_ns: BTreeMap::new(),
                 served_softirq_ns: 0,
+                steal_ns: 4_000_000,
                 reference_softirq_ns: None,
                 reference_softirq_by_vector_ns: None,
             },
@@ -227,6 +238,7 @@ mod tests {
                 socket_events: 0,
                 socket_events_no_owner: 0,
                 socket_events_outside: 0,
+                steal_ns: 4_000_000,
             }],
             orphan: OrphanReport::default(),
             tasks: vec![task(10, "robbed \"one\"", 300_000_000), task(11, "other", 1_000)],
@@ -245,6 +257,8 @@ mod tests {
         assert!(t.contains("NET_RX"));
         assert!(t.contains("+10.0%"));
         assert!(t.contains("sk_data_ready"));
+        let cpu_line = t.lines().find(|l| l.trim_start().starts_with("0 ")).unwrap();
+        assert!(t.contains("STEAL") && cpu_line.contains(" 4.0 "), "{cpu_line}");
         let only = table(&r, &[11], 10);
         assert!(!only.contains("robbed") && only.contains("other"));
     }
@@ -254,6 +268,7 @@ mod tests {
         let text = prometheus(&report(), &[]);
         assert!(text.contains(r#"comm="robbed \"one\"""#));
         assert!(text.contains("irqlab_task_stolen_seconds{tid=\"10\""));
+        assert!(text.contains("irqlab_cpu_steal_seconds{cpu=\"0\"} 0.004"), "{text}");
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "bad sample line {line}");

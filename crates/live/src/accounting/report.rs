@@ -76,6 +76,12 @@ pub struct CpuReport {
     pub socket_events: u64,
     pub socket_events_no_owner: u64,
     pub socket_events_outside: u64,
+    /// Time the hypervisor took from this CPU during the run (/proc/stat
+    /// "steal"; 0 on bare metal). The guest cannot see it happen: it lies
+    /// inside whichever of the parts above was running, most often a
+    /// task's run time.
+    #[serde(default)]
+    pub steal_ns: u64,
 }
 
 /// Interrupt work for which no beneficiary was found.
@@ -95,6 +101,9 @@ pub struct Totals {
     pub softirq_ns: u64,
     pub softirq_by_vector_ns: BTreeMap<String, u64>,
     pub served_softirq_ns: u64,
+    /// Hypervisor steal over all CPUs (see `CpuReport::steal_ns`).
+    #[serde(default)]
+    pub steal_ns: u64,
     /// Plain softirq_entry/exit sum, when the reference program ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reference_softirq_ns: Option<u64>,
@@ -129,6 +138,8 @@ pub struct Context<'a> {
     /// utime+stime ticks at the start.
     pub baseline_ticks: &'a dyn Fn(u32) -> u64,
     pub ticks_per_second: u64,
+    /// Hypervisor steal of a CPU (by its number) since the start, ns.
+    pub steal_ns: &'a dyn Fn(usize) -> u64,
     pub missing_tracepoints: &'a [String],
     pub complete: bool,
 }
@@ -189,8 +200,9 @@ impl Report {
             }
             orphan.thread_ns += totals.orphan_thread_ns;
             let accounted = cpu_sum[cpu].run_ns + idle_ns + all.hardirq_ns + softirq_ns;
+            let cpu_no = ctx.cpus.get(cpu).copied().unwrap_or(cpu);
             cpus.push(CpuReport {
-                cpu: ctx.cpus.get(cpu).copied().unwrap_or(cpu),
+                cpu: cpu_no,
                 wall_ns,
                 run_ns: cpu_sum[cpu].run_ns,
                 idle_ns,
@@ -205,6 +217,7 @@ impl Report {
                 socket_events: totals.socket_events,
                 socket_events_no_owner: totals.socket_events_no_owner,
                 socket_events_outside: totals.socket_events_outside,
+                steal_ns: (ctx.steal_ns)(cpu_no),
             });
         }
         orphan.softirq_ns = orphan_vec.iter().sum();
@@ -224,6 +237,7 @@ impl Report {
             softirq_ns: cpus.iter().map(|c| c.softirq_ns).sum(),
             softirq_by_vector_ns: by_vector(&vec_total),
             served_softirq_ns: tasks.iter().map(|t| t.served_softirq_ns).sum(),
+            steal_ns: cpus.iter().map(|c| c.steal_ns).sum(),
             reference_softirq_ns: raw.reference_softirq_ns.as_ref().map(|v| v.iter().sum()),
             reference_softirq_by_vector_ns: raw.reference_softirq_ns.as_deref().map(by_vector),
         };
@@ -232,6 +246,12 @@ impl Report {
         let dropped: u64 = raw.cpus.iter().map(|(_, t)| t.dropped_tasks).sum();
         if dropped > 0 {
             notes.push(format!("{dropped} events found the task map full; their time is missing"));
+        }
+        if totals.steal_ns > 0 {
+            notes.push(format!(
+                "the hypervisor stole {:.1} ms of CPU time (STEAL): it is inside the run, IRQ and idle times above, mostly the run times of the tasks it hit; /proc leaves it out of their charge",
+                totals.steal_ns as f64 / 1e6
+            ));
         }
         Report {
             schema: SCHEMA.into(),
@@ -370,6 +390,7 @@ mod tests {
             proc_now: &proc_now,
             baseline_ticks: &baseline,
             ticks_per_second: 100_000,
+            steal_ns: &|cpu| if cpu == 1 { 7_000 } else { 0 },
             missing_tracepoints: &[],
             complete: true,
         };
@@ -383,6 +404,9 @@ mod tests {
         assert_eq!(r.cpus[0].unaccounted_ns, 0);
         assert_eq!(r.cpus[1].unaccounted_ns, 0);
         assert_eq!(r.cpus[0].idle_ns, 400_000);
+        // Steal is reported per CPU number, summed, and explained in a note.
+        assert_eq!((r.cpus[0].steal_ns, r.cpus[1].steal_ns, r.totals.steal_ns), (0, 7_000, 7_000));
+        assert!(r.notes.iter().any(|n| n.contains("hypervisor stole")), "{:?}", r.notes);
         assert_eq!(r.cpus[0].softirq_by_vector_ns["NET_RX"], 85_000);
         assert_eq!(r.tasks[0].comm, "hog");
         assert_eq!(r.tasks[0].stolen_ns, 90_000);

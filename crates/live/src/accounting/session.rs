@@ -55,6 +55,8 @@ pub struct Session<'obj> {
     online: Vec<usize>,
     /// utime+stime ticks of every thread alive at the start.
     baseline_ticks: HashMap<u32, u64>,
+    /// Each online CPU's /proc/stat steal at the start, ns.
+    steal_baseline_ns: HashMap<usize, u64>,
     /// Optional tracepoints this kernel lacks (their programs not loaded).
     missing: Vec<String>,
     /// Threads already in the BPF service_threads map.
@@ -226,7 +228,7 @@ impl<'obj> Session<'obj> {
 
         seed_socket_owners(&skel)?;
         let mut session =
-            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), missing, service_tids: Default::default() };
+            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default() };
         session.refresh_service_threads()?;
 
         if let Some(r) = session.reference.as_mut() {
@@ -237,6 +239,7 @@ impl<'obj> Session<'obj> {
         // its reference alike, and /proc's charges are taken at the same
         // moment.
         session.baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
+        session.steal_baseline_ns = session.online.iter().map(|&c| (c, procfs::cpu_steal_ns(c))).collect();
         let start_ns = monotonic_ns();
         if let Some(r) = session.reference.as_mut() {
             r.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("softirq-sum BPF object has no .bss".into()))?.start_ns = start_ns;
@@ -442,12 +445,14 @@ impl Session<'_> {
     pub fn report_from(&self, raw: &RawSnapshot, complete: bool) -> super::Report {
         let names = super::names::IrqNames::from_proc();
         let baseline = |tid: u32| self.baseline_ticks(tid);
+        let steal = |cpu: usize| procfs::cpu_steal_ns(cpu).saturating_sub(self.steal_baseline_ns.get(&cpu).copied().unwrap_or(0));
         let ctx = super::report::Context {
             cpus: &self.online,
             irq_names: &names,
             proc_now: &procfs::task_stat,
             baseline_ticks: &baseline,
             ticks_per_second: procfs::ticks_per_second(),
+            steal_ns: &steal,
             missing_tracepoints: &self.missing,
             complete,
         };
