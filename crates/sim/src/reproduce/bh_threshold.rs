@@ -50,8 +50,11 @@ pub struct Run {
     pub bh_spread_us: f64,
     pub bh_p5_us: f64,
     pub bh_p95_us: f64,
-    /// UDP frame bytes per second through the receive bottom halves, MB/s.
+    /// UDP frame bytes per second the receive bottom halves carried to the
+    /// socket layer (queued, or dropped there at a full buffer), MB/s.
     pub throughput_mb_s: f64,
+    /// Of those, the frame bytes per second queued to ttcp's socket, MB/s.
+    pub received_mb_s: f64,
     /// mplayer's time on the CPU per frame, interrupt time stolen from it
     /// included (decode wall time less run-queue waits), ms.
     pub decode_ms_per_frame: f64,
@@ -113,7 +116,11 @@ fn extract(r: &SimResult) -> Run {
     let secs = r.measured_ns.max(1) as f64 / 1e9;
     // Datagrams the receive path handled (queued on the socket, or dropped
     // there when ttcp's buffer was full): what the bottom halves carried.
-    let handled: u64 = r.nics.iter().map(|n| n.stats.packets_received).sum();
+    // The paper's 10.0 MB/s is the line rate of these frames, so it is
+    // compared with what the bottom halves carried; what reached ttcp is
+    // shown beside it.
+    let queued: u64 = r.nics.iter().map(|n| n.stats.packets_received).sum();
+    let handled: u64 = queued + r.nics.iter().map(|n| n.stats.dropped_socket_full).sum::<u64>();
     let frame_bytes: u64 = 92; // the scenario's frame size (50-byte UDP payload)
     let total = r.cpu.total().max(1) as f64;
     let user: Nanos = r.tasks.iter().map(|t| t.user_ns).sum();
@@ -135,6 +142,7 @@ fn extract(r: &SimResult) -> Run {
         bh_p95_us: p95,
         bh_us_per_ms,
         throughput_mb_s: (handled * frame_bytes) as f64 / secs / 1e6,
+        received_mb_s: (queued * frame_bytes) as f64 / secs / 1e6,
         decode_ms_per_frame,
         user_pct: 100.0 * user as f64 / total,
         system_pct: 100.0 * (total - user as f64 - r.cpu.idle_ns as f64) / total,
@@ -208,15 +216,16 @@ pub fn relations(d: &Details) -> Vec<Row> {
             "us",
             v.bh_spread_us >= 3.0 * s.bh_spread_us,
         ),
-        Row::info("network throughput, no BH scheduler", "10.006", v.throughput_mb_s, "MB/s"),
+        Row::info("network throughput through the bottom halves, no BH scheduler", "10.006", v.throughput_mb_s, "MB/s"),
         unharmed(
             acted,
-            "network throughput, BH scheduler: within 2% of without",
+            "network throughput through the bottom halves, BH scheduler: within 2% of without",
             "10.046",
             s.throughput_mb_s,
             "MB/s",
             rel(s.throughput_mb_s, v.throughput_mb_s) <= 0.02,
         ),
+        Row::info("of which queued to ttcp's socket (the rest dropped there, buffer full), no BH scheduler", "-", v.received_mb_s, "MB/s"),
         Row::info("jobs the BH scheduler deferred", "-", deferrals(s) as f64, "jobs"),
         Row::info("decode time per frame on the CPU, no load", "12 s total", n.decode_ms_per_frame, "ms/frame"),
     ];
