@@ -90,6 +90,13 @@ impl<E> EventQueue<E> {
         self.schedule_at(self.now.saturating_add(delay), event)
     }
 
+    /// Moves the clock to `time` without an event: the caller's own time
+    /// advanced (the kernel finishing CPU work between events), so that
+    /// `schedule_in` counts from the caller's now, not from the last pop.
+    pub fn advance_to(&mut self, time: Nanos) {
+        self.now = self.now.max(time);
+    }
+
     /// Cancels a scheduled event; it is skipped when it comes up.
     pub fn cancel(&mut self, id: EventId) {
         self.cancelled.insert(id.0);
@@ -163,6 +170,20 @@ pub fn rng_stream(seed: u64, name: &str) -> SourceRng {
 mod tests {
     use super::*;
     use rand::Rng;
+
+    #[test]
+    fn schedule_in_counts_from_the_advanced_clock() {
+        let mut q: EventQueue<u32> = EventQueue::new();
+        q.schedule_at(100, 1);
+        assert_eq!(q.pop(), Some((100, 1)));
+        // The caller's work ran on to 250 without an event.
+        q.advance_to(250);
+        q.schedule_in(10, 2);
+        assert_eq!(q.pop(), Some((260, 2)));
+        // Never backwards.
+        q.advance_to(5);
+        assert_eq!(q.now(), 260);
+    }
 
     #[test]
     fn pops_in_time_order_fifo_among_ties() {

@@ -287,6 +287,7 @@ impl Sim {
             if t_cpu <= t_ev {
                 self.advance(t_cpu);
                 self.now = t_cpu;
+                self.q.advance_to(t_cpu);
                 self.cpu_done();
             } else {
                 let (t, ev) = self.q.pop().expect("peeked");

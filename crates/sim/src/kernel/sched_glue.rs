@@ -144,18 +144,7 @@ impl Sim {
             if let Some(mut pol) = self.bh_policy.take() {
                 // The task the switch would go to, for the policy to weigh
                 // against the pending bottom halves.
-                // A pick starts a new slice (fair_slice_start, rr_left); the
-                // peek must not, so those are put back with the task.
-                let saved: Vec<(Nanos, Nanos)> = self.tasks.iter().map(|t| (t.fair_slice_start, t.rr_left)).collect();
-                let next_hint = self.sched.pick_next(&mut self.tasks, self.now);
-                if let Some(n) = next_hint {
-                    // Back where it was (head of its RT priority); the real
-                    // pick below or after the bottom halves takes it again.
-                    self.sched.put_prev(n, &mut self.tasks, self.now, true);
-                }
-                for (t, (start, left)) in self.tasks.iter_mut().zip(saved) {
-                    (t.fair_slice_start, t.rr_left) = (start, left);
-                }
+                let next_hint = self.sched.peek_next(&self.tasks);
                 let run = pol.run_before_switch(self, next_hint);
                 self.bh_policy = Some(pol);
                 if run && self.cpu.softirq.is_none() {

@@ -43,6 +43,12 @@ impl Cfs {
         Self::default()
     }
 
+    /// Queue index of the smallest vruntime; ties go to the one queued
+    /// first (stable).
+    fn leftmost(&self, tasks: &[Task]) -> Option<usize> {
+        self.queue.iter().enumerate().min_by_key(|(i, &t)| (tasks[t].vruntime, *i)).map(|(i, _)| i)
+    }
+
     fn total_weight(&self, tasks: &[Task]) -> u64 {
         let q: u64 = self.queue.iter().map(|&t| weight(tasks[t].policy)).sum();
         q + self.running.map_or(0, |t| weight(tasks[t].policy))
@@ -86,18 +92,17 @@ impl FairClass for Cfs {
     }
 
     fn pick(&mut self, tasks: &mut [Task], now: Nanos) -> Option<TaskId> {
-        // Smallest vruntime; ties go to the one queued first (stable).
-        let (i, _) = self
-            .queue
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, &t)| (tasks[t].vruntime, *i))?;
+        let i = self.leftmost(tasks)?;
         let t = self.queue.remove(i);
         self.running = Some(t);
         tasks[t].fair_slice_start = now;
         tasks[t].rr_left = 0; // reused: runtime in this slice
         self.update_min(tasks);
         Some(t)
+    }
+
+    fn peek(&self, tasks: &[Task]) -> Option<TaskId> {
+        self.leftmost(tasks).map(|i| self.queue[i])
     }
 
     fn charge(&mut self, cur: TaskId, tasks: &mut [Task], ns: Nanos) {

@@ -62,12 +62,18 @@ impl DlClass {
     }
 
     pub fn pick(&mut self) -> Option<TaskId> {
-        let (i, _) = self
-            .queue
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, &t)| (self.state[t].deadline, *i))?;
+        let i = self.earliest()?;
         Some(self.queue.remove(i))
+    }
+
+    /// The task `pick` would return, left queued.
+    pub fn peek(&self) -> Option<TaskId> {
+        self.earliest().map(|i| self.queue[i])
+    }
+
+    /// Queue index of the earliest deadline; ties go to the one queued first.
+    fn earliest(&self) -> Option<usize> {
+        self.queue.iter().enumerate().min_by_key(|(i, &t)| (self.state[t].deadline, *i)).map(|(i, _)| i)
     }
 
     pub fn has_runnable(&self) -> bool {

@@ -45,18 +45,39 @@ impl Epoch24 {
 
     /// goodness(): 0 when the counter is used up, else counter + 20 − nice.
     fn goodness(task: &Task) -> i64 {
-        if task.counter <= 0 {
+        Self::goodness_with(task.counter, task.policy)
+    }
+
+    fn goodness_with(counter: i64, policy: Policy) -> i64 {
+        if counter <= 0 {
             0
         } else {
-            task.counter + 20 - Self::nice(task.policy) as i64
+            counter + 20 - Self::nice(policy) as i64
         }
+    }
+
+    /// A task's counter after an epoch recalculation.
+    fn recalculated(&self, task: &Task) -> i64 {
+        (task.counter >> 1) + self.nice_to_ticks(Self::nice(task.policy))
     }
 
     fn recalculate(&self, tasks: &mut [Task]) {
         for &t in &self.members {
-            let n = Self::nice(tasks[t].policy);
-            tasks[t].counter = (tasks[t].counter >> 1) + self.nice_to_ticks(n);
+            tasks[t].counter = self.recalculated(&tasks[t]);
         }
+    }
+
+    /// Queue index and goodness of the best runnable task; ties go to the
+    /// one nearer the front (2.4's runqueue walk keeps the first maximum).
+    fn best(&self, goodness: impl Fn(TaskId) -> i64) -> Option<(usize, i64)> {
+        let mut best: Option<(usize, i64)> = None;
+        for (i, &t) in self.queue.iter().enumerate() {
+            let g = goodness(t);
+            if best.is_none_or(|(_, c)| g > c) {
+                best = Some((i, g));
+            }
+        }
+        best
     }
 }
 
@@ -82,23 +103,25 @@ impl FairClass for Epoch24 {
     }
 
     fn pick(&mut self, tasks: &mut [Task], _now: Nanos) -> Option<TaskId> {
-        if self.queue.is_empty() {
-            return None;
+        let (i, g) = self.best(|t| Self::goodness(&tasks[t]))?;
+        if g > 0 {
+            return Some(self.queue.remove(i));
         }
-        loop {
-            let mut best: Option<(usize, i64)> = None;
-            for (i, &t) in self.queue.iter().enumerate() {
-                let g = Self::goodness(&tasks[t]);
-                if best.is_none_or(|(_, c)| g > c) {
-                    best = Some((i, g));
-                }
-            }
-            let (i, g) = best.expect("non-empty queue");
-            if g > 0 {
-                return Some(self.queue.remove(i));
-            }
-            self.recalculate(tasks);
+        // Every runnable counter is used up: a new epoch, then the best
+        // again (every counter is now at least NICE_TO_TICKS >= 1).
+        self.recalculate(tasks);
+        let (i, _) = self.best(|t| Self::goodness(&tasks[t]))?;
+        Some(self.queue.remove(i))
+    }
+
+    fn peek(&self, tasks: &[Task]) -> Option<TaskId> {
+        let (i, g) = self.best(|t| Self::goodness(&tasks[t]))?;
+        if g > 0 {
+            return Some(self.queue[i]);
         }
+        // The choice after the recalculation `pick` would do.
+        let (i, _) = self.best(|t| Self::goodness_with(self.recalculated(&tasks[t]), tasks[t].policy))?;
+        Some(self.queue[i])
     }
 
     fn charge(&mut self, _cur: TaskId, _tasks: &mut [Task], _ns: Nanos) {}

@@ -25,6 +25,9 @@ pub trait FairClass {
     fn put_prev(&mut self, t: TaskId, tasks: &mut [Task], now: Nanos);
     fn remove(&mut self, t: TaskId);
     fn pick(&mut self, tasks: &mut [Task], now: Nanos) -> Option<TaskId>;
+    /// The task `pick` would return now, without picking it (no slice
+    /// started, no queue order changed, no epoch recalculated).
+    fn peek(&self, tasks: &[Task]) -> Option<TaskId>;
     /// The current task executed (or, without IRQ time accounting, was
     /// charged for) `ns` of time.
     fn charge(&mut self, cur: TaskId, tasks: &mut [Task], ns: Nanos);
@@ -111,6 +114,11 @@ impl Scheduler {
         self.fair.pick(tasks, now)
     }
 
+    /// The task `pick_next` would return now, leaving every queue as it is.
+    pub fn peek_next(&self, tasks: &[Task]) -> Option<TaskId> {
+        self.dl.peek().or_else(|| self.rt.peek()).or_else(|| self.fair.peek(tasks))
+    }
+
     pub fn has_runnable(&self) -> bool {
         self.dl.has_runnable() || self.rt.has_runnable() || self.fair.has_runnable()
     }
@@ -166,5 +174,73 @@ impl Scheduler {
     /// lowered or restored its priority): caller must have removed it.
     pub fn is_rt_or_dl(tasks: &[Task], t: TaskId) -> bool {
         class_of(tasks[t].policy) != ClassRank::Fair
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::TaskKind;
+    use proptest::prelude::*;
+
+    /// A policy from a code; without `rt` only the fair class's (an RT or
+    /// deadline task would otherwise win every pick and leave the fair
+    /// class untested).
+    fn policy(code: u8, rt: bool) -> Policy {
+        match code % if rt { 6 } else { 3 } {
+            0 => Policy::Other(0),
+            1 => Policy::Other(5),
+            2 => Policy::Idle,
+            3 => Policy::Fifo(10 + code / 6 % 3),
+            4 => Policy::Rr(10 + code / 6 % 3),
+            _ => Policy::Deadline { runtime: 1_000_000, deadline: 5_000_000 + (code as u64 % 4) * 1_000_000, period: 10_000_000 },
+        }
+    }
+
+    /// Who is queued and with what class state, to compare before and
+    /// after a peek.
+    fn snapshot(tasks: &[Task]) -> Vec<(u128, i64, Nanos, Nanos)> {
+        tasks.iter().map(|t| (t.vruntime, t.counter, t.fair_slice_start, t.rr_left)).collect()
+    }
+
+    proptest! {
+        /// The process-aware policy is shown the task a switch would go to
+        /// before the switch happens: the peek must name exactly what the
+        /// pick then returns, and leave every queue and slice as it was
+        /// (a pick-and-put-back reordered fair tasks of equal vruntime).
+        #[test]
+        fn peek_names_what_pick_returns_and_changes_nothing(
+            codes in proptest::collection::vec(any::<u8>(), 1..12),
+            runs in proptest::collection::vec(0u64..80_000_000, 1..40),
+            fair in prop_oneof![Just(FairKind::Cfs), Just(FairKind::Linux24)],
+            rt in any::<bool>(),
+        ) {
+            let mut tasks: Vec<Task> = codes.iter().map(|&c| Task::new("t", policy(c, rt), TaskKind::Ksoftirqd)).collect();
+            let mut sched = Scheduler::new(fair, 100);
+            for task in tasks.iter_mut() {
+                sched.fair.init_task(task);
+            }
+            let mut now = 0;
+            for t in 0..tasks.len() {
+                sched.enqueue(t, &mut tasks, now, true);
+            }
+            for ran in runs {
+                let before = snapshot(&tasks);
+                let peeked = sched.peek_next(&tasks);
+                prop_assert_eq!(snapshot(&tasks), before.clone(), "the peek changed task state");
+                prop_assert_eq!(sched.peek_next(&tasks), peeked, "a second peek disagrees");
+                let picked = sched.pick_next(&mut tasks, now);
+                prop_assert_eq!(picked, peeked);
+                let Some(cur) = picked else { break };
+                // Run it for a while (ticks for the 2.4 counters), then put
+                // it back as a preempted task.
+                now += ran;
+                sched.charge(cur, &mut tasks, ran);
+                for _ in 0..ran / 10_000_000 {
+                    sched.tick(cur, &mut tasks, now);
+                }
+                sched.put_prev(cur, &mut tasks, now, true);
+            }
+        }
     }
 }

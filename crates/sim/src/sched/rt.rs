@@ -58,6 +58,15 @@ impl RtClass {
         t
     }
 
+    /// The task `pick` would return, left queued.
+    pub fn peek(&self) -> Option<TaskId> {
+        if self.bitmap == 0 {
+            return None;
+        }
+        let p = 127 - self.bitmap.leading_zeros() as usize;
+        self.queues[p].front().copied()
+    }
+
     pub fn has_runnable(&self) -> bool {
         self.bitmap != 0
     }
