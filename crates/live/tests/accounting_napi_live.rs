@@ -74,4 +74,26 @@ fn napi_thread_time_is_served_to_the_receiver() {
         "only {} of {napi_run} ns of NAPI thread time attributed to the server",
         server.served_by_thread_ns
     );
+
+    // The napi threads were flagged as service threads; once the testbed
+    // is gone they exit, and the next refresh takes them out of the map
+    // (their tids may be reused by kernel threads that are not).
+    let napi_tids: Vec<u32> = host.napi_threads.iter().map(|t| t.pid as u32).collect();
+    for &tid in &napi_tids {
+        assert!(session.flags_service_thread(tid), "napi thread {tid} not flagged as a service thread");
+    }
+    drop(bed);
+    let exited = |tid: u32| !std::path::Path::new(&format!("/proc/{tid}")).exists();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !napi_tids.iter().all(|&t| exited(t)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if napi_tids.iter().all(|&t| exited(t)) {
+        session.refresh_service_threads().unwrap();
+        for &tid in &napi_tids {
+            assert!(!session.flags_service_thread(tid), "exited napi thread {tid} still flagged as a service thread");
+        }
+    } else {
+        eprintln!("NOT CHECKED: the testbed outlived this test (shared or persistent), so its napi threads did not exit");
+    }
 }

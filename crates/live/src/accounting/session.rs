@@ -270,7 +270,25 @@ impl<'obj> Session<'obj> {
     /// at the next refresh.
     pub fn refresh_service_threads(&mut self) -> Result<()> {
         let Ok(procs) = std::fs::read_dir("/proc") else { return Ok(()) };
-        let mut added = false;
+        let mut changed = false;
+        // A service thread that exited (a testbed's napi thread after
+        // `testbed down`) leaves the map: its tid may be reused by a kernel
+        // thread that is not one (the BPF side only asks for kthreads).
+        let gone: Vec<u32> = self
+            .service_tids
+            .iter()
+            .copied()
+            .filter(|&pid| match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                Ok(comm) => !TaskKind::classify(pid, comm.trim_end(), true).is_service(),
+                Err(_) => true,
+            })
+            .collect();
+        for pid in gone {
+            // Already absent is fine: the goal is that it is not there.
+            let _ = self.skel.maps.service_threads.delete(&pid.to_ne_bytes());
+            self.service_tids.remove(&pid);
+            changed = true;
+        }
         for p in procs.flatten() {
             let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
             if self.service_tids.contains(&pid) {
@@ -284,16 +302,21 @@ impl<'obj> Session<'obj> {
                     .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
                     .map_err(bpf_err("updating the service-thread map"))?;
                 self.service_tids.insert(pid);
-                added = true;
+                changed = true;
             }
         }
-        if added {
+        if changed {
             // Task slots cache the service flag; make them look again.
             if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
                 bss.service_generation += 1;
             }
         }
         Ok(())
+    }
+
+    /// Whether the BPF side treats `tid` as a service thread now.
+    pub fn flags_service_thread(&self, tid: u32) -> bool {
+        matches!(self.skel.maps.service_threads.lookup(&tid.to_ne_bytes(), MapFlags::ANY), Ok(Some(_)))
     }
 
     /// Reads every map into plain values, with each CPU's open segment
