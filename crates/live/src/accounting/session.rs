@@ -155,7 +155,7 @@ fn cpu_state(s: &types::cpu_state) -> CpuState {
         initialised: s.initialised != 0,
         last_ts: s.last_ts,
         cur_tid: s.cur_tid,
-        hard_irq: (s.hard_depth > 0).then_some(s.hard_irq[0]),
+        hard_irq: (s.hard_depth > 0).then_some(s.hard_irq),
         soft_vec: (s.soft_vec >= 0).then_some(s.soft_vec as usize),
         unflushed,
         flushes: s.flushes,

@@ -286,7 +286,7 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 	struct task_acc *a = cur_acc(st);
 	if (st->hard_depth) {
 		a->hardirq_ns += delta;
-		acc_irq_time(a, st->hard_irq[0], delta);
+		acc_irq_time(a, st->hard_irq, delta);
 		if (st->soft_vec >= 0) {
 			struct cpu_totals *t = this_cpu_totals();
 			if (t)
@@ -452,7 +452,7 @@ static __always_inline void hard_enter(s32 irq)
 		note_anomaly();
 		st->hard_depth = 0;
 	}
-	st->hard_irq[0] = irq;
+	st->hard_irq = irq;
 	st->hard_depth = 1;
 }
 
@@ -467,7 +467,7 @@ static __always_inline void hard_exit(s32 irq)
 		// Its entry happened before we attached (or was missed).
 		return;
 	}
-	if (st->hard_irq[0] != irq)
+	if (st->hard_irq != irq)
 		note_anomaly();
 	st->hard_depth = 0;
 }

@@ -9,7 +9,6 @@
 
 #define NR_VECTORS 10        /* NR_SOFTIRQS */
 #define VECTOR_SLOTS 16      /* power of two so the index can be masked */
-#define MAX_IRQ_DEPTH 4      /* slots for the running hard IRQ; only [0] is used: handlers never nest */
 #define MAX_TASKS 16384
 #define MAX_TASK_IRQS 16384
 #define MAX_SOCKETS 4096
@@ -72,9 +71,10 @@ struct cpu_state {
 	__u32 cur_tid;          /* task current on this CPU (0: idle) */
 	__u32 hard_depth;       /* 1 inside a hard IRQ handler, else 0 */
 	__s32 soft_vec;         /* running softirq vector, -1 outside softirq */
-	__s32 hard_irq[MAX_IRQ_DEPTH];
+	__s32 hard_irq;         /* its line, while hard_depth is 1 (handlers never nest) */
 	__u32 service;          /* current task is a service thread */
 	__u32 beneficiary;      /* last beneficiary of this attribution run */
+	__u32 pad;              /* keeps the size a multiple of 8 without implicit padding */
 };
 
 struct cpu_totals {
