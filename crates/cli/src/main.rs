@@ -12,10 +12,10 @@ use clap::{Parser, Subcommand};
 use commands::*;
 use error::Status;
 
-/// Measure, model, simulate and control the CPU time that interrupts steal
-/// from time-critical tasks on Linux.
+/// Measure, model and simulate the CPU time that interrupts steal from
+/// time-critical tasks on Linux.
 #[derive(Parser)]
-#[command(name = "irqlab", version, about, long_about = None, propagate_version = true)]
+#[command(name = "irqlab", version, long_about = None, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

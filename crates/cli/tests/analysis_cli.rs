@@ -225,3 +225,12 @@ fn bad_curves_are_located() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("load at the longest window is 0"));
 }
+
+#[test]
+fn top_level_help_says_what_the_tool_is_for() {
+    let help = irqlab(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let first = stdout(&help).lines().next().unwrap_or_default().to_string();
+    // The user's first line, not the crate's internal role.
+    assert!(first.contains("interrupts steal"), "first help line: {first}");
+}
