@@ -66,3 +66,30 @@ fn bad_input_exits_2_with_location() {
     let out = irqlab().args(["sim", "/nonexistent.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn prints_a_summary_and_json_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = irqlab().args(["sim", &example("ping-flood.toml"), "--duration", "100ms", "--json"]).arg(&json).output().unwrap();
+    assert!(out.status.success());
+    let text = common::stdout(&out);
+    let doc = common::json(&json);
+    // The summary's figures are the document's: every task with its CPU
+    // time in ms, the NIC with what it was offered.
+    assert!(text.contains("CPU time") && text.contains("Tasks") && text.contains("Network"), "{text}");
+    for t in doc["tasks"].as_array().unwrap() {
+        let cpu_ms = format!("{:.3}", t["cpu_ns"].as_u64().unwrap() as f64 / 1e6);
+        let line = text.lines().find(|l| l.trim_start().starts_with(t["name"].as_str().unwrap())).unwrap_or_default();
+        assert!(line.contains(&cpu_ms), "task line {line:?} lacks {cpu_ms}");
+    }
+    let offered = doc["nics"][0]["packets_offered"].as_u64().unwrap().to_string();
+    assert!(text.lines().any(|l| l.trim_start().starts_with("eth0") && l.contains(&offered)), "{text}");
+
+    // `--json -`: the document on stdout instead of the summary, so a pipe
+    // gets JSON only.
+    let out = irqlab().args(["sim", &example("ping-flood.toml"), "--duration", "100ms", "--json", "-"]).output().unwrap();
+    assert!(out.status.success());
+    let piped: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(piped, doc);
+}

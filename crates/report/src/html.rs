@@ -38,6 +38,22 @@ impl Table {
     pub fn push_row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         self.rows.push(cells.into_iter().map(Into::into).collect());
     }
+
+    /// The table as terminal text: a line per row, indented two spaces,
+    /// each column padded to its widest cell.
+    pub fn to_text(&self) -> String {
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            format!("  {}\n", padded.join("  ").trim_end())
+        };
+        std::iter::once(&self.headers).chain(&self.rows).map(|r| line(r)).collect()
+    }
 }
 
 /// One piece of a section, shown in order.
@@ -164,6 +180,12 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_columns_line_up_on_the_widest_cell() {
+        let t = Table::new(["task", "cpu"]).row(["tau1", "200.000"]).row(["ksoftirqd/0", "0"]);
+        assert_eq!(t.to_text(), "  task         cpu\n  tau1         200.000\n  ksoftirqd/0  0\n");
+    }
 
     #[test]
     fn escapes_text_and_embeds_svg() {

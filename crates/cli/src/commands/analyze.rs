@@ -133,22 +133,8 @@ fn rows(result: &Analysis) -> Table {
 }
 
 fn summary(path: &Path, result: &Analysis) -> String {
-    let table = rows(result);
-    let mut widths: Vec<usize> = table.headers.iter().map(|h| h.chars().count()).collect();
-    for row in &table.rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        format!("  {}\n", padded.join("  ").trim_end())
-    };
     let mut out = format!("{}: test {}, {} bound\n", path.display(), result.test.name(), result.bound.name());
-    out.push_str(&line(&table.headers));
-    for row in &table.rows {
-        out.push_str(&line(row));
-    }
+    out.push_str(&rows(result).to_text());
     for i in &result.interferers {
         out.push_str(&format!(
             "  interferer {} ({}, priority {}, long-run load {:.3})\n",

@@ -4,8 +4,10 @@
 
 use crate::error::{CliError, Status};
 use crate::output::{read_text, write_json, write_text};
-use irqlab_analysis::{parse_duration_ns, InputError, Nanos};
-use irqlab_sim::{run_scenario, RunError, Scenario};
+use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
+use irqlab_report::html::{Page, Section, Table};
+use irqlab_report::plot::{LinePlot, Series};
+use irqlab_sim::{run_scenario, RunError, Scenario, SimResult};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -18,7 +20,7 @@ pub struct Args {
     /// Simulated duration, e.g. "10s" (overrides [run] duration)
     #[arg(long)]
     pub duration: Option<String>,
-    /// Write the result document (irqlab/sim/v1) here; printed to stdout if absent
+    /// Write the result document (irqlab/sim/v1) here ("-": to stdout, instead of the summary)
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write a Chrome trace-event file (opens in Perfetto)
@@ -66,8 +68,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     bar.finish_and_clear();
     let result = out.result;
     match &args.json {
-        Some(path) => write_json(path, &result)?,
-        None => println!("{}", serde_json::to_string_pretty(&result).expect("serialisable")),
+        Some(path) if path.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&result).expect("serialisable")),
+        Some(path) => {
+            write_json(path, &result)?;
+            print!("{}", summary(&result));
+        }
+        None => print!("{}", summary(&result)),
     }
     if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
         write_json(path, trace)?;
@@ -91,21 +97,50 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     Ok(Status::Success)
 }
 
-/// The HTML page of a run: CPU time split, tasks, NIC, and the plots the
-/// scenario asked for (bottom-half time per interval, probe curve).
-fn html_page(r: &irqlab_sim::SimResult) -> Result<String, CliError> {
-    use irqlab_analysis::format_ns;
-    use irqlab_report::html::{Page, Section, Table};
-    use irqlab_report::plot::{LinePlot, Series};
-    let ms = |ns: Nanos| format!("{:.3}", ns as f64 / 1e6);
+/// One line on what was simulated: models, seed, length, events.
+fn run_line(r: &SimResult) -> String {
+    format!(
+        "{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
+        r.machine.softirq_model,
+        r.machine.scheduler,
+        r.machine.hz,
+        r.seed,
+        format_ns(r.measured_ns),
+        r.events
+    )
+}
+
+/// What a user at a terminal wants first: where the CPU went, what each
+/// task got and lost, what the NICs dropped. The JSON has the rest.
+fn summary(r: &SimResult) -> String {
+    let mut out = format!("{}: {}\n", r.scenario, run_line(r));
+    for (heading, table) in [("CPU time", cpu_table(r)), ("Tasks", task_table(r)), ("Network", nic_table(r))] {
+        if !table.rows.is_empty() {
+            out.push_str(&format!("{heading}\n{}", table.to_text()));
+        }
+    }
+    if !r.complete {
+        out.push_str("incomplete: stopped before the end of the run\n");
+    }
+    out
+}
+
+fn ms(ns: Nanos) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn cpu_table(r: &SimResult) -> Table {
     let pct = |ns: Nanos| format!("{:.2}%", 100.0 * ns as f64 / r.measured_ns.max(1) as f64);
     let c = &r.cpu;
-    let cpu = Table::new(["context", "time (ms)", "share"])
+    Table::new(["context", "time (ms)", "share"])
         .row(["hard IRQ".into(), ms(c.hardirq_ns), pct(c.hardirq_ns)])
         .row(["softirq".into(), ms(c.softirq_ns), pct(c.softirq_ns)])
         .row(["tasks".into(), ms(c.task_ns), pct(c.task_ns)])
         .row(["context switch".into(), ms(c.context_switch_ns), pct(c.context_switch_ns)])
-        .row(["idle".to_string(), ms(c.idle_ns), pct(c.idle_ns)]);
+        .row(["idle".to_string(), ms(c.idle_ns), pct(c.idle_ns)])
+}
+
+fn task_table(r: &SimResult) -> Table {
     let mut tasks = Table::new([
         "task", "policy", "cpu (ms)", "stolen (ms)", "utime (ms)", "stime (ms)", "jobs", "misses", "max response",
     ]);
@@ -122,6 +157,10 @@ fn html_page(r: &irqlab_sim::SimResult) -> Result<String, CliError> {
             t.response.as_ref().map_or("-".into(), |p| format_ns(p.max_ns)),
         ]);
     }
+    tasks
+}
+
+fn nic_table(r: &SimResult) -> Table {
     let mut nics = Table::new(["nic", "offered", "received", "ring drops", "backlog drops", "socket drops", "IRQs"]);
     for n in &r.nics {
         let s = &n.stats;
@@ -135,14 +174,17 @@ fn html_page(r: &irqlab_sim::SimResult) -> Result<String, CliError> {
             s.hardirqs.to_string(),
         ]);
     }
+    nics
+}
+
+/// The HTML page of a run: CPU time split, tasks, NIC, and the plots the
+/// scenario asked for (bottom-half time per interval, probe curve).
+fn html_page(r: &SimResult) -> Result<String, CliError> {
     let mut page = Page::new(format!("Simulation: {}", r.scenario))
-        .intro(format!(
-            "{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
-            r.machine.softirq_model, r.machine.scheduler, r.machine.hz, r.seed, format_ns(r.measured_ns), r.events
-        ))
-        .section(Section::new("CPU time").table(cpu))
-        .section(Section::new("Tasks").table(tasks))
-        .section(Section::new("Network").table(nics));
+        .intro(run_line(r))
+        .section(Section::new("CPU time").table(cpu_table(r)))
+        .section(Section::new("Tasks").table(task_table(r)))
+        .section(Section::new("Network").table(nic_table(r)));
     let plot_err = |e: irqlab_report::plot::PlotError| CliError::Failed(e.to_string());
     if let Some(series) = &r.bh_time {
         let pts = series
