@@ -119,9 +119,6 @@ fn summary(r: &SimResult) -> String {
             out.push_str(&format!("{heading}\n{}", table.to_text()));
         }
     }
-    if !r.complete {
-        out.push_str("incomplete: stopped before the end of the run\n");
-    }
     out
 }
 
