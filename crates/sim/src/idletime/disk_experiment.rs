@@ -11,7 +11,7 @@
 //! §6.1.2), so every switch between them costs a seek.
 
 use super::workload::IntensityPhase;
-use super::{merge_counters, Class, Decision, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
+use super::{merge_counters, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
 use crate::disk::drive::SECTOR_BYTES;
 use crate::disk::{CLookQueue, DiskGeometry, Drive};
 use crate::engine::{rng_stream, EventQueue, SourceRng};
@@ -196,25 +196,13 @@ impl<'a> Sim<'a> {
         let next = match &mut self.queues {
             Queues::Fifo(q) => q.pop_front(),
             Queues::Idletime { sched, fg, bg } => {
-                let head_class = if !fg.is_empty() {
-                    Some(Class::Foreground)
-                } else if !bg.is_empty() {
-                    Some(Class::Background)
-                } else {
-                    None
+                let wake = |t| {
+                    self.q.schedule_at(t, Ev::IntervalEnd);
                 };
-                match sched.dispatch(now, head_class) {
-                    Decision::StartForeground => fg.pop_next(head).map(|(_, r)| r),
-                    Decision::StartBackground => bg.pop_next(head).map(|(_, r)| r),
-                    Decision::WaitUntil(t) => {
-                        // One pending wake-up at most; it re-asks.
-                        if self.wake_at.is_none() {
-                            self.wake_at = Some(t);
-                            self.q.schedule_at(t, Ev::IntervalEnd);
-                        }
-                        None
-                    }
-                    Decision::Nothing | Decision::PreemptAndStartForeground => None,
+                match sched.next_class(now, !fg.is_empty(), !bg.is_empty(), &mut self.wake_at, wake) {
+                    Some(Class::Foreground) => fg.pop_next(head).map(|(_, r)| r),
+                    Some(Class::Background) => bg.pop_next(head).map(|(_, r)| r),
+                    None => None,
                 }
             }
         };

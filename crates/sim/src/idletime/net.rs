@@ -28,7 +28,7 @@
 
 use super::tcp::{AckAction, AckOutcome, TcpReceiver, TcpSender, MSS};
 use super::workload::IntensityPhase;
-use super::{merge_counters, Class, Decision, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
+use super::{merge_counters, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
 use crate::engine::{rng_stream, EventQueue, SourceRng};
 use irqlab_analysis::Nanos;
 use rand::Rng;
@@ -517,26 +517,13 @@ impl<'a> Sim<'a> {
         let pkt = match &mut host.txq {
             TxQueue::Fifo(q) => q.pop_front(),
             TxQueue::Idletime { sched, fg, bg } => {
-                let head = if !fg.is_empty() {
-                    Some(Class::Foreground)
-                } else if !bg.is_empty() {
-                    Some(Class::Background)
-                } else {
-                    None
+                let wake = |t| {
+                    self.q.schedule_at(t, Ev::IntervalEnd(h));
                 };
-                match sched.dispatch(now, head) {
-                    Decision::StartForeground => fg.pop_front(),
-                    Decision::StartBackground => bg.pop_front(),
-                    Decision::WaitUntil(t) => {
-                        // One pending wake-up at most: the interval only
-                        // ever moves later, and the wake-up re-asks.
-                        if host.wake_at.is_none() {
-                            host.wake_at = Some(t);
-                            self.q.schedule_at(t, Ev::IntervalEnd(h));
-                        }
-                        None
-                    }
-                    Decision::Nothing | Decision::PreemptAndStartForeground => None,
+                match sched.next_class(now, !fg.is_empty(), !bg.is_empty(), &mut host.wake_at, wake) {
+                    Some(Class::Foreground) => fg.pop_front(),
+                    Some(Class::Background) => bg.pop_front(),
+                    None => None,
                 }
             }
         };

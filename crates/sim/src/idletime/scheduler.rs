@@ -245,6 +245,41 @@ impl IdletimeScheduler {
             }
         }
     }
+
+    /// [`Self::dispatch`] for a non-preemptable resource that keeps one queue
+    /// per class (the disk's and the NIC's): which class starts now, given
+    /// whether each queue holds work. On `WaitUntil` it asks `schedule_wake`
+    /// for a wake-up unless one is pending in `wake_at` (the owner clears it
+    /// when it fires): one is enough, the interval only ever moves later and
+    /// the wake-up re-asks.
+    pub fn next_class(
+        &mut self,
+        now: Nanos,
+        fg_waiting: bool,
+        bg_waiting: bool,
+        wake_at: &mut Option<Nanos>,
+        schedule_wake: impl FnOnce(Nanos),
+    ) -> Option<Class> {
+        let head = if fg_waiting {
+            Some(Class::Foreground)
+        } else if bg_waiting {
+            Some(Class::Background)
+        } else {
+            None
+        };
+        match self.dispatch(now, head) {
+            Decision::StartForeground => Some(Class::Foreground),
+            Decision::StartBackground => Some(Class::Background),
+            Decision::WaitUntil(t) => {
+                if wake_at.is_none() {
+                    *wake_at = Some(t);
+                    schedule_wake(t);
+                }
+                None
+            }
+            Decision::Nothing | Decision::PreemptAndStartForeground => None,
+        }
+    }
 }
 
 #[cfg(test)]
