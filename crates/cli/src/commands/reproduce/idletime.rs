@@ -1,9 +1,8 @@
 //! `irqlab reproduce idletime`: wiring of `irqlab_sim::reproduce::idletime`
 //! to the terminal, JSON and an HTML page with the contour plots.
 
-use super::{threads, Args};
+use super::{threads, with_progress, Args};
 use crate::error::{CliError, Status};
-use crate::progress::bar;
 use crate::signal::stop_flag;
 use irqlab_analysis::format_ns;
 use irqlab_analysis::idletime::BaselineTable;
@@ -18,12 +17,7 @@ use irqlab_sim::reproduce::Report;
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
-    let progress = bar(0, "idletime");
-    let report = reproduce(&opts, &stop, &|done, total| {
-        progress.set_length(total as u64);
-        progress.set_position(done as u64);
-    });
-    progress.finish_and_clear();
+    let report = with_progress("idletime", |progress| reproduce(&opts, &stop, progress));
     for x in &report.details.experiments {
         print_experiment(x);
     }

@@ -2,9 +2,8 @@
 //! `irqlab_sim::reproduce::load_bounds` to the terminal, JSON and an HTML
 //! page with the plots of Figs. 4-10.
 
-use super::{threads, Args};
+use super::{threads, with_progress, Args};
 use crate::error::{CliError, Status};
-use crate::progress::bar;
 use crate::signal::stop_flag;
 use irqlab_analysis::fit::HyperbolaFit;
 use irqlab_analysis::Nanos;
@@ -16,13 +15,8 @@ use irqlab_sim::reproduce::Report;
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
-    let progress = bar(0, "load-bounds");
-    let report = reproduce(&opts, &stop, &|done, total| {
-        progress.set_length(total as u64);
-        progress.set_position(done as u64);
-    })
-    .map_err(|e| CliError::Failed(e.to_string()))?;
-    progress.finish_and_clear();
+    let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress))
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     print_details(&report.details);
     super::finish(args, &report, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
 }

@@ -11,6 +11,7 @@ mod process_aware;
 
 use crate::error::{CliError, Status};
 use crate::output::{write_json, write_text};
+use crate::progress::bar;
 use irqlab_sim::reproduce::{Report, Row};
 use std::path::PathBuf;
 
@@ -117,6 +118,18 @@ pub fn print_rows(rows: &[Row]) {
 /// Worker threads: the flag, else the available cores.
 pub fn threads(args: &Args) -> usize {
     args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1)
+}
+
+/// Runs a paper's sweep under a progress bar labelled `what` that follows
+/// the sweep's (done, total) reports; the bar is cleared when it returns.
+pub fn with_progress<T>(what: &str, sweep: impl FnOnce(&(dyn Fn(usize, usize) + Sync)) -> T) -> T {
+    let progress = bar(0, what);
+    let result = sweep(&|done, total| {
+        progress.set_length(total as u64);
+        progress.set_position(done as u64);
+    });
+    progress.finish_and_clear();
+    result
 }
 
 fn verdict(r: &Row) -> &'static str {
