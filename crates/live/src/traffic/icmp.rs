@@ -1,11 +1,10 @@
 //! Ping flood with ICMP echo requests built here: a raw socket, no
 //! external `ping` (whose flood mode waits for replies or caps the rate).
 
-use super::pacing::{now_ns, wait_until, Pacer};
-use super::udp::interval_of;
-use super::{Counters, Plan};
+use super::pacing::now_ns;
+use super::{run_paced, Counters, PacedSender, Plan};
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 const ECHO_REQUEST: u8 = 8;
 const ECHO_REPLY: u8 = 0;
@@ -56,40 +55,48 @@ pub fn flood(plan: &Plan, stop: &AtomicBool) -> Result<Counters> {
         }
         return Err(Error::io("opening a raw ICMP socket", err));
     }
-    let sock = RawSocket(fd);
     let dest = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: 0,
         sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(plan.target.octets()) },
         sin_zero: [0; 8],
     };
-    let id = (std::process::id() as u16) ^ 0x1a5b;
-    let mut packet = Vec::with_capacity(plan.size + 8);
-    let mut reply = vec![0u8; 65_536];
-    let start = now_ns();
-    let end = start + plan.duration_ns;
-    let mut pacer = Pacer::new(plan.schedule, start);
-    let mut c = Counters::default();
-    let mut seq: u16 = 0;
-    loop {
-        let at = pacer.next_send_ns();
-        if at >= end || stop.load(Ordering::Relaxed) {
-            break;
-        }
-        wait_until(at);
-        if now_ns().saturating_sub(at) > interval_of(plan) {
-            c.late += 1;
-        }
-        echo_request(id, seq, plan.size, &mut packet);
-        seq = seq.wrapping_add(1);
+    let mut flood = EchoFlood {
+        sock: RawSocket(fd),
+        dest,
+        id: (std::process::id() as u16) ^ 0x1a5b,
+        seq: 0,
+        size: plan.size,
+        packet: Vec::with_capacity(plan.size + 8),
+        reply: vec![0u8; 65_536],
+    };
+    Ok(run_paced(plan, stop, &mut flood))
+}
+
+struct EchoFlood {
+    sock: RawSocket,
+    dest: libc::sockaddr_in,
+    /// Echo identifier: replies carrying it are ours.
+    id: u16,
+    seq: u16,
+    /// Echo data bytes.
+    size: usize,
+    packet: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl PacedSender for EchoFlood {
+    fn send_one(&mut self, c: &mut Counters) {
+        echo_request(self.id, self.seq, self.size, &mut self.packet);
+        self.seq = self.seq.wrapping_add(1);
         // SAFETY: packet and dest are valid for the lengths passed.
         let n = unsafe {
             libc::sendto(
-                sock.0,
-                packet.as_ptr().cast(),
-                packet.len(),
+                self.sock.0,
+                self.packet.as_ptr().cast(),
+                self.packet.len(),
                 0,
-                (&dest as *const libc::sockaddr_in).cast(),
+                (&self.dest as *const libc::sockaddr_in).cast(),
                 std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };
@@ -98,17 +105,17 @@ pub fn flood(plan: &Plan, stop: &AtomicBool) -> Result<Counters> {
         } else {
             c.sent += 1;
         }
-        c.replies += drain_replies(&sock, id, &mut reply);
+        c.replies += drain_replies(&self.sock, self.id, &mut self.reply);
     }
-    // Replies still in flight for the last requests.
-    let settle = now_ns() + 20_000_000;
-    while now_ns() < settle {
-        c.replies += drain_replies(&sock, id, &mut reply);
-        std::thread::sleep(std::time::Duration::from_millis(1));
+
+    fn settle(&mut self, c: &mut Counters) {
+        // Replies still in flight for the last requests.
+        let settle = now_ns() + 20_000_000;
+        while now_ns() < settle {
+            c.replies += drain_replies(&self.sock, self.id, &mut self.reply);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
-    c.complete = !stop.load(Ordering::Relaxed);
-    c.elapsed_ns = now_ns() - start;
-    Ok(c)
 }
 
 /// Reads every queued packet; counts echo replies carrying our id. A raw

@@ -36,8 +36,9 @@ pub use udp::udp_sink;
 
 use crate::error::{Error, Result};
 use crate::testbed::{NsThread, Side, Testbed};
+use pacing::{now_ns, wait_until};
 use std::net::Ipv4Addr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// What is sent.
@@ -85,6 +86,47 @@ pub fn send(plan: &Plan, stop: &AtomicBool) -> Result<Counters> {
     match plan.kind {
         Kind::Udp { port } => udp::send(plan, port, stop),
         Kind::PingFlood => icmp::flood(plan, stop),
+    }
+}
+
+/// One generator as [`run_paced`] drives it (UDP sender, ping flood).
+trait PacedSender {
+    /// Sends one packet at its scheduled time, counting it (and any replies
+    /// already back) in `c`.
+    fn send_one(&mut self, c: &mut Counters);
+    /// Runs once after the last send, inside the measured time (the ping
+    /// flood collects the replies still in flight); nothing by default.
+    fn settle(&mut self, _c: &mut Counters) {}
+}
+
+/// The sending loop every generator shares: `sender` sends at each time of
+/// `plan`'s schedule until the plan's duration is over or `stop` is set;
+/// sends that start more than one interval late are counted as late.
+fn run_paced(plan: &Plan, stop: &AtomicBool, sender: &mut impl PacedSender) -> Counters {
+    let start = now_ns();
+    let end = start + plan.duration_ns;
+    let mut pacer = Pacer::new(plan.schedule, start);
+    let mut c = Counters::default();
+    loop {
+        let at = pacer.next_send_ns();
+        if at >= end || stop.load(Ordering::Relaxed) {
+            break;
+        }
+        wait_until(at);
+        if now_ns().saturating_sub(at) > interval_of(plan) {
+            c.late += 1;
+        }
+        sender.send_one(&mut c);
+    }
+    sender.settle(&mut c);
+    c.complete = !stop.load(Ordering::Relaxed);
+    c.elapsed_ns = now_ns() - start;
+    c
+}
+
+fn interval_of(plan: &Plan) -> u64 {
+    match plan.schedule {
+        Schedule::Periodic { interval_ns } | Schedule::Mmpp { interval_ns, .. } => interval_ns.max(1),
     }
 }
 

@@ -1,7 +1,6 @@
 //! Paced UDP sender and a counting sink.
 
-use super::pacing::{now_ns, wait_until, Pacer};
-use super::{Counters, Plan};
+use super::{run_paced, Counters, PacedSender, Plan};
 use crate::error::{Error, Result};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,38 +8,31 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub fn send(plan: &Plan, port: u16, stop: &AtomicBool) -> Result<Counters> {
     let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| Error::io("binding a UDP socket", e))?;
     socket.set_nonblocking(true).map_err(|e| Error::io("setting the UDP socket non-blocking", e))?;
-    let target = SocketAddrV4::new(plan.target, port);
-    let payload = vec![0x5a_u8; plan.size];
-    let mut reply = vec![0u8; 65_536];
-    let start = now_ns();
-    let end = start + plan.duration_ns;
-    let mut pacer = Pacer::new(plan.schedule, start);
-    let mut c = Counters::default();
-    loop {
-        let at = pacer.next_send_ns();
-        if at >= end || stop.load(Ordering::Relaxed) {
-            break;
-        }
-        wait_until(at);
-        if now_ns().saturating_sub(at) > interval_of(plan) {
-            c.late += 1;
-        }
-        match socket.send_to(&payload, target) {
+    let mut sender = UdpSender {
+        socket,
+        target: SocketAddrV4::new(plan.target, port),
+        payload: vec![0x5a_u8; plan.size],
+        reply: vec![0u8; 65_536],
+    };
+    Ok(run_paced(plan, stop, &mut sender))
+}
+
+struct UdpSender {
+    socket: UdpSocket,
+    target: SocketAddrV4,
+    payload: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+impl PacedSender for UdpSender {
+    fn send_one(&mut self, c: &mut Counters) {
+        match self.socket.send_to(&self.payload, self.target) {
             Ok(_) => c.sent += 1,
             Err(_) => c.failed += 1,
         }
-        while socket.recv_from(&mut reply).is_ok() {
+        while self.socket.recv_from(&mut self.reply).is_ok() {
             c.replies += 1;
         }
-    }
-    c.complete = !stop.load(Ordering::Relaxed);
-    c.elapsed_ns = now_ns() - start;
-    Ok(c)
-}
-
-pub(super) fn interval_of(plan: &Plan) -> u64 {
-    match plan.schedule {
-        super::Schedule::Periodic { interval_ns } | super::Schedule::Mmpp { interval_ns, .. } => interval_ns.max(1),
     }
 }
 
