@@ -93,3 +93,17 @@ fn prints_a_summary_and_json_only_when_asked() {
     let piped: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(piped, doc);
 }
+
+#[test]
+fn summary_lists_each_device_with_its_counters() {
+    let out = irqlab().args(["sim", &example("disk-reader.toml"), "--duration", "1s", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = irqlab().args(["sim", &example("disk-reader.toml"), "--duration", "1s"]).output().unwrap();
+    assert!(out.status.success());
+    let text = common::stdout(&out);
+    let disk = &doc["devices"][0];
+    let line = text.lines().find(|l| l.trim_start().starts_with(disk["name"].as_str().unwrap())).expect("a line for the disk");
+    let completed = format!("requests_completed {}", disk["requests_completed"].as_u64().unwrap());
+    assert!(disk["requests_completed"].as_u64().unwrap() > 0 && line.contains(&completed), "{line}");
+    assert!(line.contains("response mean"), "{line}");
+}

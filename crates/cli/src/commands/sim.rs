@@ -119,7 +119,40 @@ fn summary(r: &SimResult) -> String {
             out.push_str(&format!("{heading}\n{}", table.to_text()));
         }
     }
+    if !r.devices.is_empty() {
+        out.push_str("Devices\n");
+        for d in &r.devices {
+            out.push_str(&format!("  {}\n", device_line(d)));
+        }
+    }
     out
+}
+
+/// A device's report (its own fields per kind: disk, NIC transmit, IRQ
+/// source) on one line: counters as they are, `_ns` fields as durations,
+/// latency histograms as mean and max.
+fn device_line(d: &serde_json::Value) -> String {
+    let name = d["name"].as_str().unwrap_or("?");
+    let kind = d["kind"].as_str().unwrap_or("device");
+    let Some(fields) = d.as_object() else { return format!("{name} ({kind})") };
+    let parts: Vec<String> = fields
+        .iter()
+        .filter_map(|(key, v)| match v {
+            serde_json::Value::Number(n) => {
+                let n = n.as_u64()?;
+                Some(match key.strip_suffix("_ns") {
+                    Some(what) => format!("{what} {}", format_ns(n)),
+                    None => format!("{key} {n}"),
+                })
+            }
+            serde_json::Value::Object(h) => {
+                let (mean, max) = (h.get("mean_ns")?.as_u64()?, h.get("max_ns")?.as_u64()?);
+                Some(format!("{key} mean {} max {}", format_ns(mean), format_ns(max)))
+            }
+            _ => None,
+        })
+        .collect();
+    format!("{name} ({kind}): {}", parts.join(", "))
 }
 
 fn ms(ns: Nanos) -> String {
