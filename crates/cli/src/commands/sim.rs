@@ -69,11 +69,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let result = out.result;
     match &args.json {
         Some(path) if path.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&result).expect("serialisable")),
-        Some(path) => {
-            write_json(path, &result)?;
+        json => {
+            if let Some(path) = json {
+                write_json(path, &result)?;
+            }
             print!("{}", summary(&result));
         }
-        None => print!("{}", summary(&result)),
     }
     if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
         write_json(path, trace)?;

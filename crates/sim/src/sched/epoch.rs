@@ -67,6 +67,19 @@ impl Epoch24 {
         }
     }
 
+    /// Queue index of the task schedule() runs next, and whether an epoch
+    /// recalculation comes first: when every runnable counter is used up,
+    /// the best by the counters the recalculation will give (each at least
+    /// NICE_TO_TICKS >= 1, so one recalculation always finds a task).
+    fn choice(&self, tasks: &[Task]) -> Option<(usize, bool)> {
+        let (i, g) = self.best(|t| Self::goodness(&tasks[t]))?;
+        if g > 0 {
+            return Some((i, false));
+        }
+        let (i, _) = self.best(|t| Self::goodness_with(self.recalculated(&tasks[t]), tasks[t].policy))?;
+        Some((i, true))
+    }
+
     /// Queue index and goodness of the best runnable task; ties go to the
     /// one nearer the front (2.4's runqueue walk keeps the first maximum).
     fn best(&self, goodness: impl Fn(TaskId) -> i64) -> Option<(usize, i64)> {
@@ -103,25 +116,15 @@ impl FairClass for Epoch24 {
     }
 
     fn pick(&mut self, tasks: &mut [Task], _now: Nanos) -> Option<TaskId> {
-        let (i, g) = self.best(|t| Self::goodness(&tasks[t]))?;
-        if g > 0 {
-            return Some(self.queue.remove(i));
+        let (i, new_epoch) = self.choice(tasks)?;
+        if new_epoch {
+            self.recalculate(tasks);
         }
-        // Every runnable counter is used up: a new epoch, then the best
-        // again (every counter is now at least NICE_TO_TICKS >= 1).
-        self.recalculate(tasks);
-        let (i, _) = self.best(|t| Self::goodness(&tasks[t]))?;
         Some(self.queue.remove(i))
     }
 
     fn peek(&self, tasks: &[Task]) -> Option<TaskId> {
-        let (i, g) = self.best(|t| Self::goodness(&tasks[t]))?;
-        if g > 0 {
-            return Some(self.queue[i]);
-        }
-        // The choice after the recalculation `pick` would do.
-        let (i, _) = self.best(|t| Self::goodness_with(self.recalculated(&tasks[t]), tasks[t].policy))?;
-        Some(self.queue[i])
+        self.choice(tasks).map(|(i, _)| self.queue[i])
     }
 
     fn charge(&mut self, _cur: TaskId, _tasks: &mut [Task], _ns: Nanos) {}
