@@ -8,8 +8,10 @@ use crate::error::{Error, Result};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-const TRIES: u32 = 3;
-const WAIT: Duration = Duration::from_millis(350);
+// Five probes over 2 s: a loaded target (or a VM stalled for a second)
+// may drop a few, and calling it "down" then would be a false bad-input.
+const TRIES: u32 = 5;
+const WAIT: Duration = Duration::from_millis(400);
 
 fn unreachable(target: Ipv4Addr, e: &std::io::Error) -> Option<Error> {
     matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH) | Some(libc::EADDRNOTAVAIL))
