@@ -8,7 +8,7 @@ mod output;
 mod progress;
 mod signal;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use commands::*;
 use error::Status;
 
@@ -50,6 +50,8 @@ enum Command {
     Load(load::Args),
     /// The idletime throughput model (foreground/background vs p and i)
     IdletimeModel(idletime_model::Args),
+    /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
+    Completions(completions::Args),
 }
 
 fn main() {
@@ -68,6 +70,7 @@ fn main() {
         Command::Stimulus(c) => stimulus::run(c),
         Command::Load(a) => load::run(a),
         Command::IdletimeModel(a) => idletime_model::run(a),
+        Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {
         Ok(Status::Success) => 0,
