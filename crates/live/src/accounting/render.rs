@@ -28,6 +28,15 @@ fn top_source(t: &TaskReport) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// `text` in at most `width` characters, an ellipsis marking a cut (a
+/// shared IRQ line's action list can be long).
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    text.chars().take(width - 1).chain(std::iter::once('…')).collect()
+}
+
 /// The task table: up to `limit` tasks (of those whose tid/tgid is in
 /// `pids`, all when empty), then per-CPU and system lines.
 pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
@@ -40,7 +49,7 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>7} {:>7} {:<16} {:<11} {:>10} {:>9} {:>8} {:>9} {:<22} {:>9} {:>9} {:>8}",
+        "{:>7} {:>7} {:<16} {:<11} {:>10} {:>9} {:>8} {:>9} {:<24} {:>9} {:>9} {:>8}",
         "TID", "TGID", "COMM", "KIND", "RUN", "STOLEN", "STOLEN%", "SERVED", "MOSTLY", "THREAD", "/PROC", "PROC-ERR"
     );
     for t in report.tasks_of(pids).into_iter().take(limit) {
@@ -49,7 +58,7 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
         let err = t.proc_error.map(|e| format!("{:+.1}%", e * 100.0)).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
-            "{:>7} {:>7} {:<16} {:<11} {:>10} {:>9} {:>8} {:>9} {:<22} {:>9} {:>9} {:>8}",
+            "{:>7} {:>7} {:<16} {:<11} {:>10} {:>9} {:>8} {:>9} {:<24} {:>9} {:>9} {:>8}",
             t.tid,
             t.tgid,
             comm,
@@ -58,7 +67,7 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
             ms(t.stolen_ns),
             pct(t.stolen_ns, t.run_ns + t.stolen_ns),
             ms(t.served_softirq_ns),
-            top_source(t).chars().take(22).collect::<String>(),
+            clip(&top_source(t), 24),
             ms(t.served_by_thread_ns),
             proc_ns,
             err
@@ -261,6 +270,13 @@ mod tests {
         assert!(t.contains("STEAL") && cpu_line.contains(" 4.0 "), "{cpu_line}");
         let only = table(&r, &[11], 10);
         assert!(!only.contains("robbed") && only.contains("other"));
+    }
+
+    #[test]
+    fn long_names_are_cut_with_an_ellipsis_and_short_ones_kept() {
+        assert_eq!(clip("CAL:call-function-single", 24), "CAL:call-function-single");
+        assert_eq!(clip("11:uhci_hcd:usb1, virtio2, eth0", 24), "11:uhci_hcd:usb1, virti…");
+        assert_eq!(clip("11:uhci_hcd:usb1, virtio2, eth0", 24).chars().count(), 24);
     }
 
     #[test]
