@@ -9,6 +9,12 @@ OUT=${OUT:-out}
 IRQLAB=${IRQLAB:-${CARGO_TARGET_DIR:-target}/release/irqlab}
 mkdir -p "$OUT"
 
+step_doctor() {
+  # What this machine lets irqlab measure and the kernel settings behind
+  # every live figure below, kept beside them.
+  "$IRQLAB" doctor --json "$OUT/doctor.json" > "$OUT/doctor.txt"
+}
+
 step_analysis() {
   # Schedulability analysis (issue 2). `analyze` exits 1 for a task set that
   # is not schedulable, as section5-foreground is meant to be: only exit
@@ -185,7 +191,7 @@ step_reproduce_load_bounds() {
   [ "$code" -le 1 ]
 }
 
-STEPS=(step_analysis step_accounting step_interference step_idletime step_sim step_latency step_reproduce_bh step_reproduce_load_bounds)
+STEPS=(step_doctor step_analysis step_accounting step_interference step_idletime step_sim step_latency step_reproduce_bh step_reproduce_load_bounds)
 
 failed=0
 for step in "${STEPS[@]}"; do
@@ -199,7 +205,7 @@ done
 {
   echo '<!doctype html><meta charset="utf-8"><title>irqlab demo</title>'
   echo '<h1>irqlab demo</h1><ul>'
-  for f in "$OUT"/*.html "$OUT"/*.svg; do
+  for f in "$OUT"/*.html "$OUT"/*.svg "$OUT"/*.txt; do
     [ -e "$f" ] || continue
     b=$(basename "$f"); [ "$b" = index.html ] && continue
     echo "<li><a href=\"$b\">$b</a></li>"

@@ -50,6 +50,8 @@ enum Command {
     Load(load::Args),
     /// The idletime throughput model (foreground/background vs p and i)
     IdletimeModel(idletime_model::Args),
+    /// What this machine lets irqlab measure, and the kernel settings that shape it
+    Doctor(doctor::Args),
     /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions(completions::Args),
 }
@@ -70,6 +72,7 @@ fn main() {
         Command::Stimulus(c) => stimulus::run(c),
         Command::Load(a) => load::run(a),
         Command::IdletimeModel(a) => idletime_model::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {

@@ -3,29 +3,10 @@
 //! 3 naming the capability, and (live: IRQLAB_LIVE_TESTS=1, as root) real
 //! runs write documents the rest of irqlab reads.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod common;
-use common::{irqlab, is_root, live_tests_enabled as live};
-
-/// Runs irqlab without any capability: as root through setpriv (uid
-/// nobody, empty bounding set), as an ordinary user directly. `None` when
-/// neither is possible (root without setpriv).
-fn unprivileged(args: &[&str]) -> Option<Output> {
-    if is_root() {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|p| std::path::Path::new(p).exists())?;
-        Some(
-            Command::new(setpriv)
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
-                .arg(env!("CARGO_BIN_EXE_irqlab"))
-                .args(args)
-                .output()
-                .unwrap(),
-        )
-    } else {
-        Some(irqlab().args(args).output().unwrap())
-    }
-}
+use common::{irqlab, live_tests_enabled as live, unprivileged};
 
 #[test]
 fn bad_flags_exit_2() {

@@ -3,6 +3,7 @@
 
 pub mod accounting;
 pub mod cleanup;
+pub mod doctor;
 pub mod error;
 pub mod latency;
 pub mod load;

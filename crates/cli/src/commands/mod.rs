@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bound;
 pub mod completions;
+pub mod doctor;
 pub mod fit;
 pub mod idletime_model;
 pub mod load;

@@ -62,3 +62,22 @@ pub fn is_root() -> bool {
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
 }
+
+/// Runs irqlab without any capability: as root through setpriv (uid
+/// nobody, empty bounding set), as an ordinary user directly. `None` when
+/// neither is possible (root without setpriv).
+pub fn unprivileged(args: &[&str]) -> Option<Output> {
+    if is_root() {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|p| Path::new(p).exists())?;
+        Some(
+            Command::new(setpriv)
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
+                .arg(env!("CARGO_BIN_EXE_irqlab"))
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    } else {
+        Some(irqlab().args(args).output().unwrap())
+    }
+}

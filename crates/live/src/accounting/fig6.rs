@@ -137,10 +137,19 @@ fn set_fifo(priority: i32, who: &str) -> Result<()> {
     Ok(())
 }
 
+/// What the experiment needs: the accounting's BPF prerequisites,
+/// SCHED_FIFO for the CPU-bound task, and the testbed's (exit 3 naming the
+/// first missing).
+pub fn check_prerequisites() -> Result<()> {
+    super::check_prerequisites()?;
+    super::check_required_tracepoints()?;
+    privilege::require(&[Capability::SysNice], "run the CPU-bound task at SCHED_FIFO and pin threads")?;
+    crate::testbed::check_prerequisites()
+}
+
 /// Runs the experiment; `stop` (Ctrl-C) ends it early with what was measured.
 pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
-    super::check_prerequisites()?;
-    privilege::require(&[Capability::SysNice], "run the CPU-bound task at SCHED_FIFO and pin threads")?;
+    check_prerequisites()?;
     let online = super::session::online_cpus();
     if online.len() < 2 {
         return Err(Error::MissingKernelFeature {

@@ -40,4 +40,4 @@ pub(crate) mod session;
 mod skel;
 
 pub use report::Report;
-pub use session::{check_prerequisites, Options, Session, Storage};
+pub use session::{check_prerequisites, check_required_tracepoints, missing_optional_tracepoints, Options, Session, Storage};

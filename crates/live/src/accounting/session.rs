@@ -69,6 +69,27 @@ pub fn check_prerequisites() -> Result<()> {
     privilege::require(&[Capability::Bpf, Capability::Perfmon], "load and attach the BPF accounting programs")
 }
 
+/// Fails with exit 3 naming the first tracepoint the accounting cannot do
+/// without that the running kernel lacks.
+pub fn check_required_tracepoints() -> Result<()> {
+    let present = kernel_tracepoints(REQUIRED)?;
+    match REQUIRED.iter().zip(&present).find(|(_, ok)| !**ok) {
+        Some((name, _)) => Err(Error::MissingKernelFeature {
+            feature: format!("tracepoint {name}"),
+            detail: "the running kernel has no such raw tracepoint in its BTF".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The optional tracepoints the running kernel lacks: their part of the
+/// accounting (named in [`OPTIONAL`]) is not measured.
+pub fn missing_optional_tracepoints() -> Result<Vec<String>> {
+    let names: Vec<&str> = OPTIONAL.iter().map(|(_, tp)| *tp).collect();
+    let have = kernel_tracepoints(&names)?;
+    Ok(names.iter().zip(&have).filter(|(_, ok)| !**ok).map(|(tp, _)| tp.to_string()).collect())
+}
+
 /// Whether the running kernel has raw tracepoint `name` (tp_btf needs the
 /// `btf_trace_<name>` typedef in the kernel's BTF).
 fn kernel_tracepoints(names: &[&str]) -> Result<Vec<bool>> {
@@ -194,13 +215,7 @@ impl<'obj> Session<'obj> {
     /// programs. Exit-3 errors name the missing capability or feature.
     pub fn start(storage: &'obj mut Storage, options: Options) -> Result<Session<'obj>> {
         check_prerequisites()?;
-        let present = kernel_tracepoints(REQUIRED)?;
-        if let Some((name, _)) = REQUIRED.iter().zip(&present).find(|(_, ok)| !**ok) {
-            return Err(Error::MissingKernelFeature {
-                feature: format!("tracepoint {name}"),
-                detail: "the running kernel has no such raw tracepoint in its BTF".into(),
-            });
-        }
+        check_required_tracepoints()?;
 
         let Storage { accounting, reference } = storage;
         let mut open = AccountingSkelBuilder::default().open(accounting).map_err(bpf_err("opening the accounting BPF object"))?;

@@ -58,6 +58,19 @@ pub fn lock_memory() -> Result<()> {
     }
 }
 
+/// What a measuring thread needs, tried for real and undone: lock memory
+/// (then unlock it) and take SCHED_FIFO `priority` in a scratch thread
+/// that ends at once. Exit 3 naming what is missing. A trial, not a
+/// capability check, because RLIMIT_RTPRIO / RLIMIT_MEMLOCK can grant
+/// either without a capability.
+pub fn check_prerequisites(priority: u8) -> Result<()> {
+    lock_memory()?;
+    unlock_memory();
+    std::thread::spawn(move || set_fifo(priority))
+        .join()
+        .unwrap_or_else(|_| Err(Error::Failed("the SCHED_FIFO trial thread panicked".into())))
+}
+
 /// Undoes [`lock_memory`]; called when the measurement ends so a
 /// long-lived process does not keep everything pinned.
 pub fn unlock_memory() {

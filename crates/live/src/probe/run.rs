@@ -94,20 +94,28 @@ impl Measurement {
     }
 }
 
+/// The privileges the probe needs under `policy`, exit 3 naming the first
+/// missing one (what `irqlab doctor` reports too).
+pub fn check_prerequisites(policy: Policy) -> Result<()> {
+    if policy == Policy::Fifo {
+        require(&[Capability::SysNice], "run the probe at SCHED_FIFO")?;
+    }
+    require(&[Capability::IpcLock], "lock the probe's memory (mlockall)")
+}
+
 /// [`run`], also returning the gaps.
 pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
     if config.cpu >= sched::cpu_count() {
         return Err(Error::Invalid(format!("--cpu {} but this machine has CPUs 0..{}", config.cpu, sched::cpu_count() - 1)));
     }
+    check_prerequisites(config.policy)?;
     if config.policy == Policy::Fifo {
-        require(&[Capability::SysNice], "run the probe at SCHED_FIFO")?;
         if let Some(p) = config.priority {
             if !(1..=99).contains(&p) {
                 return Err(Error::Invalid(format!("SCHED_FIFO priority {p} is outside 1..99")));
             }
         }
     }
-    require(&[Capability::IpcLock], "lock the probe's memory (mlockall)")?;
     let (priority, priority_reason) = match (config.policy, config.priority) {
         (Policy::Other, _) => (0, "SCHED_OTHER asked for (the probe competes with every fair task)".to_string()),
         (Policy::Fifo, Some(p)) => (p, "asked for".to_string()),

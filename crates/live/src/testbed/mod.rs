@@ -135,8 +135,7 @@ impl Testbed {
     /// Brings the testbed up (idempotent: an existing one is joined as is)
     /// and returns a guard. Needs CAP_NET_ADMIN and CAP_SYS_ADMIN.
     pub fn up() -> Result<Testbed> {
-        require_testbed_privilege()?;
-        crate::privilege::require_program("ip")?;
+        check_prerequisites()?;
         std::fs::create_dir_all(RUN_DIR).map_err(|e| Error::io(format!("creating {RUN_DIR}"), e))?;
         let _setup = lock::SetupLock::acquire()?;
         let mut creating = None;
@@ -312,6 +311,13 @@ fn require_testbed_privilege() -> Result<()> {
         &[Capability::NetAdmin, Capability::SysAdmin],
         "create network namespaces and veth devices for the testbed",
     )
+}
+
+/// What bringing the testbed up needs: the privileges and iproute2's `ip`
+/// (exit 3 naming the first missing one).
+pub fn check_prerequisites() -> Result<()> {
+    require_testbed_privilege()?;
+    crate::privilege::require_program("ip")
 }
 
 fn addr(base: [u8; 3], last: u8) -> Ipv4Addr {

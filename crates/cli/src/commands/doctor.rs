@@ -1,0 +1,51 @@
+//! `irqlab doctor`: which live commands can run on this machine (each
+//! line is the command's own pre-measurement check), and the kernel
+//! settings that shape what they measure.
+
+use crate::error::{CliError, Status};
+use crate::output::write_json;
+use irqlab_live::doctor::{self, Report};
+use irqlab_report::html::Table;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Write the irqlab/doctor/v1 document here ("-": stdout, instead of the tables)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Exit 0 whatever it finds: it is a report, not a gate.
+pub fn run(args: Args) -> Result<Status, CliError> {
+    let report = doctor::examine();
+    match &args.json {
+        Some(path) if path.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&report).expect("serialisable")),
+        json => {
+            if let Some(path) = json {
+                write_json(path, &report)?;
+            }
+            print!("{}", text(&report));
+        }
+    }
+    Ok(Status::Success)
+}
+
+fn text(report: &Report) -> String {
+    let mut commands = Table::new(["COMMAND", "READY"]);
+    for c in &report.commands {
+        let ready = match (&c.missing, &c.note) {
+            (None, None) => "yes".to_string(),
+            (None, Some(note)) => format!("yes; {note}"),
+            (Some(missing), _) => format!("no: {missing}"),
+        };
+        commands = commands.row([c.command.to_string(), ready]);
+    }
+    // Setting and value on one line, why it matters on the next: three
+    // columns would not fit a terminal.
+    let width = report.settings.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let mut settings = String::new();
+    for s in &report.settings {
+        settings.push_str(&format!("  {:width$}  {}\n  {:width$}  why: {}\n", s.name, s.value, "", s.why));
+    }
+    format!("kernel {}\n\n{}\n  SETTING\n{settings}", report.kernel, commands.to_text())
+}

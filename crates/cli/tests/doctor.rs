@@ -1,0 +1,77 @@
+//! `irqlab doctor` as a user runs it: a report that exits 0, whose
+//! readiness lines are the commands' own checks (ready as root, naming the
+//! missing capability without one), and whose settings are what /proc says.
+
+mod common;
+use common::{is_root, live_tests_enabled, run as irqlab, stderr, stdout, unprivileged};
+
+fn document(out: &std::process::Output) -> serde_json::Value {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    serde_json::from_str(&stdout(out)).unwrap_or_else(|e| panic!("doctor --json -: {e}\n{}", stdout(out)))
+}
+
+fn command<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    doc["commands"].as_array().unwrap().iter().find(|c| c["command"] == name).unwrap_or_else(|| panic!("no line for {name}: {doc}"))
+}
+
+fn setting<'a>(doc: &'a serde_json::Value, name: &str) -> &'a str {
+    let s = doc["settings"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no setting {name}"));
+    s["value"].as_str().unwrap()
+}
+
+#[test]
+fn settings_are_read_from_the_running_kernel() {
+    let doc = document(&irqlab(&["doctor", "--json", "-"]));
+    assert_eq!(doc["schema"], "irqlab/doctor/v1");
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(doc["kernel"].as_str().unwrap().starts_with(release.trim()), "{}", doc["kernel"]);
+    let runtime: i64 = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim().parse().unwrap();
+    let throttling = setting(&doc, "RT throttling");
+    if runtime < 0 {
+        assert!(throttling.starts_with("off"), "{throttling}");
+    } else {
+        assert!(throttling.starts_with(&runtime.to_string()), "{throttling} vs {runtime}");
+    }
+    let budget = std::fs::read_to_string("/proc/sys/net/core/netdev_budget").unwrap();
+    assert!(setting(&doc, "NET_RX budget").starts_with(&format!("{} packets", budget.trim())));
+
+    // The text form shows every command and setting line.
+    let text = irqlab(&["doctor"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    for c in doc["commands"].as_array().unwrap() {
+        assert!(stdout(&text).contains(c["command"].as_str().unwrap()), "{c}");
+    }
+    assert!(stdout(&text).contains("why: "));
+}
+
+#[test]
+fn without_capabilities_the_missing_ones_are_named_and_it_still_exits_0() {
+    let Some(out) = unprivileged(&["doctor", "--json", "-"]) else {
+        eprintln!("skipped: running as root without setpriv, cannot drop capabilities");
+        return;
+    };
+    let doc = document(&out);
+    let missing = |name: &str| command(&doc, name)["missing"].as_str().map(String::from);
+    let probe = missing("measure interference").expect("the probe needs SCHED_FIFO");
+    assert!(probe.contains("CAP_SYS_NICE"), "{probe}");
+    let accounting = missing("measure accounting").expect("BPF needs capabilities");
+    assert!(accounting.contains("CAP_BPF") || accounting.contains("BTF"), "{accounting}");
+    let testbed = missing("testbed, traffic, load net --testbed").expect("namespaces need CAP_NET_ADMIN");
+    assert!(testbed.contains("CAP_NET_ADMIN"), "{testbed}");
+    let icmp = missing("stimulus run (ICMP path)").expect("a raw socket needs CAP_NET_RAW");
+    assert!(icmp.contains("CAP_NET_RAW"), "{icmp}");
+}
+
+/// As root with the live tests on (CI), every live command must be ready:
+/// the live tests run each of them, so a "no" here is a doctor that
+/// disagrees with the commands.
+#[test]
+fn as_root_every_live_command_is_ready() {
+    if !live_tests_enabled("as_root_every_live_command_is_ready") || !is_root() {
+        return;
+    }
+    let doc = document(&irqlab(&["doctor", "--json", "-"]));
+    for c in doc["commands"].as_array().unwrap() {
+        assert!(c["missing"].is_null(), "{} is not ready: {}", c["command"], c["missing"]);
+    }
+}
