@@ -3,7 +3,7 @@
 //! settings that shape what they measure.
 
 use crate::error::{CliError, Status};
-use crate::output::write_json;
+use crate::output::json_or_summary;
 use irqlab_live::doctor::{self, Report};
 use irqlab_report::html::Table;
 use std::path::PathBuf;
@@ -17,16 +17,7 @@ pub struct Args {
 
 /// Exit 0 whatever it finds: it is a report, not a gate.
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let report = doctor::examine();
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&report).expect("serialisable")),
-        json => {
-            if let Some(path) = json {
-                write_json(path, &report)?;
-            }
-            print!("{}", text(&report));
-        }
-    }
+    json_or_summary(args.json.as_deref(), &doctor::examine(), text)?;
     Ok(Status::Success)
 }
 

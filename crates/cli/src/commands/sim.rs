@@ -3,7 +3,7 @@
 //! curve and an HTML page).
 
 use crate::error::{CliError, Status};
-use crate::output::{read_text, write_json, write_text};
+use crate::output::{json_or_summary, read_text, write_json, write_text};
 use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
@@ -67,15 +67,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     })?;
     bar.finish_and_clear();
     let result = out.result;
-    match &args.json {
-        Some(path) if path.as_os_str() == "-" => println!("{}", serde_json::to_string_pretty(&result).expect("serialisable")),
-        json => {
-            if let Some(path) = json {
-                write_json(path, &result)?;
-            }
-            print!("{}", summary(&result));
-        }
-    }
+    json_or_summary(args.json.as_deref(), &result, summary)?;
     if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
         write_json(path, trace)?;
     }
