@@ -8,6 +8,15 @@ use std::process::Command;
 mod common;
 use common::{irqlab, live_tests_enabled as live, unprivileged};
 
+/// The tests that compare sched_rt_runtime_us before and after a run take
+/// turns: a value read while another test's run has lifted the limit is
+/// not the machine's.
+static RT_LIMIT_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn rt_limit_turn() -> std::sync::MutexGuard<'static, ()> {
+    RT_LIMIT_TESTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn bad_flags_exit_2() {
     for args in [
@@ -58,6 +67,7 @@ fn measures_a_curve_that_irqlab_reads_back() {
     if !live("measures_a_curve_that_irqlab_reads_back") {
         return;
     }
+    let _turn = rt_limit_turn();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("curve.json");
     let raw = dir.path().join("gaps.csv");
@@ -78,6 +88,14 @@ fn measures_a_curve_that_irqlab_reads_back() {
     assert!(doc["sampling_period_ns"].as_f64().unwrap() > 0.0);
     let gaps = std::fs::read_to_string(&raw).unwrap();
     assert_eq!(gaps.lines().count() as u64, doc["gaps"].as_u64().unwrap() + 1);
+    // The curve says which machine it is from, as `irqlab doctor` sees it
+    // now, with the RT limit as it was before the run lifted it.
+    let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    common::assert_records_this_machine(&doc);
+    assert_eq!(doc["machine"]["kernel"], doctor["kernel"]);
+    let now = doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap();
+    assert_eq!(doc["machine"]["settings"]["RT throttling"], now["value"]);
 
     // The same curve as its own baseline leaves nothing.
     let out = irqlab()
@@ -167,6 +185,7 @@ fn ctrl_c_writes_a_partial_curve_and_restores_the_rt_limit() {
     if !live("ctrl_c_writes_a_partial_curve_and_restores_the_rt_limit") {
         return;
     }
+    let _turn = rt_limit_turn();
     let before = rt_runtime();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("partial.json");
@@ -231,5 +250,42 @@ fn a_second_ctrl_c_still_removes_the_testbed_it_made() {
         assert!(!std::path::Path::new("/run/netns/irqlab-a").exists(), "testbed left behind after a second Ctrl-C");
     } else {
         eprintln!("testbed shared with another user: removal not checked");
+    }
+}
+
+/// Two runs lifting the RT limit at once, in either order of ending: the
+/// limit stays lifted until the last one ends, then has its original value.
+/// (Before the cross-process lift, a run that found the limit already
+/// lifted did not join, and the first run's restore throttled it.)
+#[test]
+fn overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends() {
+    if !live("overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends") {
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let original = rt_runtime();
+    let probe = |duration: &str| {
+        irqlab()
+            .args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--lift-rt-limit", "--duration", duration])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let ms = std::time::Duration::from_millis;
+    for first_ends_first in [false, true] {
+        let (first, second) = if first_ends_first { ("800ms", "2500ms") } else { ("2500ms", "800ms") };
+        let a = probe(first);
+        std::thread::sleep(ms(400));
+        let b = probe(second);
+        let (short, mut long) = if first_ends_first { (a, b) } else { (b, a) };
+        let ended = wait_at_most(short, std::time::Duration::from_secs(30));
+        assert!(ended.success(), "{first}/{second}: the shorter run failed: {ended:?}");
+        let during = rt_runtime();
+        assert!(long.try_wait().unwrap().is_none(), "{first}/{second}: the longer run ended too soon to tell");
+        let ended = wait_at_most(long, std::time::Duration::from_secs(30));
+        assert!(ended.success(), "{first}/{second}: the longer run failed: {ended:?}");
+        assert_eq!(during, "-1", "{first} then {second}: the limit came back while a run still had it lifted");
+        assert_eq!(rt_runtime(), original, "{first} then {second}: not restored after both runs");
     }
 }

@@ -64,6 +64,7 @@ fn live_run_writes_json_and_prometheus() {
     assert_eq!(doc["schema"], "irqlab/accounting/v1");
     assert_eq!(doc["complete"], true);
     assert!(!doc["tasks"].as_array().unwrap().is_empty());
+    common::assert_records_this_machine(&doc);
     for cpu in doc["cpus"].as_array().unwrap() {
         let wall = cpu["wall_ns"].as_i64().unwrap();
         assert!(wall >= 1_000_000_000, "{cpu}");

@@ -42,6 +42,7 @@ fn writes_latency_v1_json() {
     assert_eq!(v["schema"], "irqlab/latency/v1");
     assert_eq!(v["complete"], true);
     assert_eq!(v["policy"], "SCHED_FIFO");
+    common::assert_records_this_machine(&v);
     assert_eq!(v["threads"][0]["cycles"], 200);
     let lat = &v["threads"][0]["latency"];
     let hist: u64 = lat["histogram"]["counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();

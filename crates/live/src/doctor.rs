@@ -12,7 +12,8 @@ use crate::probe::{clock, rt_limit::RtBandwidth, run as probe_run, Policy};
 use crate::stimulus::socket::StimulusSocket;
 use crate::stimulus::PathKind;
 use crate::{testbed, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
@@ -49,13 +50,31 @@ pub struct Report {
     pub settings: Vec<Setting>,
 }
 
+/// What a measurement document records of the machine it was taken on:
+/// the kernel and the settings of [`Report`], by name (no readiness
+/// trials). Curves from two kernels can then be told apart by their files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachineContext {
+    pub kernel: String,
+    pub settings: BTreeMap<String, String>,
+}
+
+/// The [`MachineContext`] of this machine, now.
+pub fn machine_context() -> MachineContext {
+    let machine = Machine::read();
+    MachineContext {
+        kernel: machine.kernel(),
+        settings: settings(&machine).into_iter().map(|s| (s.name.to_string(), s.value)).collect(),
+    }
+}
+
 /// Examines this machine. Reads only; the trial runs (SCHED_FIFO in a
 /// scratch thread, mlockall, a raw socket) are undone before returning.
 pub fn examine() -> Report {
     let machine = Machine::read();
     Report {
         schema: SCHEMA,
-        kernel: format!("{} {}", machine.release, machine.version),
+        kernel: machine.kernel(),
         commands: commands(),
         settings: settings(&machine),
     }
@@ -113,6 +132,10 @@ impl Machine {
             config: kernel_config(&release),
             release,
         }
+    }
+
+    fn kernel(&self) -> String {
+        format!("{} {}", self.release, self.version)
     }
 
     /// `CONFIG_<key>`'s value ("y", "m", a number...); None when it is not

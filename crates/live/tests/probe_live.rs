@@ -309,6 +309,29 @@ fn lifted_rt_limit_is_restored_and_marked() {
     }
 }
 
+/// Lifts nest within a process: the limit comes back with the last guard,
+/// and a run inside a test's own lift joins it (the probe tests above lift
+/// around their runs) and reports the value from before it.
+#[test]
+fn nested_lifts_restore_with_the_last_guard() {
+    if !live() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let before = RtBandwidth::read().unwrap();
+    let outer = LiftedRtLimit::lift().unwrap();
+    let inner = LiftedRtLimit::lift().unwrap();
+    assert_eq!((outer.previous_us(), inner.previous_us()), (before.runtime_us, before.runtime_us));
+    let mut cfg = config(300_000_000, 10_000_000);
+    cfg.lift_rt_limit = true;
+    let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    assert_eq!(c.rt_throttling.before, before, "the run reports the setting from before the lift");
+    drop(inner);
+    assert_eq!(RtBandwidth::read().unwrap().runtime_us, -1, "restored while the outer guard lives");
+    drop(outer);
+    assert_eq!(RtBandwidth::read().unwrap(), before, "not restored with the last guard");
+}
+
 #[test]
 fn stopping_early_keeps_what_was_measured() {
     if !live() {

@@ -81,3 +81,14 @@ pub fn unprivileged(args: &[&str]) -> Option<Output> {
         Some(irqlab().args(args).output().unwrap())
     }
 }
+
+/// A live document records the machine it was measured on: the running
+/// kernel and `irqlab doctor`'s settings.
+pub fn assert_records_this_machine(doc: &serde_json::Value) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let machine = &doc["machine"];
+    assert!(machine["kernel"].as_str().unwrap_or("").starts_with(release.trim()), "{machine}");
+    for name in ["preemption", "threaded IRQs", "IRQ time accounting", "virtualised"] {
+        assert!(machine["settings"][name].as_str().is_some_and(|v| !v.is_empty()), "no {name} in {machine}");
+    }
+}

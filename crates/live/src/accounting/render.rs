@@ -253,6 +253,7 @@ mod tests {
             tasks: vec![task(10, "robbed \"one\"", 300_000_000), task(11, "other", 1_000)],
             missing_tracepoints: vec!["sk_data_ready".into()],
             notes: vec![],
+            machine: Default::default(),
         }
     }
 

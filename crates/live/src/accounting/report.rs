@@ -126,6 +126,9 @@ pub struct Report {
     /// Optional tracepoints the kernel lacks (their part is not measured).
     pub missing_tracepoints: Vec<String>,
     pub notes: Vec<String>,
+    /// The kernel and its interference-relevant settings (`irqlab doctor`).
+    #[serde(default)]
+    pub machine: crate::doctor::MachineContext,
 }
 
 /// What building a report needs besides the maps.
@@ -141,6 +144,7 @@ pub struct Context<'a> {
     /// Hypervisor steal of a CPU (by its number) since the start, ns.
     pub steal_ns: &'a dyn Fn(usize) -> u64,
     pub missing_tracepoints: &'a [String],
+    pub machine: &'a crate::doctor::MachineContext,
     pub complete: bool,
 }
 
@@ -263,6 +267,7 @@ impl Report {
             tasks,
             missing_tracepoints: ctx.missing_tracepoints.to_vec(),
             notes,
+            machine: ctx.machine.clone(),
         }
     }
 
@@ -392,6 +397,7 @@ mod tests {
             ticks_per_second: 100_000,
             steal_ns: &|cpu| if cpu == 1 { 7_000 } else { 0 },
             missing_tracepoints: &[],
+            machine: &Default::default(),
             complete: true,
         };
         Report::build(raw, &ctx)

@@ -61,6 +61,8 @@ pub struct Session<'obj> {
     missing: Vec<String>,
     /// Threads already in the BPF service_threads map.
     service_tids: std::collections::HashSet<u32>,
+    /// Read once at the start, recorded in every report.
+    machine: crate::doctor::MachineContext,
 }
 
 /// Fails with exit 3 naming what is missing: BTF, CAP_BPF, CAP_PERFMON.
@@ -243,7 +245,7 @@ impl<'obj> Session<'obj> {
 
         seed_socket_owners(&skel)?;
         let mut session =
-            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default() };
+            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default(), machine: crate::doctor::machine_context() };
         session.refresh_service_threads()?;
 
         if let Some(r) = session.reference.as_mut() {
@@ -492,6 +494,7 @@ impl Session<'_> {
             ticks_per_second: procfs::ticks_per_second(),
             steal_ns: &steal,
             missing_tracepoints: &self.missing,
+            machine: &self.machine,
             complete,
         };
         super::Report::build(raw, &ctx)

@@ -196,6 +196,9 @@ pub struct LatencyReport {
     pub threads: Vec<ThreadResult>,
     /// All threads together.
     pub all: StatsSummary,
+    /// The kernel and its interference-relevant settings (`irqlab doctor`).
+    #[serde(default)]
+    pub machine: crate::doctor::MachineContext,
 }
 
 /// Runs the measurement until its duration or until `stop` is set.
@@ -216,6 +219,7 @@ pub fn run(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread]>)
 }
 
 fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread]>) -> Result<LatencyReport> {
+    let machine = crate::doctor::machine_context();
     let dma = DmaLatencyHold::zero()?;
     let barrier = Barrier::new(config.cpus.len());
     let setup_failed = AtomicBool::new(false);
@@ -279,6 +283,7 @@ fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread
         cpu_dma_latency_held: dma.is_some(),
         threads,
         all: all.summary(BUCKET_NS, MAX_BUCKETS),
+        machine,
     })
 }
 

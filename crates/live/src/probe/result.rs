@@ -71,6 +71,8 @@ pub struct InterferenceCurve {
     pub rt_throttling: RtThrottling,
     pub log_overflow: bool,
     /// Baseline curve subtracted from `points`, and the curve before it.
+    /// The kernel and its interference-relevant settings (`irqlab doctor`).
+    pub machine: crate::doctor::MachineContext,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -8,6 +8,8 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 const RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
@@ -46,65 +48,154 @@ fn read_i64(path: &str) -> Result<i64> {
     text.trim().parse().map_err(|_| Error::Failed(format!("{path}: unexpected content `{}`", text.trim())))
 }
 
-/// The value to restore if the process exits without running destructors
-/// (`std::process::exit`, e.g. a second Ctrl-C): restored by an atexit hook.
-static SAVED: Mutex<Option<i64>> = Mutex::new(None);
+// Several irqlab processes may lift the limit at once (two probes, or
+// tests running side by side). Each holds a shared flock on USERS while it
+// needs the limit lifted; SAVED keeps the value from before the first of
+// them; whoever can upgrade to an exclusive lock when it is done is the
+// last, and restores SAVED. SETUP serialises these transitions. A holder
+// that was killed leaves SAVED behind, and the next one restores from it.
+const RUN_DIR: &str = "/run/irqlab";
+const SETUP: &str = "/run/irqlab/rt-limit.setup.lock";
+const USERS: &str = "/run/irqlab/rt-limit.users";
+const SAVED: &str = "/run/irqlab/rt-limit.saved";
+
+/// This process's share of the lift (its USERS lock), until restored. In
+/// a static so that an exit without destructors (`std::process::exit`,
+/// e.g. a second Ctrl-C) still gives it back through an atexit hook.
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
+
+/// This process's share: the USERS lock, how many live guards use it, and
+/// the original value.
+struct Held {
+    users: File,
+    guards: usize,
+    original: i64,
+}
 
 extern "C" fn restore_at_exit() {
-    if let Ok(mut saved) = SAVED.lock() {
-        if let Some(v) = saved.take() {
-            let _ = std::fs::write(RUNTIME, v.to_string());
+    if let Ok(mut held) = HELD.lock() {
+        if let Some(h) = held.take() {
+            give_back(h.users);
         }
     }
 }
 
-/// While alive, RT throttling is off (`sched_rt_runtime_us = -1`); dropping
-/// it (or exiting the process) restores the previous value.
+fn open_lock(path: &str) -> std::io::Result<File> {
+    OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)
+}
+
+fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+fn setup_lock() -> std::io::Result<File> {
+    let file = open_lock(SETUP)?;
+    flock(&file, libc::LOCK_EX)?;
+    Ok(file)
+}
+
+fn saved() -> Option<i64> {
+    std::fs::read_to_string(SAVED).ok()?.trim().parse().ok()
+}
+
+/// One guard less; the process's last one lets go of its share.
+fn release() {
+    let Ok(mut held) = HELD.lock() else { return };
+    let Some(h) = held.as_mut() else { return };
+    h.guards -= 1;
+    if h.guards == 0 {
+        let h = held.take().expect("checked above");
+        give_back(h.users);
+    }
+}
+
+/// Lets go of this process's share; the last holder in any process
+/// restores the saved value.
+fn give_back(users: File) {
+    let _setup = setup_lock();
+    if flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        if let Some(original) = saved() {
+            if std::fs::write(RUNTIME, original.to_string()).is_ok() {
+                let _ = std::fs::remove_file(SAVED);
+            }
+        }
+    }
+}
+
+fn write_error(path: &str, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EROFS) => Error::MissingPrivilege {
+            capability: "CAP_SYS_ADMIN",
+            purpose: format!("write {path} (lift the RT throttling limit)"),
+        },
+        _ => Error::io(format!("writing {path}"), e),
+    }
+}
+
+/// While alive, RT throttling is off (`sched_rt_runtime_us = -1`); when
+/// the last holder in any irqlab process drops it (or exits), the value
+/// from before the first lift is restored.
 #[derive(Debug)]
 pub struct LiftedRtLimit {
-    previous: i64,
+    original: i64,
 }
 
 impl LiftedRtLimit {
-    /// Lifts the limit; needs root (writing a sysctl).
+    /// Lifts the limit, or joins a lift of this or another irqlab process;
+    /// needs root.
     pub fn lift() -> Result<LiftedRtLimit> {
-        let previous = read_i64(RUNTIME)?;
-        {
-            let mut saved = SAVED.lock().map_err(|_| Error::Failed("RT limit state poisoned".into()))?;
-            if saved.is_some() {
-                return Err(Error::Failed("the RT limit is already lifted by this process".into()));
-            }
-            *saved = Some(previous);
+        let mut held = HELD.lock().map_err(|_| Error::Failed("RT limit state poisoned".into()))?;
+        if let Some(h) = held.as_mut() {
+            h.guards += 1;
+            return Ok(LiftedRtLimit { original: h.original });
         }
+        std::fs::create_dir_all(RUN_DIR).map_err(|e| write_error(RUN_DIR, e))?;
+        let _setup = setup_lock().map_err(|e| write_error(SETUP, e))?;
+        let users = open_lock(USERS).map_err(|e| write_error(USERS, e))?;
+        let alone = flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_ok();
+        // A saved value is the original whether its holder is still here
+        // or was killed before restoring it.
+        let original = match saved() {
+            Some(v) => v,
+            None => read_i64(RUNTIME)?,
+        };
+        if alone {
+            std::fs::write(SAVED, original.to_string()).map_err(|e| write_error(SAVED, e))?;
+        }
+        flock(&users, libc::LOCK_SH).map_err(|e| Error::io(format!("locking {USERS}"), e))?;
         static HOOK: std::sync::Once = std::sync::Once::new();
         // SAFETY: registering a plain extern "C" function.
         HOOK.call_once(|| unsafe {
             libc::atexit(restore_at_exit);
         });
+        *held = Some(Held { users, guards: 1, original });
+        drop(held);
         if let Err(e) = std::fs::write(RUNTIME, "-1") {
-            *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EROFS) => Error::MissingPrivilege {
-                    capability: "CAP_SYS_ADMIN",
-                    purpose: format!("write {RUNTIME} (lift the RT throttling limit)"),
-                },
-                _ => Error::io(format!("writing {RUNTIME}"), e),
-            });
+            drop(_setup);
+            release();
+            return Err(write_error(RUNTIME, e));
         }
-        Ok(LiftedRtLimit { previous })
+        Ok(LiftedRtLimit { original })
     }
 
+    /// `sched_rt_runtime_us` before irqlab lifted it.
     pub fn previous_us(&self) -> i64 {
-        self.previous
+        self.original
     }
 }
 
 impl Drop for LiftedRtLimit {
     fn drop(&mut self) {
-        let mut saved = SAVED.lock().unwrap_or_else(|p| p.into_inner());
-        if saved.take().is_some() {
-            let _ = std::fs::write(RUNTIME, self.previous.to_string());
-        }
+        release();
     }
 }
 

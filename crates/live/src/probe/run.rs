@@ -109,6 +109,8 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         return Err(Error::Invalid(format!("--cpu {} but this machine has CPUs 0..{}", config.cpu, sched::cpu_count() - 1)));
     }
     check_prerequisites(config.policy)?;
+    // Before the run: a lifted RT limit is the run's, not the machine's.
+    let machine = crate::doctor::machine_context();
     if config.policy == Policy::Fifo {
         if let Some(p) = config.priority {
             if !(1..=99).contains(&p) {
@@ -121,8 +123,15 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         (Policy::Fifo, Some(p)) => (p, "asked for".to_string()),
         (Policy::Fifo, None) => sched::default_priority(&sched::driver_threads()),
     };
-    let before = RtBandwidth::read()?;
-    let lifted = if config.lift_rt_limit && before.limits() { Some(LiftedRtLimit::lift()?) } else { None };
+    // Lifted whenever asked, even when it reads -1 now: that may be another
+    // irqlab run's lift, which this run must join or that run's restore
+    // would throttle this one. `before` is the setting from before any lift.
+    let current = RtBandwidth::read()?;
+    let lifted = if config.lift_rt_limit { Some(LiftedRtLimit::lift()?) } else { None };
+    let before = match &lifted {
+        Some(l) => RtBandwidth { runtime_us: l.previous_us(), ..current },
+        None => current,
+    };
 
     let (clock_kind, clock_note) = match (config.force_clock_gettime, clock::tsc_usable()) {
         (false, Ok(())) => (ClockKind::Tsc, "TSC (constant_tsc, nonstop_tsc), calibrated against CLOCK_MONOTONIC over the run".to_string()),
@@ -149,7 +158,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         Err(e) => Err(e),
     };
     sched::unlock_memory();
-    let was_lifted = lifted.is_some();
+    let was_lifted = lifted.is_some() && before.limits();
     drop(lifted);
     let (outcome, start_pair, end_pair) = spun?;
 
@@ -229,6 +238,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
             note,
         },
         log_overflow: outcome.overflow,
+        machine,
         baseline: None,
         points_before_baseline: None,
     };
