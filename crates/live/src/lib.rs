@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod cleanup;
 pub mod doctor;
 pub mod error;
+mod flock;
 pub mod latency;
 pub mod load;
 pub mod privilege;

@@ -8,8 +8,8 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use crate::flock::{flock, open};
+use std::fs::File;
 use std::sync::Mutex;
 
 const RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
@@ -80,25 +80,8 @@ extern "C" fn restore_at_exit() {
     }
 }
 
-fn open_lock(path: &str) -> std::io::Result<File> {
-    OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path)
-}
-
-fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-}
-
 fn setup_lock() -> std::io::Result<File> {
-    let file = open_lock(SETUP)?;
+    let file = open(SETUP)?;
     flock(&file, libc::LOCK_EX)?;
     Ok(file)
 }
@@ -160,7 +143,7 @@ impl LiftedRtLimit {
         }
         std::fs::create_dir_all(RUN_DIR).map_err(|e| write_error(RUN_DIR, e))?;
         let _setup = setup_lock().map_err(|e| write_error(SETUP, e))?;
-        let users = open_lock(USERS).map_err(|e| write_error(USERS, e))?;
+        let users = open(USERS).map_err(|e| write_error(USERS, e))?;
         let alone = flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_ok();
         // A saved value is the original whether its holder is still here
         // or was killed before restoring it.

@@ -3,33 +3,14 @@
 //! shared; whoever can upgrade it to exclusive is the last one).
 
 use crate::error::{Error, Result};
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use crate::flock::flock;
+use std::fs::File;
 
 const SETUP: &str = "/run/irqlab/testbed.setup.lock";
 const USERS: &str = "/run/irqlab/testbed.users";
 
 fn open(path: &str) -> Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io(format!("opening {path}"), e))
-}
-
-fn flock(file: &File, op: libc::c_int) -> std::io::Result<()> {
-    loop {
-        // SAFETY: flock on a file descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    crate::flock::open(path).map_err(|e| Error::io(format!("opening {path}"), e))
 }
 
 /// Held while the testbed is created or removed.
