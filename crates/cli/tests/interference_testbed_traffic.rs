@@ -282,10 +282,18 @@ fn overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends() {
         let ended = wait_at_most(short, std::time::Duration::from_secs(30));
         assert!(ended.success(), "{first}/{second}: the shorter run failed: {ended:?}");
         let during = rt_runtime();
+        // doctor tells a lift by irqlab from a machine without a limit.
+        let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
+        let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+        let throttling = doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap()["value"].clone();
         assert!(long.try_wait().unwrap().is_none(), "{first}/{second}: the longer run ended too soon to tell");
         let ended = wait_at_most(long, std::time::Duration::from_secs(30));
         assert!(ended.success(), "{first}/{second}: the longer run failed: {ended:?}");
         assert_eq!(during, "-1", "{first} then {second}: the limit came back while a run still had it lifted");
+        if original != "-1" {
+            let expected = format!("lifted by a running irqlab measurement (sched_rt_runtime_us {original} otherwise)");
+            assert!(throttling.as_str().unwrap().contains(&expected), "doctor during the lift: {throttling}");
+        }
         assert_eq!(rt_runtime(), original, "{first} then {second}: not restored after both runs");
     }
 }

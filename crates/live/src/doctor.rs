@@ -8,7 +8,7 @@
 use crate::accounting;
 use crate::latency::realtime;
 use crate::privilege::{self, Capability};
-use crate::probe::{clock, rt_limit::RtBandwidth, run as probe_run, Policy};
+use crate::probe::{clock, rt_limit, rt_limit::RtBandwidth, run as probe_run, Policy};
 use crate::stimulus::socket::StimulusSocket;
 use crate::stimulus::PathKind;
 use crate::{testbed, Result};
@@ -196,16 +196,7 @@ fn settings(m: &Machine) -> Vec<Setting> {
         },
         Setting {
             name: "RT throttling",
-            value: match RtBandwidth::read() {
-                Ok(bw) if bw.limits() => format!(
-                    "{} of every {} us for RT tasks: a spinning SCHED_FIFO task is stopped {} ms per period",
-                    bw.runtime_us,
-                    bw.period_us,
-                    bw.throttled_ns_per_period() / 1_000_000
-                ),
-                Ok(_) => "off (sched_rt_runtime_us = -1)".into(),
-                Err(e) => format!("unknown: {e}"),
-            },
+            value: rt_throttling(),
             why: "the throttle shows up as interference in a SCHED_FIFO probe (measure interference --lift-rt-limit lifts it for the run)",
         },
         Setting { name: "virtualised", value: virtualisation(), why: "a hypervisor takes CPU time that no kernel tracepoint sees (STEAL in measure accounting)" },
@@ -285,6 +276,25 @@ fn preemption(m: &Machine) -> String {
         (_, None, _) if m.version.contains("PREEMPT_RT") => "rt".into(),
         (_, None, true) => "dynamic, mode unknown (no kernel config, debugfs not mounted)".into(),
         (_, None, false) => "unknown (no kernel config)".into(),
+    }
+}
+
+fn rt_throttling() -> String {
+    let bw = match RtBandwidth::read() {
+        Ok(bw) => bw,
+        Err(e) => return format!("unknown: {e}"),
+    };
+    if bw.limits() {
+        return format!(
+            "{} of every {} us for RT tasks: a spinning SCHED_FIFO task is stopped {} ms per period",
+            bw.runtime_us,
+            bw.period_us,
+            bw.throttled_ns_per_period() / 1_000_000
+        );
+    }
+    match rt_limit::lifted_by_irqlab() {
+        Some(original) => format!("off for now: lifted by a running irqlab measurement (sched_rt_runtime_us {original} otherwise)"),
+        None => "off (sched_rt_runtime_us = -1)".into(),
     }
 }
 

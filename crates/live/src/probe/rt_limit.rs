@@ -114,6 +114,18 @@ fn give_back(users: File) {
     }
 }
 
+/// The value from before the lift while some irqlab process (this one or
+/// another) holds the limit lifted; None otherwise.
+pub fn lifted_by_irqlab() -> Option<i64> {
+    let users = open(USERS).ok()?;
+    let held = flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_err();
+    if held {
+        saved()
+    } else {
+        None
+    }
+}
+
 fn write_error(path: &str, e: std::io::Error) -> Error {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EROFS) => Error::MissingPrivilege {
