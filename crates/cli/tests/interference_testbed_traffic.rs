@@ -297,3 +297,48 @@ fn overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends() {
         assert_eq!(rt_runtime(), original, "{first} then {second}: not restored after both runs");
     }
 }
+
+/// SIGKILL runs no exit hook, so a run killed while it had the limit
+/// lifted leaves it lifted: `irqlab doctor` says so, and the next probe
+/// run restores the original before it measures.
+#[test]
+fn a_killed_runs_lift_is_undone_by_the_next_run() {
+    if !live("a_killed_runs_lift_is_undone_by_the_next_run") {
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let original = rt_runtime();
+    if original == "-1" {
+        eprintln!("a_killed_runs_lift_is_undone_by_the_next_run: skipped: this machine has no RT limit to lift");
+        return;
+    }
+    let mut victim = irqlab()
+        .args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--lift-rt-limit", "--duration", "30s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until the lift is visible (the run's set-up), at most 10 s.
+    let start = std::time::Instant::now();
+    while rt_runtime() != "-1" && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    assert_eq!(rt_runtime(), "-1", "the killed run had not lifted the limit, or something restored it");
+
+    let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
+    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let throttling = &doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap()["value"];
+    assert!(
+        throttling.as_str().unwrap().contains(&format!("left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}")),
+        "{throttling}"
+    );
+
+    let next = irqlab()
+        .args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--duration", "200ms"])
+        .output()
+        .unwrap();
+    assert_eq!(next.status.code(), Some(0), "{}", String::from_utf8_lossy(&next.stderr));
+    assert_eq!(rt_runtime(), original, "the next run did not restore the killed run's lift");
+}

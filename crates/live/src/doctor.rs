@@ -292,9 +292,12 @@ fn rt_throttling() -> String {
             bw.throttled_ns_per_period() / 1_000_000
         );
     }
-    match rt_limit::lifted_by_irqlab() {
-        Some(original) => format!("off for now: lifted by a running irqlab measurement (sched_rt_runtime_us {original} otherwise)"),
-        None => "off (sched_rt_runtime_us = -1)".into(),
+    match (rt_limit::lifted_by_irqlab(), rt_limit::abandoned_lift()) {
+        (Some(original), _) => format!("off for now: lifted by a running irqlab measurement (sched_rt_runtime_us {original} otherwise)"),
+        (None, Some(original)) => format!(
+            "off: left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}"
+        ),
+        (None, None) => "off (sched_rt_runtime_us = -1)".into(),
     }
 }
 

@@ -114,12 +114,41 @@ fn give_back(users: File) {
     }
 }
 
+/// Whether no irqlab process holds the limit lifted (nothing to wait for).
+fn no_holders() -> bool {
+    open(USERS).is_ok_and(|users| flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_ok())
+}
+
+/// The value to restore when an irqlab run that lifted the limit was
+/// killed (SIGKILL runs no exit hook) and no run holds it now; None
+/// otherwise.
+pub fn abandoned_lift() -> Option<i64> {
+    if no_holders() {
+        saved()
+    } else {
+        None
+    }
+}
+
+/// Restores the limit an irqlab run that was killed left lifted (see
+/// [`abandoned_lift`]); returns the value restored. Every probe run calls
+/// it first, so the machine gets its setting back at the next run.
+pub fn repair_abandoned() -> Result<Option<i64>> {
+    let _setup = match setup_lock() {
+        Ok(lock) => lock,
+        // No /run/irqlab (nothing was ever lifted) or no right to it.
+        Err(_) => return Ok(None),
+    };
+    let Some(original) = abandoned_lift() else { return Ok(None) };
+    std::fs::write(RUNTIME, original.to_string()).map_err(|e| write_error(RUNTIME, e))?;
+    let _ = std::fs::remove_file(SAVED);
+    Ok(Some(original))
+}
+
 /// The value from before the lift while some irqlab process (this one or
 /// another) holds the limit lifted; None otherwise.
 pub fn lifted_by_irqlab() -> Option<i64> {
-    let users = open(USERS).ok()?;
-    let held = flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_err();
-    if held {
+    if open(USERS).is_ok() && !no_holders() {
         saved()
     } else {
         None

@@ -109,6 +109,10 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         return Err(Error::Invalid(format!("--cpu {} but this machine has CPUs 0..{}", config.cpu, sched::cpu_count() - 1)));
     }
     check_prerequisites(config.policy)?;
+    // A run that was killed while it had the limit lifted could not
+    // restore it: this run does, before it reads the setting. Without the
+    // right to write the sysctl it cannot; `irqlab doctor` says so.
+    let _ = super::rt_limit::repair_abandoned();
     // Before the run: a lifted RT limit is the run's, not the machine's.
     let machine = crate::doctor::machine_context();
     if config.policy == Policy::Fifo {
