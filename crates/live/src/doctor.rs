@@ -92,9 +92,12 @@ fn commands() -> Vec<Readiness> {
     };
     let clock_note = clock::tsc_usable().err().map(|why| format!("samples clock_gettime instead of the TSC: {why}"));
     let rt_tests = privilege::require_program("cyclictest").and_then(|()| privilege::require_program("oslat"));
+    // One trial serves both commands whose threads lock memory and run at
+    // SCHED_FIFO.
+    let realtime = readiness("measure latency", realtime::check_prerequisites(1), None);
     vec![
         readiness("measure interference", probe_run::check_prerequisites(Policy::Fifo), clock_note),
-        readiness("measure latency", realtime::check_prerequisites(1), None),
+        realtime.clone(),
         readiness("measure accounting", accounting_check, skipped),
         readiness("measure accounting --fig6", accounting::fig6::check_prerequisites(), None),
         readiness("testbed, traffic, load net --testbed", testbed::check_prerequisites(), None),
@@ -108,7 +111,7 @@ fn commands() -> Vec<Readiness> {
             StimulusSocket::open(PathKind::Icmp, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0).map(drop),
             None,
         ),
-        readiness("stimulus respond", realtime::check_prerequisites(1), None),
+        Readiness { command: "stimulus respond", ..realtime },
         readiness("comparisons with cyclictest and oslat (rt-tests)", rt_tests, None),
     ]
 }

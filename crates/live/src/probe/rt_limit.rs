@@ -114,20 +114,19 @@ fn give_back(users: File) {
     }
 }
 
-/// Whether no irqlab process holds the limit lifted (nothing to wait for).
-fn no_holders() -> bool {
-    open(USERS).is_ok_and(|users| flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_ok())
+/// Whether some irqlab process (this one too) holds the limit lifted;
+/// None when no irqlab process ever lifted it here. Opens without creating
+/// anything, so `irqlab doctor` can ask.
+fn held_anywhere() -> Option<bool> {
+    let users = File::open(USERS).ok()?;
+    Some(flock(&users, libc::LOCK_EX | libc::LOCK_NB).is_err())
 }
 
 /// The value to restore when an irqlab run that lifted the limit was
 /// killed (SIGKILL runs no exit hook) and no run holds it now; None
 /// otherwise.
 pub fn abandoned_lift() -> Option<i64> {
-    if no_holders() {
-        saved()
-    } else {
-        None
-    }
+    (held_anywhere() == Some(false)).then(saved).flatten()
 }
 
 /// Restores the limit an irqlab run that was killed left lifted (see
@@ -148,11 +147,7 @@ pub fn repair_abandoned() -> Result<Option<i64>> {
 /// The value from before the lift while some irqlab process (this one or
 /// another) holds the limit lifted; None otherwise.
 pub fn lifted_by_irqlab() -> Option<i64> {
-    if open(USERS).is_ok() && !no_holders() {
-        saved()
-    } else {
-        None
-    }
+    (held_anywhere() == Some(true)).then(saved).flatten()
 }
 
 fn write_error(path: &str, e: std::io::Error) -> Error {
