@@ -3,7 +3,7 @@
 //! missing capability without one), and whose settings are what /proc says.
 
 mod common;
-use common::{is_root, live_tests_enabled, run as irqlab, stderr, stdout, unprivileged};
+use common::{doctor_setting, is_root, live_tests_enabled, run as irqlab, stderr, stdout, unprivileged};
 
 fn document(out: &std::process::Output) -> serde_json::Value {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
@@ -14,11 +14,6 @@ fn command<'a>(doc: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
     doc["commands"].as_array().unwrap().iter().find(|c| c["command"] == name).unwrap_or_else(|| panic!("no line for {name}: {doc}"))
 }
 
-fn setting<'a>(doc: &'a serde_json::Value, name: &str) -> &'a str {
-    let s = doc["settings"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no setting {name}"));
-    s["value"].as_str().unwrap()
-}
-
 #[test]
 fn settings_are_read_from_the_running_kernel() {
     let doc = document(&irqlab(&["doctor", "--json", "-"]));
@@ -26,14 +21,14 @@ fn settings_are_read_from_the_running_kernel() {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert!(doc["kernel"].as_str().unwrap().starts_with(release.trim()), "{}", doc["kernel"]);
     let runtime: i64 = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap().trim().parse().unwrap();
-    let throttling = setting(&doc, "RT throttling");
+    let throttling = doctor_setting(&doc, "RT throttling");
     if runtime < 0 {
         assert!(throttling.starts_with("off"), "{throttling}");
     } else {
         assert!(throttling.starts_with(&runtime.to_string()), "{throttling} vs {runtime}");
     }
     let budget = std::fs::read_to_string("/proc/sys/net/core/netdev_budget").unwrap();
-    assert!(setting(&doc, "NET_RX budget").starts_with(&format!("{} packets", budget.trim())));
+    assert!(doctor_setting(&doc, "NET_RX budget").starts_with(&format!("{} packets", budget.trim())));
 
     // The text form shows every command and setting line.
     let text = irqlab(&["doctor"]);

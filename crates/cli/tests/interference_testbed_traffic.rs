@@ -90,12 +90,10 @@ fn measures_a_curve_that_irqlab_reads_back() {
     assert_eq!(gaps.lines().count() as u64, doc["gaps"].as_u64().unwrap() + 1);
     // The curve says which machine it is from, as `irqlab doctor` sees it
     // now, with the RT limit as it was before the run lifted it.
-    let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
-    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let doctor = common::doctor_report();
     common::assert_records_this_machine(&doc);
     assert_eq!(doc["machine"]["kernel"], doctor["kernel"]);
-    let now = doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap();
-    assert_eq!(doc["machine"]["settings"]["RT throttling"], now["value"]);
+    assert_eq!(doc["machine"]["settings"]["RT throttling"], common::doctor_setting(&doctor, "RT throttling"));
 
     // The same curve as its own baseline leaves nothing.
     let out = irqlab()
@@ -283,16 +281,15 @@ fn overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends() {
         assert!(ended.success(), "{first}/{second}: the shorter run failed: {ended:?}");
         let during = rt_runtime();
         // doctor tells a lift by irqlab from a machine without a limit.
-        let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
-        let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-        let throttling = doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap()["value"].clone();
+        let doctor = common::doctor_report();
+        let throttling = common::doctor_setting(&doctor, "RT throttling");
         assert!(long.try_wait().unwrap().is_none(), "{first}/{second}: the longer run ended too soon to tell");
         let ended = wait_at_most(long, std::time::Duration::from_secs(30));
         assert!(ended.success(), "{first}/{second}: the longer run failed: {ended:?}");
         assert_eq!(during, "-1", "{first} then {second}: the limit came back while a run still had it lifted");
         if original != "-1" {
             let expected = format!("lifted by a running irqlab measurement (sched_rt_runtime_us {original} otherwise)");
-            assert!(throttling.as_str().unwrap().contains(&expected), "doctor during the lift: {throttling}");
+            assert!(throttling.contains(&expected), "doctor during the lift: {throttling}");
         }
         assert_eq!(rt_runtime(), original, "{first} then {second}: not restored after both runs");
     }
@@ -327,11 +324,10 @@ fn a_killed_runs_lift_is_undone_by_the_next_run() {
     victim.wait().unwrap();
     assert_eq!(rt_runtime(), "-1", "the killed run had not lifted the limit, or something restored it");
 
-    let doctor = irqlab().args(["doctor", "--json", "-"]).output().unwrap();
-    let doctor: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let throttling = &doctor["settings"].as_array().unwrap().iter().find(|s| s["name"] == "RT throttling").unwrap()["value"];
+    let doctor = common::doctor_report();
+    let throttling = common::doctor_setting(&doctor, "RT throttling");
     assert!(
-        throttling.as_str().unwrap().contains(&format!("left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}")),
+        throttling.contains(&format!("left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}")),
         "{throttling}"
     );
 

@@ -92,3 +92,16 @@ pub fn assert_records_this_machine(doc: &serde_json::Value) {
         assert!(machine["settings"][name].as_str().is_some_and(|v| !v.is_empty()), "no {name} in {machine}");
     }
 }
+
+/// `irqlab doctor`'s report, now.
+pub fn doctor_report() -> serde_json::Value {
+    let out = irqlab().args(["doctor", "--json", "-"]).output().expect("run irqlab doctor");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("doctor --json -: {e}\n{}", stdout(&out)))
+}
+
+/// The value of setting `name` in a doctor report.
+pub fn doctor_setting<'a>(report: &'a serde_json::Value, name: &str) -> &'a str {
+    let setting = report["settings"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no setting {name}"));
+    setting["value"].as_str().unwrap()
+}

@@ -221,9 +221,8 @@ impl<'obj> Session<'obj> {
 
         let Storage { accounting, reference } = storage;
         let mut open = AccountingSkelBuilder::default().open(accounting).map_err(bpf_err("opening the accounting BPF object"))?;
-        let tracepoints: Vec<&str> = OPTIONAL.iter().map(|(_, tp)| *tp).collect();
-        let have = kernel_tracepoints(&tracepoints)?;
-        let absent: Vec<&str> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((prog, _), _)| *prog).collect();
+        let missing = missing_optional_tracepoints()?;
+        let absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
         for mut prog in open.open_object_mut().progs_mut() {
             if absent.iter().any(|a| prog.name() == *a) {
                 prog.set_autoload(false);
@@ -233,7 +232,6 @@ impl<'obj> Session<'obj> {
         // sync_cpu only ever runs by hand.
         open.progs.seed_socket_owners.set_autoattach(false);
         open.progs.sync_cpu.set_autoattach(false);
-        let missing: Vec<String> = OPTIONAL.iter().zip(&have).filter(|(_, ok)| !**ok).map(|((_, tp), _)| tp.to_string()).collect();
         let skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
         let reference = if options.reference_softirq_sum {
