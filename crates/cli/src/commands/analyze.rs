@@ -3,7 +3,7 @@
 //! Exit 0 if every task is schedulable, 1 if not, 2 on bad input.
 
 use crate::error::{CliError, Status};
-use crate::output::{read_text, write_json, write_text};
+use crate::output::{file_only, json_or_summary, read_text, write_text};
 use irqlab_analysis::verdict::{edf_load, load_seen_by};
 use irqlab_analysis::{analyze, format_ns, parse_task_set, Analysis, DemandBound, Nanos, TaskSet, Test};
 use irqlab_report::html::{Page, Section, Table};
@@ -20,11 +20,11 @@ pub struct Args {
     /// Demand bound for periodic tasks and servers (eq. 4, 6 or 7)
     #[arg(long, value_enum, default_value = "refined")]
     pub bound: BoundArg,
-    /// Write the result as JSON (schema irqlab/analysis/v1)
+    /// Write the result as JSON (schema irqlab/analysis/v1) ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write an HTML page with the table and the load each task sees
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub html: Option<PathBuf>,
 }
 
@@ -84,10 +84,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let set = load_task_set(&args.taskset)?;
     let (test, bound) = (Test::from(args.test), DemandBound::from(args.bound));
     let result = analyze(&set, test, bound)?;
-    print!("{}", summary(&args.taskset, &result));
-    if let Some(path) = &args.json {
-        write_json(path, &result)?;
-    }
+    json_or_summary(args.json.as_deref(), &result, |r| summary(&args.taskset, r))?;
     if let Some(path) = &args.html {
         write_text(path, &html_page(&args.taskset, &set, &result)?)?;
     }

@@ -4,7 +4,7 @@
 //! (`crates/sim/benches/ping_flood.rs`) runs the same scenario.
 
 use crate::error::{CliError, Status};
-use crate::output::write_json;
+use crate::output::json_or_summary;
 use irqlab_analysis::{format_ns, parse_duration_ns};
 use irqlab_sim::bench::{run_speed, BENCH_DURATION_NS};
 use irqlab_sim::RunError;
@@ -21,8 +21,9 @@ pub struct SimArgs {
     /// Simulated duration, e.g. "10s" (default: the benchmark's 100 s)
     #[arg(long)]
     pub duration: Option<String>,
-    /// Also write the figures as JSON (irqlab/bench-sim/v1)
-    #[arg(long)]
+    /// Also write the figures as JSON (irqlab/bench-sim/v1) ("-": to
+    /// stdout, instead of the summary)
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
 
@@ -48,17 +49,16 @@ fn sim(args: SimArgs) -> Result<Status, CliError> {
         RunError::Sim(e) => CliError::Failed(e.to_string()),
     })?;
     bar.finish_and_clear();
-    println!(
-        "ping-flood {}: {} events in {:.3} s wall = {:.2} M events/s, {:.1} simulated s per wall s{}",
-        format_ns(report.simulated_ns),
-        report.events,
-        report.wall_ns as f64 / 1e9,
-        report.events_per_second / 1e6,
-        report.simulated_seconds_per_wall_second,
-        if report.complete { "" } else { " (stopped early)" }
-    );
-    if let Some(path) = &args.json {
-        write_json(path, &report)?;
-    }
+    json_or_summary(args.json.as_deref(), &report, |r| {
+        format!(
+            "ping-flood {}: {} events in {:.3} s wall = {:.2} M events/s, {:.1} simulated s per wall s{}\n",
+            format_ns(r.simulated_ns),
+            r.events,
+            r.wall_ns as f64 / 1e9,
+            r.events_per_second / 1e6,
+            r.simulated_seconds_per_wall_second,
+            if r.complete { "" } else { " (stopped early)" }
+        )
+    })?;
     Ok(Status::Success)
 }

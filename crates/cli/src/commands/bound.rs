@@ -3,7 +3,7 @@
 //! the load-bounds paper's Figs. 1 and 2.
 
 use crate::error::{CliError, Status};
-use crate::output::write_text;
+use crate::output::{file_only, write_text};
 use irqlab_analysis::demand::{hyperbolic_load, periodic_demand, periodic_load, DemandBound};
 use irqlab_analysis::edf::edf_demand;
 use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos, PeriodicTask};
@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, default_value_t = 17)]
     pub rows: usize,
     /// Write both plots (demand above, load below) to this SVG file
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub svg: Option<PathBuf>,
 }
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Write the irqlab/doctor/v1 document here ("-": stdout, instead of the tables)
+    /// Write the irqlab/doctor/v1 document here ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

@@ -2,7 +2,7 @@
 //! (eq. 10, fitted as in §4) for a measured interference curve.
 
 use crate::error::{CliError, Status};
-use crate::output::{read_text, write_json, write_text};
+use crate::output::{file_only, json_or_summary, read_text, write_text};
 use irqlab_analysis::fit::{fit_hyperbola, staircase, subtract_baseline, HyperbolaFit, FIT_SCHEMA};
 use irqlab_analysis::{format_ns, Curve, InputError, Location};
 use irqlab_report::plot::{LinePlot, Series};
@@ -17,10 +17,11 @@ pub struct Args {
     #[arg(long, value_name = "CURVE")]
     pub baseline: Option<PathBuf>,
     /// Write {"schema": "irqlab/fit/v1", "utilization", "period_ns", ...}
+    /// ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Plot the data, the staircase and the hyperbola (log window axis)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub svg: Option<PathBuf>,
 }
 
@@ -53,28 +54,40 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         CliError::Input(InputError::at(e.to_string(), Location::file_only(&args.curve.display().to_string())))
     })?;
     let wcet_ns = (fit.utilization * fit.period_ns as f64).round() as u64;
-    println!("{}: {} points{}", args.curve.display(), curve.points.len(), if baseline.is_some() { ", baseline subtracted" } else { "" });
-    println!("utilization u = {:.6}", fit.utilization);
-    println!("period      p = {} ({} ns); e = u·p = {}", format_ns(fit.period_ns), fit.period_ns, format_ns(wcet_ns));
-    println!("as a task:  kind = \"hyperbolic\", utilization = {:.6}, period = \"{}\"", fit.utilization, format_ns(fit.period_ns));
-    if let Some(path) = &args.json {
-        let doc = FitDocument {
-            schema: FIT_SCHEMA,
-            utilization: fit.utilization,
-            period_ns: fit.period_ns,
-            wcet_ns,
-            curve: args.curve.display().to_string(),
-            baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
-            points: curve.points.len(),
-        };
-        write_json(path, &doc)?;
-    }
+    let doc = FitDocument {
+        schema: FIT_SCHEMA,
+        utilization: fit.utilization,
+        period_ns: fit.period_ns,
+        wcet_ns,
+        curve: args.curve.display().to_string(),
+        baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
+        points: curve.points.len(),
+    };
+    json_or_summary(args.json.as_deref(), &doc, summary)?;
     if let Some(path) = &args.svg {
         let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit)
             .map_err(|e| CliError::Failed(e.to_string()))?;
         write_text(path, &svg)?;
     }
     Ok(Status::Success)
+}
+
+fn summary(d: &FitDocument) -> String {
+    format!(
+        "{}: {} points{}\n\
+         utilization u = {:.6}\n\
+         period      p = {} ({} ns); e = u·p = {}\n\
+         as a task:  kind = \"hyperbolic\", utilization = {:.6}, period = \"{}\"\n",
+        d.curve,
+        d.points,
+        if d.baseline.is_some() { ", baseline subtracted" } else { "" },
+        d.utilization,
+        format_ns(d.period_ns),
+        d.period_ns,
+        format_ns(d.wcet_ns),
+        d.utilization,
+        format_ns(d.period_ns)
+    )
 }
 
 fn plot(

@@ -5,7 +5,7 @@
 //! pair of shaded grids (as Fig. 4.17) and JSON.
 
 use crate::error::{CliError, Status};
-use crate::output::{read_text, write_json, write_text};
+use crate::output::{file_only, json_or_summary, read_text, write_text};
 use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
 use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
 use irqlab_report::contour::{side_by_side_svg, HeatMap};
@@ -44,9 +44,10 @@ pub struct Args {
     #[arg(long, default_value = "100ms")]
     pub t_max: String,
     /// Write the foreground and background grids as shaded SVG plots
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub svg: Option<PathBuf>,
-    /// Write the grid as JSON (schema irqlab/idletime-model/v1)
+    /// Write the grid as JSON (schema irqlab/idletime-model/v1) ("-": to
+    /// stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -153,29 +154,6 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         }
     }
 
-    println!(
-        "idletime model: {} (r_max {} {}), service {}, t_max {}, alpha {}",
-        table.name,
-        table.r_max(),
-        table.unit,
-        format_ns(service_ns.round() as Nanos),
-        format_ns(params.t_max_ns),
-        params.alpha
-    );
-    println!("normalised foreground / background throughput in % (rows p, columns i)");
-    print!("{:>10}", "p \\ i");
-    for i in &intensities {
-        print!(" {:>9}", format!("{:.0}%", i * 100.0));
-    }
-    println!();
-    for (pi, &p) in intervals.iter().enumerate() {
-        print!("{:>10}", format_ns(p));
-        for k in 0..intensities.len() {
-            print!(" {:>9}", format!("{:.0}/{:.0}", fg[pi][k] * 100.0, bg[pi][k] * 100.0));
-        }
-        println!();
-    }
-
     if let Some(path) = &args.svg {
         let x: Vec<String> = intensities.iter().map(|i| format!("{:.0}%", i * 100.0)).collect();
         let y: Vec<String> = intervals.iter().map(|&p| format_ns(p)).collect();
@@ -198,21 +176,47 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         .map_err(|e| CliError::Failed(e.to_string()))?;
         write_text(path, &svg)?;
     }
-    if let Some(path) = &args.json {
-        let doc = ModelDoc {
-            schema: "irqlab/idletime-model/v1",
-            table: &table,
-            service_ns,
-            t_max_ns: params.t_max_ns,
-            alpha: params.alpha,
-            intervals_ns: intervals,
-            intensities,
-            foreground_norm: fg,
-            background_norm: bg,
-        };
-        write_json(path, &doc)?;
-    }
+    let doc = ModelDoc {
+        schema: "irqlab/idletime-model/v1",
+        table: &table,
+        service_ns,
+        t_max_ns: params.t_max_ns,
+        alpha: params.alpha,
+        intervals_ns: intervals,
+        intensities,
+        foreground_norm: fg,
+        background_norm: bg,
+    };
+    json_or_summary(args.json.as_deref(), &doc, summary)?;
     Ok(Status::Success)
+}
+
+/// The model's inputs, then the grid: rows p, columns i, "fg/bg" in %.
+fn summary(d: &ModelDoc) -> String {
+    let t = d.table;
+    let mut out = format!(
+        "idletime model: {} (r_max {} {}), service {}, t_max {}, alpha {}\n",
+        t.name,
+        t.r_max(),
+        t.unit,
+        format_ns(d.service_ns.round() as Nanos),
+        format_ns(d.t_max_ns),
+        d.alpha
+    );
+    out.push_str("normalised foreground / background throughput in % (rows p, columns i)\n");
+    out.push_str(&format!("{:>10}", "p \\ i"));
+    for i in &d.intensities {
+        out.push_str(&format!(" {:>9}", format!("{:.0}%", i * 100.0)));
+    }
+    out.push('\n');
+    for (pi, &p) in d.intervals_ns.iter().enumerate() {
+        out.push_str(&format!("{:>10}", format_ns(p)));
+        for k in 0..d.intensities.len() {
+            out.push_str(&format!(" {:>9}", format!("{:.0}/{:.0}", d.foreground_norm[pi][k] * 100.0, d.background_norm[pi][k] * 100.0)));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ pub struct Args {
     /// hackbench-like: pairs of threads
     #[arg(long, default_value_t = 4)]
     groups: usize,
-    /// Write what the load did as JSON (irqlab/load/v1)
+    /// Write what the load did as JSON (irqlab/load/v1) ("-": to stdout,
+    /// instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 }
@@ -64,16 +65,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     };
     let stop = crate::signal::stop_flag();
     let report = load::run(&kind, duration_ns, &stop)?;
-    println!(
-        "load {}: {} {} in {:.1}s ({})",
-        report.kind,
-        report.work,
-        report.unit,
-        report.elapsed_ns as f64 / 1e9,
-        report.detail
-    );
-    if let Some(path) = &args.json {
-        output::write_json(path, &report)?;
-    }
+    output::json_or_summary(args.json.as_deref(), &report, |r| {
+        format!("load {}: {} {} in {:.1}s ({})\n", r.kind, r.work, r.unit, r.elapsed_ns as f64 / 1e9, r.detail)
+    })?;
     Ok(Status::from_ok(report.complete))
 }

@@ -4,7 +4,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output;
-use irqlab_live::accounting::{fig6, render, Options, Session, Storage};
+use irqlab_live::accounting::{fig6, render, Options, Report, Session, Storage};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -24,11 +24,12 @@ pub struct Args {
     /// Rows in the task table
     #[arg(long, default_value_t = 20, value_name = "N")]
     top: usize,
-    /// Write the irqlab/accounting/v1 document
+    /// Write the irqlab/accounting/v1 document (with --fig6, its result)
+    /// ("-": to stdout, instead of the tables and the live view)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write a Prometheus text-format file (node_exporter textfile collector)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     prometheus: Option<PathBuf>,
     /// Also run a plain softirq_entry/exit sum and print how the totals compare
     /// (in total and by vector).
@@ -76,7 +77,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         eprintln!("note: tracepoint {tp} is missing on this kernel; its part is not measured");
     }
 
-    let live_view = std::io::stdout().is_terminal();
+    let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
     let started = Instant::now();
     let end = started + Duration::from_nanos(duration_ns);
     let mut next_refresh = started + Duration::from_nanos(interval_ns);
@@ -95,36 +96,42 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if live_view {
         print!("\x1b[H\x1b[2J");
     }
-    print!("{}", render::table(&report, &args.pids, args.top));
+    let mut doc = report.clone();
+    if !args.pids.is_empty() {
+        doc.tasks.retain(|t| args.pids.contains(&t.tid) || args.pids.contains(&t.tgid));
+    }
+    // The table and the check are of the whole report; the document keeps
+    // only the --pid tasks.
+    output::json_or_summary(args.json.as_deref(), &doc, |_| summary(&args, &report))?;
+    if let Some(path) = &args.prometheus {
+        output::write_text(path, &render::prometheus(&report, &args.pids))?;
+    }
+    Ok(Status::Success)
+}
+
+/// The task table, then with --check how the totals compare with the plain
+/// softirq_entry/exit sum.
+fn summary(args: &Args, report: &Report) -> String {
+    let mut out = render::table(report, &args.pids, args.top);
     if args.check {
         let reference = report.totals.reference_softirq_ns.unwrap_or(0);
         let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
-        println!(
-            "check: softirq {} ns (+{} ns nested hard IRQ) vs plain entry/exit sum {} ns; per-CPU unaccounted: {}",
+        out.push_str(&format!(
+            "check: softirq {} ns (+{} ns nested hard IRQ) vs plain entry/exit sum {} ns; per-CPU unaccounted: {}\n",
             report.totals.softirq_ns,
             nested,
             reference,
             report.cpus.iter().map(|c| format!("cpu{} {} ns", c.cpu, c.unaccounted_ns)).collect::<Vec<_>>().join(", ")
-        );
+        ));
         if let Some(reference) = &report.totals.reference_softirq_by_vector_ns {
             let by_vector: Vec<String> = reference
                 .iter()
                 .map(|(vector, ns)| format!("{vector} {} vs {ns}", report.totals.softirq_by_vector_ns.get(vector).copied().unwrap_or(0)))
                 .collect();
-            println!("check by vector (ns, accounting vs plain sum): {}", by_vector.join(", "));
+            out.push_str(&format!("check by vector (ns, accounting vs plain sum): {}\n", by_vector.join(", ")));
         }
     }
-    if let Some(path) = &args.json {
-        let mut doc = report.clone();
-        if !args.pids.is_empty() {
-            doc.tasks.retain(|t| args.pids.contains(&t.tid) || args.pids.contains(&t.tgid));
-        }
-        output::write_json(path, &doc)?;
-    }
-    if let Some(path) = &args.prometheus {
-        output::write_text(path, &render::prometheus(&report, &args.pids))?;
-    }
-    Ok(Status::Success)
+    out
 }
 
 fn run_fig6(args: &Args, duration_ns: u64) -> Result<Status, CliError> {
@@ -134,9 +141,6 @@ fn run_fig6(args: &Args, duration_ns: u64) -> Result<Status, CliError> {
     let stop = crate::signal::stop_flag();
     let config = fig6::Config { rates_pps: args.rates.clone(), duration_ns, cpu: args.cpu, ..Default::default() };
     let result = fig6::run(&config, &stop)?;
-    print!("{}", fig6::table(&result));
-    if let Some(path) = &args.json {
-        output::write_json(path, &result)?;
-    }
+    output::json_or_summary(args.json.as_deref(), &result, fig6::table)?;
     Ok(Status::from_ok(result.complete))
 }

@@ -4,7 +4,8 @@ use crate::error::{CliError, Status};
 use crate::output;
 use irqlab_analysis::curve::Curve;
 use irqlab_live::probe::{self, InterferenceCurve, Policy, ProbeConfig, Snapshot};
-use std::io::{IsTerminal, Write};
+use std::fmt::Write;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -40,15 +41,16 @@ pub struct Args {
     /// Subtract an idle-system curve (irqlab/curve/v1 JSON or CSV)
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
-    /// Write the curve document (irqlab/curve/v1)
+    /// Write the curve document (irqlab/curve/v1) ("-": to stdout, instead
+    /// of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Write every gap as CSV `start_ns,len_ns`
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     raw: Option<PathBuf>,
     /// Plot this curve (and any --overlay curves) with their fitted
     /// hyperbolas (load-bounds paper Figs. 4–6)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     svg: Option<PathBuf>,
     /// Name of this measurement in the plot
     #[arg(long, default_value = "measured", value_name = "NAME")]
@@ -124,12 +126,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if let (Some(base), Some(path)) = (&baseline, &args.baseline) {
         curve.subtract_baseline(base, &path.display().to_string());
     }
-    print_summary(&curve);
+    output::json_or_summary(args.json.as_deref(), &curve, summary)?;
     if let Some(path) = &args.raw {
         output::write_text(path, &measured.gaps_csv())?;
-    }
-    if let Some(path) = &args.json {
-        output::write_json(path, &curve)?;
     }
     if let Some(path) = &args.svg {
         let mut all = overlays;
@@ -152,9 +151,9 @@ fn show(s: &Snapshot) {
     );
 }
 
-fn print_summary(c: &InterferenceCurve) {
+fn summary(c: &InterferenceCurve) -> String {
     let f = irqlab_analysis::format_ns;
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     let policy = match c.policy {
         Policy::Fifo => format!("SCHED_FIFO {} ({})", c.priority, c.priority_reason),
         Policy::Other => "SCHED_OTHER".to_string(),
@@ -191,6 +190,7 @@ fn print_summary(c: &InterferenceCurve) {
     for p in &c.points {
         let _ = writeln!(out, "{:>12}  {:>10.6}", f(p.window_ns), p.max_load);
     }
+    out
 }
 
 fn read_overlay(spec: &str) -> Result<(String, Curve), CliError> {

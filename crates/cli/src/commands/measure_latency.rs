@@ -2,7 +2,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output;
-use irqlab_live::latency::{realtime, timer, LiveThread, TimerConfig};
+use irqlab_live::latency::{realtime, timer, LatencyReport, LiveThread, TimerConfig};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -29,7 +29,8 @@ pub struct Args {
     /// Print cyclictest's histogram (1 us bins) after the summary
     #[arg(long)]
     histogram: bool,
-    /// Write the result as JSON (irqlab/latency/v1)
+    /// Write the result as JSON (irqlab/latency/v1) ("-": to stdout,
+    /// instead of the summary and the running display)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 }
@@ -51,7 +52,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let done = std::sync::atomic::AtomicBool::new(false);
 
     let report = std::thread::scope(|scope| {
-        if std::io::stdout().is_terminal() {
+        if output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal() {
             scope.spawn(|| show_running(&live, &config, &done));
         }
         // The live view runs until the measurement is done, panics included.
@@ -59,7 +60,14 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         timer::run(&config, &stop, Some(&live))
     })?;
 
-    let mut out = std::io::stdout().lock();
+    output::json_or_summary(args.json.as_deref(), &report, |r| summary(r, args.histogram))?;
+    Ok(Status::from_ok(report.complete))
+}
+
+/// cyclictest's summary lines, then (`--histogram`) its histogram.
+fn summary(report: &LatencyReport, histogram: bool) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "# /dev/cpu_dma_latency {}",
@@ -68,7 +76,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     for t in &report.threads {
         let _ = writeln!(out, "{}", t.summary_line(report.priority, report.interval_ns));
     }
-    if args.histogram {
+    if histogram {
         for t in &report.threads {
             let _ = writeln!(out, "# CPU {} (T:{})", t.cpu, t.index);
             let _ = write!(out, "{}", t.histogram_block());
@@ -77,10 +85,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if !report.complete {
         let _ = writeln!(out, "# stopped early: partial result");
     }
-    if let Some(path) = &args.json {
-        output::write_json(path, &report)?;
-    }
-    Ok(Status::from_ok(report.complete))
+    out
 }
 
 /// cyclictest's running display: the thread lines, redrawn in place.

@@ -3,7 +3,7 @@
 //! curve and an HTML page).
 
 use crate::error::{CliError, Status};
-use crate::output::{json_or_summary, read_text, write_json, write_text};
+use crate::output::{file_only, json_or_summary, read_text, write_json, write_text};
 use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
@@ -21,16 +21,16 @@ pub struct Args {
     #[arg(long)]
     pub duration: Option<String>,
     /// Write the result document (irqlab/sim/v1) here ("-": to stdout, instead of the summary)
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write a Chrome trace-event file (opens in Perfetto)
-    #[arg(long)]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub trace: Option<PathBuf>,
     /// Write the simulated interference probe's curve (irqlab/curve/v1)
-    #[arg(long)]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub curve: Option<PathBuf>,
     /// Write an HTML page with the results
-    #[arg(long)]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub html: Option<PathBuf>,
 }
 

@@ -4,7 +4,7 @@ use crate::error::{CliError, Status};
 use crate::output;
 use irqlab_live::stimulus::{
     display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog,
-    ResponderConfig,
+    ResponderConfig, StimulusReport,
 };
 use std::io::{IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -90,9 +90,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, value_name = "P")]
     priority: u8,
     /// Stream raw records here: CSV if the name ends in .csv, else JSON lines
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     log: Option<PathBuf>,
-    /// Write the result as JSON (irqlab/stimulus/v1)
+    /// Write the result as JSON (irqlab/stimulus/v1) ("-": to stdout,
+    /// instead of the summary and the live panels)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 }
@@ -163,10 +164,14 @@ fn generate(args: RunArgs) -> Result<Status, CliError> {
         None => None,
     };
     let stop = crate::signal::stop_flag();
+    let text = output::text_on_stdout(args.json.as_deref());
     let tty = std::io::stdout().is_terminal();
     let mut drawn = 0usize;
     let mut last_plain = std::time::Instant::now();
     let report = generator::run(&config, &stop, log.as_mut(), &mut |p| {
+        if !text {
+            return;
+        }
         let mut out = std::io::stdout().lock();
         if tty {
             if drawn > 0 {
@@ -186,7 +191,13 @@ fn generate(args: RunArgs) -> Result<Status, CliError> {
         }
     })?;
 
-    let mut out = std::io::stdout().lock();
+    output::json_or_summary(args.json.as_deref(), &report, summary)?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn summary(report: &StimulusReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
     let _ = writeln!(out, "target {} ({} pattern), timestamps: {} — {}", report.target, report.pattern.kind.name(), report.timestamps, report.timestamps_note);
     for p in &report.paths {
         let l = &p.latency;
@@ -213,8 +224,5 @@ fn generate(args: RunArgs) -> Result<Status, CliError> {
     if !report.complete {
         let _ = writeln!(out, "stopped early: partial result");
     }
-    if let Some(path) = &args.json {
-        output::write_json(path, &report)?;
-    }
-    Ok(Status::from_ok(report.complete))
+    out
 }

@@ -48,7 +48,8 @@ pub struct Args {
     /// Pin the sender to this CPU
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
-    /// Write the counters as JSON (irqlab/traffic/v1)
+    /// Write the counters as JSON (irqlab/traffic/v1) ("-": to stdout,
+    /// instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 }
@@ -168,8 +169,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         .join()
     }
     .map_err(|_| CliError::Failed("the sender thread panicked".into()))??;
-    println!(
-        "{} {} -> {}: sent {} failed {} replies {} late {} in {:.3} s{}",
+    let summary = format!(
+        "{} {} -> {}: sent {} failed {} replies {} late {} in {:.3} s{}\n",
         from.netns(),
         match args.kind {
             KindArg::PingFlood => "ping-flood",
@@ -185,13 +186,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         counters.elapsed_ns as f64 / 1e9,
         if counters.complete { "" } else { " (stopped early)" }
     );
-    if let Some(path) = &args.json {
-        let mut v = serde_json::to_value(counters).expect("counters serialise");
-        v["schema"] = "irqlab/traffic/v1".into();
-        v["from"] = from.netns().into();
-        v["to"] = plan.target.to_string().into();
-        v["interval_ns"] = interval_ns.into();
-        output::write_json(path, &v)?;
-    }
-    Ok(Status::from_ok(counters.complete))
+    let complete = counters.complete;
+    let mut doc = serde_json::to_value(counters).map_err(|e| CliError::Failed(format!("serialising the counters: {e}")))?;
+    doc["schema"] = "irqlab/traffic/v1".into();
+    doc["from"] = from.netns().into();
+    doc["to"] = plan.target.to_string().into();
+    doc["interval_ns"] = interval_ns.into();
+    output::json_or_summary(args.json.as_deref(), &doc, |_| summary)?;
+    Ok(Status::from_ok(complete))
 }

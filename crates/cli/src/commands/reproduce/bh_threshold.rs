@@ -15,13 +15,14 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     eprintln!("running 3 simulations (no load, flood vanilla, flood + BH scheduler)...");
     let report = reproduce(&opts, &stop).map_err(CliError::Failed)?;
+    let mut details = String::new();
     for r in [&report.details.no_load, &report.details.vanilla, &report.details.scheduler] {
-        println!(
-            "{:<32} {:>5} frames, inter-frame mean {:.1} ms max {:.1} ms, BH/ms mean {:.0} us p5-p95 {:.0}-{:.0} us",
+        details.push_str(&format!(
+            "{:<32} {:>5} frames, inter-frame mean {:.1} ms max {:.1} ms, BH/ms mean {:.0} us p5-p95 {:.0}-{:.0} us\n",
             r.scenario, r.frames, r.inter_frame_mean_ms, r.inter_frame_max_ms, r.bh_mean_us, r.bh_p5_us, r.bh_p95_us
-        );
+        ));
     }
-    super::finish(args, &report, "BH-threshold", "shared/seeds/bh-threshold-scheduler.txt, Figs. 4-5, Table 2", html)
+    super::finish(args, &report, details, "BH-threshold", "shared/seeds/bh-threshold-scheduler.txt, Figs. 4-5, Table 2", html)
 }
 
 fn frames_plot(title: &str, r: &Run) -> LinePlot {

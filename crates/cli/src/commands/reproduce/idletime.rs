@@ -18,10 +18,8 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
     let report = with_progress("idletime", |progress| reproduce(&opts, &stop, progress));
-    for x in &report.details.experiments {
-        print_experiment(x);
-    }
-    super::finish(args, &report, "Idletime", "shared/seeds/idletime-scheduling.txt, ch. 6, Figs. 6.4-6.16", html)
+    let details: String = report.details.experiments.iter().map(experiment_text).collect();
+    super::finish(args, &report, details, "Idletime", "shared/seeds/idletime-scheduling.txt, ch. 6, Figs. 6.4-6.16", html)
 }
 
 fn p_label(p: Nanos) -> String {
@@ -32,8 +30,11 @@ fn p_label(p: Nanos) -> String {
     }
 }
 
-fn print_experiment(x: &ExperimentResult) {
-    println!(
+fn experiment_text(x: &ExperimentResult) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "\n== {} (Fig. {}): baseline r_max {:.2} {}, background alone {:.2} {}, mean service {}",
         x.spec.name,
         x.spec.figure,
@@ -43,23 +44,24 @@ fn print_experiment(x: &ExperimentResult) {
         x.unit,
         format_ns(x.mean_service_ns.round() as Nanos)
     );
-    print!("{:>10}", "p \\ i");
+    let _ = write!(out, "{:>10}", "p \\ i");
     for i in &x.spec.intensities {
-        print!(" {:>8}", format!("{:.0}%", i * 100.0));
+        let _ = write!(out, " {:>8}", format!("{:.0}%", i * 100.0));
     }
-    println!("   (foreground/background throughput, % normalised)");
-    print!("{:>10}", "fifo");
+    let _ = writeln!(out, "   (foreground/background throughput, % normalised)");
+    let _ = write!(out, "{:>10}", "fifo");
     for c in &x.fifo {
-        print!(" {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
+        let _ = write!(out, " {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
     }
-    println!();
+    out.push('\n');
     for (pi, &p) in x.spec.intervals_ns.iter().enumerate() {
-        print!("{:>10}", p_label(p));
+        let _ = write!(out, "{:>10}", p_label(p));
         for c in &x.grid[pi] {
-            print!(" {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
+            let _ = write!(out, " {:>8}", format!("{:.0}/{:.0}", c.fg_norm * 100.0, c.bg_norm * 100.0));
         }
-        println!();
+        out.push('\n');
     }
+    out
 }
 
 /// The dissertation's baseline table for the foreground of an experiment.

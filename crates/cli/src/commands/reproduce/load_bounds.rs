@@ -17,8 +17,8 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress))
         .map_err(|e| CliError::Failed(e.to_string()))?;
-    print_details(&report.details);
-    super::finish(args, &report, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
+    let details = details_text(&report.details);
+    super::finish(args, &report, details, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
 }
 
 fn ms(ns: Nanos) -> f64 {
@@ -29,10 +29,13 @@ fn fit_text(f: &Option<HyperbolaFit>) -> String {
     f.map_or("-".into(), |f| format!("u = {:.1}%, p = {:.0} us", f.utilization * 100.0, f.period_ns as f64 / 1e3))
 }
 
-fn print_details(d: &Details) {
-    println!("== Interference curves (Figs. 4-6), probe runs of {} s", d.probe_duration_ns as f64 / 1e9);
+fn details_text(d: &Details) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "== Interference curves (Figs. 4-6), probe runs of {} s", d.probe_duration_ns as f64 / 1e9);
     for c in &d.curves {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<30} fit {:<28} driver only {:<28} covers: {}",
             c.name,
             fit_text(&c.fit),
@@ -40,18 +43,20 @@ fn print_details(d: &Details) {
             if c.fits_cover { "yes" } else { "NO" }
         );
     }
-    println!("\n== Configurations (Table 1; Figs. 7-8), {} s per point", d.sweep_duration_ns as f64 / 1e9);
+    let _ = writeln!(out, "\n== Configurations (Table 1; Figs. 7-8), {} s per point", d.sweep_duration_ns as f64 / 1e9);
     for c in &d.configs {
-        println!(
+        let _ = writeln!(
+            out,
             "\n{}: driver as tau2 sees it: {}; analysis: no miss up to e2 = {:.2} ms",
             c.name,
             fit_text(&c.driver_fit),
             ms(c.predicted_max_e2_ns)
         );
-        println!("{:>8} {:>14} {:>20}", "e2 (ms)", "tau2 missed %", "heartbeats missed");
+        let _ = writeln!(out, "{:>8} {:>14} {:>20}", "e2 (ms)", "tau2 missed %", "heartbeats missed");
         for p in &c.points {
             let mark = if p.e2_ns <= c.predicted_max_e2_ns { "  (predicted safe)" } else { "" };
-            println!(
+            let _ = writeln!(
+                out,
                 "{:>8.2} {:>14.1} {:>13} of {:>4}{}",
                 ms(p.e2_ns),
                 p.tau2_miss_pct,
@@ -61,6 +66,7 @@ fn print_details(d: &Details) {
             );
         }
     }
+    out
 }
 
 fn plot_err(e: impl std::fmt::Display) -> CliError {

@@ -10,7 +10,7 @@ mod load_bounds;
 mod process_aware;
 
 use crate::error::{CliError, Status};
-use crate::output::{write_json, write_text};
+use crate::output::{file_only, json_or_summary, write_text};
 use crate::progress::bar;
 use irqlab_sim::reproduce::{Report, Row};
 use std::path::PathBuf;
@@ -35,14 +35,15 @@ pub struct Args {
     /// Short runs on a coarse grid (seconds instead of minutes)
     #[arg(long)]
     pub quick: bool,
-    /// Write the irqlab/reproduce/v1 document here
+    /// Write the irqlab/reproduce/v1 document here ("-": to stdout, instead
+    /// of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write an HTML report with the plots here
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub html: Option<PathBuf>,
     /// Write the paper-vs-simulation table as Markdown here
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub markdown: Option<PathBuf>,
     /// Seed of every random stream
     #[arg(long, default_value_t = 1)]
@@ -61,24 +62,22 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
 }
 
-/// The end every paper shares: the rows on the terminal, the `--json`,
-/// `--html` and `--markdown` files, how many relations missed, and the exit
-/// status (1 when a relation does not hold). `title` and `source` head the
-/// Markdown table; `html` renders the paper's own page.
+/// The end every paper shares: the paper's `details` text and the rows on
+/// the terminal (or `--json -`), the `--json`, `--html` and `--markdown`
+/// files, how many relations missed, and the exit status (1 when a relation
+/// does not hold). `title` and `source` head the Markdown table; `html`
+/// renders the paper's own page.
 pub fn finish<D: serde::Serialize>(
     args: &Args,
     report: &Report<D>,
+    details: String,
     title: &str,
     source: &str,
     html: impl FnOnce(&Report<D>) -> Result<String, CliError>,
 ) -> Result<Status, CliError> {
-    println!();
-    print_rows(&report.rows);
+    json_or_summary(args.json.as_deref(), report, |r| format!("{details}\n{}", rows_text(&r.rows)))?;
     if !report.complete {
         eprintln!("stopped early: the document is marked \"complete\": false");
-    }
-    if let Some(path) = &args.json {
-        write_json(path, report)?;
     }
     if let Some(path) = &args.html {
         write_text(path, &html(report)?)?;
@@ -100,19 +99,22 @@ pub fn finish<D: serde::Serialize>(
     Ok(Status::from_ok(report.all_hold))
 }
 
-/// Prints the rows as an aligned table: metric, paper, simulated, verdict.
-pub fn print_rows(rows: &[Row]) {
+/// The rows as an aligned table: metric, paper, simulated, verdict.
+fn rows_text(rows: &[Row]) -> String {
     let w = rows.iter().map(|r| r.metric.chars().count()).max().unwrap_or(6).min(90);
     let pw = rows.iter().map(|r| r.paper.chars().count()).max().unwrap_or(5).min(40);
-    println!("{:<w$}  {:<pw$}  {:>12}  {:<16}  holds", "metric", "paper", "simulated", "unit");
+    let mut out = format!("{:<w$}  {:<pw$}  {:>12}  {:<16}  holds\n", "metric", "paper", "simulated", "unit");
     for r in rows {
-        let verdict = match r.holds {
-            Some(true) => "yes",
-            Some(false) => "NO",
-            None => "-",
-        };
-        println!("{:<w$}  {:<pw$}  {:>12}  {:<16}  {}", r.metric, r.paper, format!("{:.2}", r.simulated), r.unit, verdict);
+        out.push_str(&format!(
+            "{:<w$}  {:<pw$}  {:>12}  {:<16}  {}\n",
+            r.metric,
+            r.paper,
+            format!("{:.2}", r.simulated),
+            r.unit,
+            verdict(r)
+        ));
     }
+    out
 }
 
 /// Worker threads: the flag, else the available cores.

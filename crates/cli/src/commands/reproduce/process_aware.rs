@@ -15,10 +15,11 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     eprintln!("running the rate sweeps (vanilla / IA / ISA, then MMPP-2 bursts)...");
     let report = reproduce(&opts, &stop).map_err(CliError::Failed)?;
-    println!("{:<8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>10}", "mode", "pkt/s", "t_opt s", "charged", "error %", "server s", "recv %");
+    let mut details =
+        format!("{:<8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>10}\n", "mode", "pkt/s", "t_opt s", "charged", "error %", "server s", "recv %");
     for p in &report.details.accounting {
-        println!(
-            "{:<8} {:>10.0} {:>9.2} {:>9.2} {:>8.1} {:>9.2} {:>10.2}",
+        details.push_str(&format!(
+            "{:<8} {:>10.0} {:>9.2} {:>9.2} {:>8.1} {:>9.2} {:>10.2}\n",
             p.mode,
             p.rate_pps,
             p.t_opt_s,
@@ -26,9 +27,9 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
             100.0 * p.error,
             p.server_charged_s,
             100.0 * p.reception_ratio
-        );
+        ));
     }
-    super::finish(args, &report, "Process-aware", "shared/seeds/process-aware-interrupts.txt, Figs. 6-8", html)
+    super::finish(args, &report, details, "Process-aware", "shared/seeds/process-aware-interrupts.txt, Figs. 6-8", html)
 }
 
 fn acc_series(d: &Details, mode: &str, f: impl Fn(&irqlab_sim::reproduce::process_aware::AccountingPoint) -> f64) -> Series {
