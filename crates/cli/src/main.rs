@@ -4,6 +4,7 @@
 
 mod commands;
 mod error;
+mod flags;
 mod output;
 mod progress;
 mod signal;

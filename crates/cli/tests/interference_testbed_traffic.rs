@@ -24,6 +24,7 @@ fn bad_flags_exit_2() {
         vec!["measure", "interference", "--windows", "1ms"],
         vec!["measure", "interference", "--windows", "1s..1ms"],
         vec!["measure", "interference", "--threshold", "fast"],
+        vec!["measure", "interference", "--threshold", "0"],
         vec!["traffic", "udp", "--from", "c"],
         vec!["traffic", "udp", "--from", "a", "--rate", "lots"],
         vec!["traffic", "udp", "--from", "a", "--interval", "0"],

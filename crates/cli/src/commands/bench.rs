@@ -5,7 +5,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::json_or_summary;
-use irqlab_analysis::{format_ns, parse_duration_ns};
+use irqlab_analysis::format_ns;
 use irqlab_sim::bench::{run_speed, BENCH_DURATION_NS};
 use irqlab_sim::RunError;
 use std::path::PathBuf;
@@ -36,11 +36,7 @@ pub fn run(cmd: Command) -> Result<Status, CliError> {
 fn sim(args: SimArgs) -> Result<Status, CliError> {
     let duration = match &args.duration {
         None => BENCH_DURATION_NS,
-        Some(d) => match parse_duration_ns(d) {
-            Ok(0) => return Err(CliError::Usage("--duration must be > 0".into())),
-            Ok(v) => v,
-            Err(e) => return Err(CliError::Usage(format!("--duration: {e}"))),
-        },
+        Some(d) => crate::flags::positive_duration("duration", d)?,
     };
     let stop = crate::signal::stop_flag();
     let bar = crate::progress::bar(duration / 1_000_000, "simulating");

@@ -6,7 +6,7 @@ use crate::error::{CliError, Status};
 use crate::output::{file_only, write_text};
 use irqlab_analysis::demand::{hyperbolic_load, periodic_demand, periodic_load, DemandBound};
 use irqlab_analysis::edf::edf_demand;
-use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos, PeriodicTask};
+use irqlab_analysis::{format_ns, Nanos, PeriodicTask};
 use irqlab_report::plot::{stacked_svg, LinePlot, Series};
 use std::path::PathBuf;
 
@@ -35,16 +35,12 @@ pub struct Args {
     pub svg: Option<PathBuf>,
 }
 
-fn flag(name: &str, text: &str) -> Result<Nanos, CliError> {
-    parse_duration_ns(text).map_err(|e| CliError::Input(InputError::new(format!("--{name}: {e}"))))
-}
-
 const BOUNDS: [DemandBound; 3] = [DemandBound::Traditional, DemandBound::Refined, DemandBound::Linear];
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let period = flag("period", &args.period)?;
-    let wcet = flag("wcet", &args.wcet)?;
-    let deadline = args.deadline.as_deref().map(|d| flag("deadline", d)).transpose()?;
+    let period = crate::flags::duration("period", &args.period)?;
+    let wcet = crate::flags::duration("wcet", &args.wcet)?;
+    let deadline = args.deadline.as_deref().map(|d| crate::flags::duration("deadline", d)).transpose()?;
     if period == 0 || wcet == 0 {
         return Err(CliError::Usage("--period and --wcet must be longer than 0".into()));
     }
@@ -55,8 +51,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             format_ns(period)
         )));
     }
-    let from = args.from.as_deref().map(|f| flag("from", f)).transpose()?.unwrap_or((wcet / 4).max(1)).max(1);
-    let to = args.to.as_deref().map(|t| flag("to", t)).transpose()?.unwrap_or(period.saturating_mul(8));
+    let from = args.from.as_deref().map(|f| crate::flags::duration("from", f)).transpose()?.unwrap_or((wcet / 4).max(1)).max(1);
+    let to = args.to.as_deref().map(|t| crate::flags::duration("to", t)).transpose()?.unwrap_or(period.saturating_mul(8));
     if to <= from {
         return Err(CliError::Usage(format!("--to ({}) must be longer than --from ({})", format_ns(to), format_ns(from))));
     }

@@ -7,7 +7,7 @@
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_text};
 use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
-use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
+use irqlab_analysis::{format_ns, Nanos};
 use irqlab_report::contour::{side_by_side_svg, HeatMap};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -66,21 +66,17 @@ struct ModelDoc<'a> {
     background_norm: Vec<Vec<f64>>,
 }
 
-fn duration_flag(name: &str, text: &str) -> Result<Nanos, CliError> {
-    parse_duration_ns(text).map_err(|e| CliError::Input(InputError::new(format!("--{name}: {e}"))))
-}
-
 /// "A..B" with a unit on B that A may omit ("0..200ms", "1ms..5ms").
 fn duration_range(text: &str) -> Result<(Nanos, Nanos), CliError> {
     let bad = || CliError::Usage(format!("--p: `{text}` is not a range like \"0..200ms\""));
     let (a, b) = text.split_once("..").ok_or_else(bad)?;
-    let hi = duration_flag("p", b)?;
+    let hi = crate::flags::duration("p", b)?;
     let a = a.trim();
     let lo = if !a.is_empty() && a.chars().all(|c| c.is_ascii_digit() || c == '.') && a != "0" {
         let unit: String = b.trim().chars().skip_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        duration_flag("p", &format!("{a}{unit}"))?
+        crate::flags::duration("p", &format!("{a}{unit}"))?
     } else {
-        duration_flag("p", a)?
+        crate::flags::duration("p", a)?
     };
     if hi < lo {
         return Err(bad());
@@ -120,13 +116,13 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         }
     };
     if let Some(s) = &args.service {
-        params.service = ServiceTime::Fixed(duration_flag("service", s)?);
+        params.service = ServiceTime::Fixed(crate::flags::duration("service", s)?);
     }
     if !(0.0..=1.0).contains(&args.alpha) {
         return Err(CliError::Usage(format!("--alpha {} is outside 0..1", args.alpha)));
     }
     params.alpha = args.alpha;
-    params.t_max_ns = duration_flag("t-max", &args.t_max)?;
+    params.t_max_ns = crate::flags::duration("t-max", &args.t_max)?;
     if params.t_max_ns == 0 {
         return Err(CliError::Usage("--t-max must be longer than 0".into()));
     }

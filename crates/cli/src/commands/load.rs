@@ -56,7 +56,7 @@ fn parse_side(text: &str) -> Result<Side, String> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = irqlab_analysis::parse_duration_ns(&args.duration).map_err(|e| CliError::Usage(format!("--duration: {e}")))?;
+    let duration_ns = crate::flags::duration("duration", &args.duration)?;
     let kind = match args.kind {
         Kind::Cpu => LoadKind::Cpu { sched_idle: args.sched_idle },
         Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, threads: args.threads, ..NetLoad::loopback() }),

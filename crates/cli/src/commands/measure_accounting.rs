@@ -3,6 +3,7 @@
 //! measurement, report and text forms live in `irqlab_live::accounting`.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
 use irqlab_live::accounting::{fig6, render, Options, Report, Session, Storage};
 use std::io::{IsTerminal, Write};
@@ -55,17 +56,9 @@ pub struct Args {
     cpu: Option<usize>,
 }
 
-fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
-    let ns = irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))?;
-    if ns == 0 {
-        return Err(CliError::Usage(format!("--{flag} must be longer than 0")));
-    }
-    Ok(ns)
-}
-
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = duration_flag("duration", &args.duration)?;
-    let interval_ns = duration_flag("interval", &args.interval)?;
+    let duration_ns = flags::positive_duration("duration", &args.duration)?;
+    let interval_ns = flags::positive_duration("interval", &args.interval)?;
     if args.fig6 {
         return run_fig6(&args, duration_ns);
     }

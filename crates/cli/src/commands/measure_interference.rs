@@ -1,6 +1,7 @@
 //! `irqlab measure interference`: the load-bounds paper's probe.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
 use irqlab_analysis::curve::Curve;
 use irqlab_live::probe::{self, InterferenceCurve, Policy, ProbeConfig, Snapshot};
@@ -69,15 +70,11 @@ enum PolicyArg {
     Other,
 }
 
-fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
-    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-}
-
 fn windows_flag(text: &str, per_decade: u32) -> Result<Vec<u64>, CliError> {
     let (from, to) = text
         .split_once("..")
         .ok_or_else(|| CliError::Usage(format!("--windows `{text}`: expected FROM..TO, e.g. 10us..1s")))?;
-    let (from, to) = (duration_flag("windows", from)?, duration_flag("windows", to)?);
+    let (from, to) = (flags::duration("windows", from)?, flags::duration("windows", to)?);
     if from == 0 || to < from || per_decade == 0 {
         return Err(CliError::Usage(format!("--windows `{text}`: need 0 < FROM <= TO and --per-decade > 0")));
     }
@@ -85,11 +82,10 @@ fn windows_flag(text: &str, per_decade: u32) -> Result<Vec<u64>, CliError> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = duration_flag("duration", &args.duration)?;
-    let threshold_ns = duration_flag("threshold", &args.threshold)?;
-    if duration_ns == 0 {
-        return Err(CliError::Usage("--duration must be longer than 0".into()));
-    }
+    let duration_ns = flags::positive_duration("duration", &args.duration)?;
+    // At 0 every clock read would be a "preemption": the gap log fills in
+    // milliseconds and the curve says load 1 everywhere.
+    let threshold_ns = flags::positive_duration("threshold", &args.threshold)?;
     let windows_ns = windows_flag(&args.windows, args.per_decade)?;
     // Read every input before measuring: a bad file must not cost a run.
     let overlays = args.overlay.iter().map(|o| read_overlay(o)).collect::<Result<Vec<_>, _>>()?;

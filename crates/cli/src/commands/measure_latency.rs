@@ -1,6 +1,7 @@
 //! `irqlab measure latency`: timer latency with cyclictest's method.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
 use irqlab_live::latency::{realtime, timer, LatencyReport, LiveThread, TimerConfig};
 use std::io::{IsTerminal, Write};
@@ -35,13 +36,9 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
-fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
-    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-}
-
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let interval_ns = duration_flag("interval", &args.interval)?;
-    let duration_ns = duration_flag("duration", &args.duration)?;
+    let interval_ns = flags::duration("interval", &args.interval)?;
+    let duration_ns = flags::duration("duration", &args.duration)?;
     let cpus = match &args.cpu {
         Some(list) => realtime::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?,
         None => realtime::online_cpus()?,

@@ -4,7 +4,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_json, write_text};
-use irqlab_analysis::{format_ns, parse_duration_ns, InputError, Nanos};
+use irqlab_analysis::{format_ns, InputError, Nanos};
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
 use irqlab_sim::{run_scenario, RunError, Scenario, SimResult};
@@ -39,11 +39,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let text = read_text(&args.scenario)?;
     let sc = Scenario::parse(&file, &text)?;
     let duration: Option<Nanos> = match &args.duration {
-        Some(d) => Some(
-            parse_duration_ns(d)
-                .map_err(|e| CliError::Usage(format!("--duration: {e}")))
-                .and_then(|v| if v == 0 { Err(CliError::Usage("--duration must be > 0".into())) } else { Ok(v) })?,
-        ),
+        Some(d) => Some(crate::flags::positive_duration("duration", d)?),
         None => None,
     };
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;

@@ -1,6 +1,7 @@
 //! `irqlab stimulus respond|run`: external stimulus/response latency.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
 use irqlab_live::stimulus::{
     display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog,
@@ -16,7 +17,7 @@ pub enum Command {
     /// locked, no clock reads, no logging); the kernel answers ICMP itself
     Respond(RespondArgs),
     /// Generator side: send stimuli and time the responses
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 #[derive(clap::Args)]
@@ -62,9 +63,9 @@ pub struct RunArgs {
     /// When stimuli are sent
     #[arg(long, value_enum, default_value = "periodic")]
     pattern: PatternArg,
-    /// Mean stimuli per second
+    /// Mean stimuli per second (e.g. 1000, 10k)
     #[arg(long, value_name = "HZ", conflicts_with = "interval")]
-    rate: Option<f64>,
+    rate: Option<String>,
     /// Mean time between stimuli (instead of --rate)
     #[arg(long, value_name = "I")]
     interval: Option<String>,
@@ -101,7 +102,7 @@ pub struct RunArgs {
 pub fn run(command: Command) -> Result<Status, CliError> {
     match command {
         Command::Respond(a) => respond(a),
-        Command::Run(a) => generate(a),
+        Command::Run(a) => generate(*a),
     }
 }
 
@@ -115,16 +116,11 @@ fn respond(args: RespondArgs) -> Result<Status, CliError> {
     Ok(Status::Success)
 }
 
-fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
-    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-}
-
 fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
     let target = irqlab_live::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
-    let interval_ns = match (&args.interval, args.rate) {
-        (Some(i), _) => duration_flag("interval", i)?,
-        (None, Some(rate)) if rate.is_finite() && rate > 0.0 => (1e9 / rate).round() as u64,
-        (None, Some(rate)) => return Err(CliError::Usage(format!("--rate: {rate} is not a positive rate"))),
+    let interval_ns = match (&args.interval, &args.rate) {
+        (Some(i), _) => flags::duration("interval", i)?,
+        (None, Some(rate)) => flags::rate_to_interval_ns("rate", rate)?,
         (None, None) => 1_000_000,
     };
     let kind = match args.pattern {
@@ -133,9 +129,9 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         PatternArg::Burst => PatternKind::Burst,
         PatternArg::Mmpp => PatternKind::Mmpp,
     };
-    let pattern = Pattern { kind, interval_ns, duty: args.duty, cycle_ns: duration_flag("cycle", &args.cycle)?, seed: args.seed };
+    let pattern = Pattern { kind, interval_ns, duty: args.duty, cycle_ns: flags::duration("cycle", &args.cycle)?, seed: args.seed };
     let duration_ns = match (&args.duration, args.count) {
-        (Some(d), _) => Some(duration_flag("duration", d)?),
+        (Some(d), _) => Some(flags::duration("duration", d)?),
         (None, Some(_)) => None,
         (None, None) => Some(10_000_000_000),
     };
@@ -150,7 +146,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         pattern,
         count: args.count,
         duration_ns,
-        timeout_ns: duration_flag("timeout", &args.timeout)?,
+        timeout_ns: flags::duration("timeout", &args.timeout)?,
         preflight: true,
         sender_priority: args.priority,
     })

@@ -2,6 +2,7 @@
 //! machine under test.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
 use irqlab_live::testbed::{Side, Testbed};
 use irqlab_live::traffic::{self, Counters, Kind, Plan, Schedule};
@@ -66,30 +67,6 @@ enum KindArg {
     Mmpp,
 }
 
-fn duration_flag(flag: &str, text: &str) -> Result<u64, CliError> {
-    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-}
-
-/// `100k` → 100000 per second → interval in ns.
-fn rate_to_interval(text: &str) -> Result<u64, CliError> {
-    let t = text.trim();
-    let (num, scale) = match t.chars().last() {
-        Some('k') | Some('K') => (&t[..t.len() - 1], 1e3),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        _ => (t, 1.0),
-    };
-    let rate: f64 = num
-        .parse::<f64>()
-        .ok()
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| CliError::Usage(format!("--rate `{text}`: expected sends per second, e.g. 50000 or 100k")))?;
-    let interval = (1e9 / (rate * scale)).round();
-    if interval < 1.0 {
-        return Err(CliError::Usage(format!("--rate `{text}` is above one send per nanosecond")));
-    }
-    Ok(interval as u64)
-}
-
 fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
     let ip = match to {
         "root" => bed.root_addr(from),
@@ -112,16 +89,16 @@ fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
 pub fn run(args: Args) -> Result<Status, CliError> {
     let from = Side::parse(&args.from)
         .ok_or_else(|| CliError::Usage(format!("--from `{}`: expected a or b", args.from)))?;
-    let duration_ns = duration_flag("duration", &args.duration)?;
+    let duration_ns = flags::duration("duration", &args.duration)?;
     let default_interval = match args.kind {
         KindArg::PingFlood | KindArg::Mmpp => "10us",
         KindArg::Udp => "100us",
         KindArg::Heartbeat => "10ms",
     };
     let interval_ns = match (&args.interval, &args.rate) {
-        (_, Some(rate)) => rate_to_interval(rate)?,
-        (Some(i), None) => duration_flag("interval", i)?,
-        (None, None) => duration_flag("interval", default_interval)?,
+        (_, Some(rate)) => flags::rate_to_interval_ns("rate", rate)?,
+        (Some(i), None) => flags::duration("interval", i)?,
+        (None, None) => flags::duration("interval", default_interval)?,
     };
     if interval_ns == 0 {
         return Err(CliError::Usage("--interval must be longer than 0".into()));
@@ -129,8 +106,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let schedule = match args.kind {
         KindArg::Mmpp => Schedule::Mmpp {
             interval_ns,
-            mean_on_ns: duration_flag("burst", &args.burst)?.max(1),
-            mean_off_ns: duration_flag("idle", &args.idle)?.max(1),
+            mean_on_ns: flags::duration("burst", &args.burst)?.max(1),
+            mean_off_ns: flags::duration("idle", &args.idle)?.max(1),
             seed: args.seed,
         },
         _ => Schedule::Periodic { interval_ns },
