@@ -25,6 +25,8 @@ fn bad_flags_exit_2() {
         vec!["measure", "interference", "--windows", "1s..1ms"],
         vec!["measure", "interference", "--threshold", "fast"],
         vec!["measure", "interference", "--threshold", "0"],
+        vec!["load", "disk", "--dir", "/nonexistent/irqlab", "--duration", "1s"],
+        vec!["stimulus", "run", "--target", "127.0.0.1", "--rate", "0", "--count", "1"],
         vec!["traffic", "udp", "--from", "c"],
         vec!["traffic", "udp", "--from", "a", "--rate", "lots"],
         vec!["traffic", "udp", "--from", "a", "--interval", "0"],

@@ -60,7 +60,13 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let kind = match args.kind {
         Kind::Cpu => LoadKind::Cpu { sched_idle: args.sched_idle },
         Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, threads: args.threads, ..NetLoad::loopback() }),
-        Kind::Disk => LoadKind::Disk { dir: args.dir.clone().unwrap_or_else(std::env::temp_dir) },
+        Kind::Disk => {
+            let dir = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+            if !dir.is_dir() {
+                return Err(CliError::Usage(format!("--dir {}: not a directory", dir.display())));
+            }
+            LoadKind::Disk { dir }
+        }
         Kind::HackbenchLike => LoadKind::Hackbench { groups: args.groups },
     };
     let stop = crate::signal::stop_flag();
