@@ -69,7 +69,8 @@ fn agrees(ours: f64, theirs: f64) -> bool {
 /// same time with wake-ups aligned to the same instants (`--align` /
 /// `--secaligned`): whatever delays one wake-up (another helper's build, an
 /// interrupt, the hypervisor) delays the other's, so even the maximum is
-/// comparable on a busy 2-core VM. Running one after the other instead
+/// comparable on a busy 2-core VM (up to the constant shift of being served
+/// second, see `compare_once`). Running one after the other instead
 /// compares two different samples of a rare-event statistic.
 #[test]
 fn agrees_with_cyclictest_on_the_same_cpu() {
@@ -120,9 +121,16 @@ fn compare_once(cpu: &str) -> Result<(), String> {
     let (min, avg, max) =
         (lat["min_ns"].as_f64().unwrap(), lat["mean_ns"].as_f64().unwrap(), lat["max_ns"].as_f64().unwrap());
     eprintln!("cpu {cpu}: irqlab min/avg/max {min}/{avg:.0}/{max} ns, cyclictest {ct_min}/{ct_avg}/{ct_max} ns");
-    for (what, a, b) in [("min", min, ct_min), ("avg", avg, ct_avg), ("max", max, ct_max)] {
+    // Woken at the same instant on one CPU, the two threads run one after
+    // the other, and the one served second (the same every cycle: it also
+    // re-arms its timer second) has the other's wake-up, bookkeeping and
+    // switch added to every sample: ~6 us on this VM, which alone took the
+    // maxima 11-14 us apart. So the means must agree as measured (which
+    // bounds that shift), the minima and maxima once it is taken out.
+    let shift = avg - ct_avg;
+    for (what, a, b) in [("min", min - shift, ct_min), ("avg", avg, ct_avg), ("max", max - shift, ct_max)] {
         if !agrees(a, b) {
-            return Err(format!("{what}: irqlab {a} ns vs cyclictest {b} ns"));
+            return Err(format!("{what}: irqlab {a:.0} ns vs cyclictest {b} ns (mean shift {shift:.0} ns taken out of min and max)"));
         }
     }
     Ok(())
