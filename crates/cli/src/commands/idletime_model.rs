@@ -122,10 +122,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         return Err(CliError::Usage(format!("--alpha {} is outside 0..1", args.alpha)));
     }
     params.alpha = args.alpha;
-    params.t_max_ns = crate::flags::duration("t-max", &args.t_max)?;
-    if params.t_max_ns == 0 {
-        return Err(CliError::Usage("--t-max must be longer than 0".into()));
-    }
+    params.t_max_ns = crate::flags::positive_duration("t-max", &args.t_max)?;
     let p_text = match (&args.p, default_p) {
         (Some(p), _) => p.clone(),
         (None, "") => format!("0..{}", format_ns(params.t_max_ns * 2)),
