@@ -74,9 +74,9 @@ pub fn check_prerequisites() -> Result<()> {
 /// Fails with exit 3 naming the first tracepoint the accounting cannot do
 /// without that the running kernel lacks.
 pub fn check_required_tracepoints() -> Result<()> {
-    let present = kernel_tracepoints(REQUIRED)?;
-    match REQUIRED.iter().zip(&present).find(|(_, ok)| !**ok) {
-        Some((name, _)) => Err(Error::MissingKernelFeature {
+    let present = kernel_tracepoints()?;
+    match REQUIRED.iter().find(|name| !present.contains(*name)) {
+        Some(name) => Err(Error::MissingKernelFeature {
             feature: format!("tracepoint {name}"),
             detail: "the running kernel has no such raw tracepoint in its BTF".into(),
         }),
@@ -87,22 +87,23 @@ pub fn check_required_tracepoints() -> Result<()> {
 /// The optional tracepoints the running kernel lacks: their part of the
 /// accounting (named in [`OPTIONAL`]) is not measured.
 pub fn missing_optional_tracepoints() -> Result<Vec<String>> {
-    let names: Vec<&str> = OPTIONAL.iter().map(|(_, tp)| *tp).collect();
-    let have = kernel_tracepoints(&names)?;
-    Ok(names.iter().zip(&have).filter(|(_, ok)| !**ok).map(|(tp, _)| tp.to_string()).collect())
+    let present = kernel_tracepoints()?;
+    Ok(OPTIONAL.iter().map(|(_, tp)| *tp).filter(|tp| !present.contains(tp)).map(String::from).collect())
 }
 
-/// Whether the running kernel has raw tracepoint `name` (tp_btf needs the
-/// `btf_trace_<name>` typedef in the kernel's BTF).
-fn kernel_tracepoints(names: &[&str]) -> Result<Vec<bool>> {
-    let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|e| Error::MissingKernelFeature {
-        feature: "BTF".into(),
-        detail: format!("cannot read the kernel's BTF: {e}"),
-    })?;
-    Ok(names
-        .iter()
-        .map(|n| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{n}")).is_some())
-        .collect())
+/// Which of the accounting's tracepoints ([`REQUIRED`] and [`OPTIONAL`]) the
+/// running kernel has as raw tracepoints (tp_btf needs the
+/// `btf_trace_<name>` typedef in the kernel's BTF). Read once per process:
+/// parsing vmlinux's BTF takes tens of ms, the answer cannot change while we
+/// run, and doctor and every accounting session start ask.
+fn kernel_tracepoints() -> Result<&'static std::collections::BTreeSet<&'static str>> {
+    static PRESENT: std::sync::OnceLock<std::result::Result<std::collections::BTreeSet<&'static str>, String>> = std::sync::OnceLock::new();
+    let present = PRESENT.get_or_init(|| {
+        let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|e| format!("cannot read the kernel's BTF: {e}"))?;
+        let known = REQUIRED.iter().copied().chain(OPTIONAL.iter().map(|(_, tp)| *tp));
+        Ok(known.filter(|n| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{n}")).is_some()).collect())
+    });
+    present.as_ref().map_err(|detail| Error::MissingKernelFeature { feature: "BTF".into(), detail: detail.clone() })
 }
 
 fn monotonic_ns() -> u64 {
