@@ -51,6 +51,25 @@ fn writes_latency_v1_json() {
     assert!(lat["p50_ns"].as_u64().unwrap() <= lat["max_ns"].as_u64().unwrap());
 }
 
+#[test]
+fn json_dash_puts_only_the_document_on_stdout() {
+    if !live_tests_enabled("json_dash_puts_only_the_document_on_stdout") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = irqlab()
+        .args(["measure", "latency", "--cpu", "0", "--interval", "1ms", "--duration", "100ms", "--histogram", "--json", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["schema"], "irqlab/latency/v1");
+    assert_eq!(v["threads"][0]["cycles"], 100);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a file was written into the working directory");
+}
+
 /// cyclictest's `-q -N` summary: (min, avg, max) in ns.
 fn parse_cyclictest(text: &str) -> (f64, f64, f64) {
     let line = text.lines().find(|l| l.starts_with("T:")).unwrap_or_else(|| panic!("no summary in {text}"));
