@@ -258,11 +258,18 @@ fn boot_param<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
 }
 
 fn preemption(m: &Machine) -> String {
-    if read("/sys/kernel/realtime").as_deref() == Some("1") {
+    preemption_from(m, read("/sys/kernel/realtime").as_deref(), read("/sys/kernel/debug/sched/preempt").as_deref())
+}
+
+/// The preemption model from /sys/kernel/realtime and debugfs's
+/// sched/preempt when the machine has them, else from the configuration,
+/// boot options and version string.
+fn preemption_from(m: &Machine, realtime: Option<&str>, debugfs_modes: Option<&str>) -> String {
+    if realtime == Some("1") {
         return "PREEMPT_RT: fully preemptible, interrupt handlers threaded".into();
     }
     // debugfs shows the current mode of a dynamic kernel as "none (full) ...".
-    if let Some(modes) = read("/sys/kernel/debug/sched/preempt") {
+    if let Some(modes) = debugfs_modes {
         if let Some(current) = modes.split_whitespace().find(|w| w.starts_with('(')) {
             return format!("{} (dynamic, from debugfs)", current.trim_matches(['(', ')']));
         }
@@ -426,15 +433,18 @@ mod tests {
             cmdline: cmdline.into(),
             config: Some(config.into()),
         };
-        // debugfs or /sys/kernel/realtime, when this machine has them,
-        // decide before the configuration: only check the fallbacks there.
-        if read("/sys/kernel/debug/sched/preempt").is_some() || read("/sys/kernel/realtime").is_some() {
-            return;
-        }
+        let preemption = |m: &Machine| preemption_from(m, None, None);
         assert_eq!(preemption(&machine("CONFIG_PREEMPT_VOLUNTARY=y\n", "", "#1 SMP")), "voluntary");
         let dynamic = "CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
         assert!(preemption(&machine(dynamic, "preempt=full", "#1 SMP PREEMPT_DYNAMIC")).starts_with("full (dynamic, boot option"));
         assert!(preemption(&machine(dynamic, "", "#1 SMP PREEMPT_DYNAMIC")).starts_with("voluntary (dynamic, the built-in default"));
+        assert_eq!(preemption(&machine("", "", "#1 SMP PREEMPT_RT")), "rt");
+        // debugfs's current mode and /sys/kernel/realtime decide before the
+        // configuration.
+        let m = machine(dynamic, "preempt=full", "#1 SMP PREEMPT_DYNAMIC");
+        assert_eq!(preemption_from(&m, None, Some("none voluntary (full) lazy\n")), "full (dynamic, from debugfs)");
+        assert_eq!(preemption_from(&m, Some("0"), Some("(none) voluntary full\n")), "none (dynamic, from debugfs)");
+        assert!(preemption_from(&m, Some("1"), Some("none (voluntary) full")).starts_with("PREEMPT_RT"));
     }
 
     #[test]
