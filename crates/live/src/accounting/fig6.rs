@@ -110,9 +110,10 @@ pub struct Fig6Result {
     pub points: Vec<RatePoint>,
     /// The CPU-bound task's stolen time grows with the rate the sender
     /// achieved (which on a busy machine may fall short of the one asked),
-    /// all interrupt time counted. Informational: it includes the 1 kHz
-    /// timer tick, whose cost does not depend on the rate and on a VM swings
-    /// by ~10 ms per 1.5 s run (VM exits in the tick handler).
+    /// all interrupt time counted. Informational: it includes the timer
+    /// tick, whose time does not depend on the rate and on this project's VM
+    /// ranged 3.4-13.4 ms per 1.5 s run (the local-timer IRQ's stolen time
+    /// in six runs at 1k-16k/s; one CI run's total rose 22 ms at 4k/s).
     pub stolen_grows_with_rate: bool,
     /// The NET_RX softirq time stolen from the CPU-bound task grows with the
     /// achieved rate, and all its stolen time is larger at the highest rate
