@@ -19,7 +19,7 @@ pub fn positive_duration(flag: &str, text: &str) -> Result<u64, CliError> {
 
 /// A rate flag in events per second: a positive number, optionally with a
 /// k (10^3) or M (10^6) suffix.
-pub fn rate_per_second(flag: &str, text: &str) -> Result<f64, CliError> {
+fn rate_per_second(flag: &str, text: &str) -> Result<f64, CliError> {
     let t = text.trim();
     let (number, scale) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),

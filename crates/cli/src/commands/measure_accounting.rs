@@ -89,12 +89,15 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if live_view {
         print!("\x1b[H\x1b[2J");
     }
-    let mut doc = report.clone();
-    if !args.pids.is_empty() {
-        doc.tasks.retain(|t| args.pids.contains(&t.tid) || args.pids.contains(&t.tgid));
-    }
     // The table and the check are of the whole report; the document keeps
-    // only the --pid tasks.
+    // only the --pid tasks (a copy only then).
+    let doc = if args.pids.is_empty() {
+        std::borrow::Cow::Borrowed(&report)
+    } else {
+        let mut doc = report.clone();
+        doc.tasks.retain(|t| args.pids.contains(&t.tid) || args.pids.contains(&t.tgid));
+        std::borrow::Cow::Owned(doc)
+    };
     output::json_or_summary(args.json.as_deref(), &doc, |_| summary(&args, &report))?;
     if let Some(path) = &args.prometheus {
         output::write_text(path, &render::prometheus(&report, &args.pids))?;

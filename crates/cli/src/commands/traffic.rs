@@ -97,12 +97,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     };
     let interval_ns = match (&args.interval, &args.rate) {
         (_, Some(rate)) => flags::rate_to_interval_ns("rate", rate)?,
-        (Some(i), None) => flags::duration("interval", i)?,
+        (Some(i), None) => flags::positive_duration("interval", i)?,
         (None, None) => flags::duration("interval", default_interval)?,
     };
-    if interval_ns == 0 {
-        return Err(CliError::Usage("--interval must be longer than 0".into()));
-    }
     let schedule = match args.kind {
         KindArg::Mmpp => Schedule::Mmpp {
             interval_ns,

@@ -267,9 +267,10 @@ fn stolen_growth(points: &[StolenAtRate]) -> (bool, bool) {
     by_rate.sort_by(|a, b| a.achieved_pps.total_cmp(&b.achieved_pps));
     let grows = |f: fn(&StolenAtRate) -> u64| by_rate.windows(2).all(|w| f(&w[1]) > f(&w[0]));
     let all = !points.is_empty() && grows(|p| p.all_ns);
-    let ends = match (by_rate.first(), by_rate.last()) {
-        (Some(low), Some(high)) => by_rate.len() < 2 || high.all_ns > low.all_ns,
-        _ => false,
+    let ends = match by_rate.as_slice() {
+        [] => false,
+        [_] => true,
+        [low, .., high] => high.all_ns > low.all_ns,
     };
     let network = ends && grows(|p| p.net_rx_ns);
     (all, network)
