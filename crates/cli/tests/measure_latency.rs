@@ -71,86 +71,179 @@ fn json_dash_puts_only_the_document_on_stdout() {
 }
 
 /// cyclictest's `-q -N` summary: (min, avg, max) in ns.
-fn parse_cyclictest(text: &str) -> (f64, f64, f64) {
+fn parse_cyclictest(text: &str) -> Stats {
     let line = text.lines().find(|l| l.starts_with("T:")).unwrap_or_else(|| panic!("no summary in {text}"));
     let field = |name: &str| -> f64 {
         let rest = &line[line.find(name).unwrap_or_else(|| panic!("{name} in {line}")) + name.len()..];
         rest.split_whitespace().next().unwrap().parse().unwrap()
     };
-    (field("Min:"), field("Avg:"), field("Max:"))
+    Stats { min: field("Min:"), avg: field("Avg:"), max: field("Max:") }
 }
 
-fn agrees(ours: f64, theirs: f64) -> bool {
-    (ours - theirs).abs() <= (0.2 * theirs).max(10_000.0)
+/// One run's min / mean / max latency in ns.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    min: f64,
+    avg: f64,
+    max: f64,
 }
 
-/// Both tools on the same CPU, same priority, interval and duration, at the
-/// same time with wake-ups aligned to the same instants (`--align` /
-/// `--secaligned`): whatever delays one wake-up (another helper's build, an
-/// interrupt, the hypervisor) delays the other's, so even the maximum is
-/// comparable on a busy 2-core VM (up to the constant shift of being served
-/// second, see `compare_once`). Running one after the other instead
-/// compares two different samples of a rare-event statistic.
+/// The CPU both tools measure: the last online one (the tests' own
+/// threads tend to start on CPU 0).
+fn last_online_cpu() -> String {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    online.trim().rsplit(['-', ',']).next().unwrap().to_string()
+}
+
+fn require_cyclictest() {
+    assert!(
+        Command::new("cyclictest").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok(),
+        "cyclictest not installed: scripts/install-deps.sh installs rt-tests"
+    );
+}
+
+fn cyclictest_command(cpu: &str, seconds: u32, aligned: bool) -> Command {
+    let mut c = Command::new("cyclictest");
+    c.args(["-q", "-m", "-p80", &format!("-a{cpu}"), "-t1", "-i1000", &format!("-D{seconds}"), "-N"]);
+    if aligned {
+        c.arg("--secaligned");
+    }
+    c
+}
+
+fn irqlab_command(cpu: &str, seconds: u32, aligned: bool, json: &std::path::Path) -> Command {
+    let mut c = irqlab();
+    c.args(["measure", "latency", "--cpu", cpu, "--priority", "80", "--interval", "1ms"])
+        .args(["--duration", &format!("{seconds}s"), "--json"])
+        .arg(json)
+        .stdout(Stdio::null());
+    if aligned {
+        c.arg("--align");
+    }
+    c
+}
+
+fn irqlab_stats(out: std::process::Output, json: &std::path::Path) -> Stats {
+    assert!(out.status.success(), "irqlab: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let lat = &v["threads"][0]["latency"];
+    Stats {
+        min: lat["min_ns"].as_f64().unwrap(),
+        avg: lat["mean_ns"].as_f64().unwrap(),
+        max: lat["max_ns"].as_f64().unwrap(),
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// cyclictest's own reporting resolution without `-N` (1 us): two tools
+/// that agree to better than that agree for any user of either.
+const RESOLUTION_NS: f64 = 1_000.0;
+
+/// Whether irqlab's rounds agree with cyclictest's on one statistic: the
+/// median of irqlab's rounds must lie within the range of cyclictest's
+/// rounds widened on each side by that range (how far cyclictest strays
+/// from itself on this machine, now), or by the 1 us resolution when the
+/// machine is quieter than that. Err says by how much it missed.
+fn agrees_across_rounds(what: &str, ours: &[f64], theirs: &[f64]) -> Result<(), String> {
+    let lo = theirs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = theirs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let tolerance = (hi - lo).max(RESOLUTION_NS);
+    let m = median(ours);
+    if m >= lo - tolerance && m <= hi + tolerance {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: irqlab's median {m:.0} ns (rounds {ours:.0?}) is outside cyclictest's rounds {lo:.0}..{hi:.0} ns \
+             widened by their spread {tolerance:.0} ns (rounds {theirs:.0?})"
+        ))
+    }
+}
+
+/// The two tools measure the same thing: each alone on the CPU, in
+/// alternating slices (the order flips every round, so a drift in the
+/// machine's background load hits both alike), compared per statistic
+/// against how much cyclictest's own rounds differ. Run at the same time
+/// on one CPU they would not be comparable: woken at the same instant, the
+/// one served second carries the other's wake-up and switch in every
+/// sample (6-14 us on this VM). That side-by-side run is still printed, as
+/// a report.
 #[test]
 fn agrees_with_cyclictest_on_the_same_cpu() {
     if !live_tests_enabled("agrees_with_cyclictest_on_the_same_cpu") {
         return;
     }
-    assert!(
-        Command::new("cyclictest").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok(),
-        "cyclictest not installed: scripts/install-deps.sh installs rt-tests"
-    );
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let cpu = online.trim().rsplit(['-', ',']).next().unwrap().to_string();
-    // The maximum is a rare-event statistic: even run side by side, one
-    // hypervisor stall can land in only one tool's sample. Up to three
-    // attempts, each failure printed; the test fails only if none agrees.
-    let mut failures = Vec::new();
-    for attempt in 1..=3 {
-        match compare_once(&cpu) {
-            Ok(()) => return,
-            Err(e) => {
-                eprintln!("attempt {attempt}: {e}");
-                failures.push(e);
-            }
-        }
-    }
-    panic!("irqlab and cyclictest disagreed in every attempt: {failures:?}");
-}
-
-/// One side-by-side run; Err says which statistic disagreed.
-fn compare_once(cpu: &str) -> Result<(), String> {
+    require_cyclictest();
+    let cpu = last_online_cpu();
+    const ROUNDS: usize = 5;
+    const SECONDS: u32 = 2;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("lat.json");
-    let ours = irqlab()
-        .args(["measure", "latency", "--cpu", cpu, "--priority", "80", "--interval", "1ms", "--duration", "5s", "--align", "--json"])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let theirs = Command::new("cyclictest")
-        .args(["-q", "-m", "-p80", &format!("-a{cpu}"), "-t1", "-i1000", "-D5", "-N", "--secaligned"])
-        .output()
-        .unwrap();
-    let ours = ours.wait_with_output().unwrap();
-    assert!(ours.status.success(), "irqlab: {}", String::from_utf8_lossy(&ours.stderr));
-    let (ct_min, ct_avg, ct_max) = parse_cyclictest(&String::from_utf8_lossy(&theirs.stdout));
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let lat = &v["threads"][0]["latency"];
-    let (min, avg, max) =
-        (lat["min_ns"].as_f64().unwrap(), lat["mean_ns"].as_f64().unwrap(), lat["max_ns"].as_f64().unwrap());
-    eprintln!("cpu {cpu}: irqlab min/avg/max {min}/{avg:.0}/{max} ns, cyclictest {ct_min}/{ct_avg}/{ct_max} ns");
-    // Woken at the same instant on one CPU, the two threads run one after
-    // the other, and the one served second (the same every cycle: it also
-    // re-arms its timer second) has the other's wake-up, bookkeeping and
-    // switch added to every sample: ~6 us on this VM, which alone took the
-    // maxima 11-14 us apart. So the means must agree as measured (which
-    // bounds that shift), the minima and maxima once it is taken out.
-    let shift = avg - ct_avg;
-    for (what, a, b) in [("min", min - shift, ct_min), ("avg", avg, ct_avg), ("max", max - shift, ct_max)] {
-        if !agrees(a, b) {
-            return Err(format!("{what}: irqlab {a:.0} ns vs cyclictest {b} ns (mean shift {shift:.0} ns taken out of min and max)"));
-        }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let run_ours = || irqlab_stats(irqlab_command(&cpu, SECONDS, false, &json).output().unwrap(), &json);
+        let run_theirs =
+            || parse_cyclictest(&String::from_utf8_lossy(&cyclictest_command(&cpu, SECONDS, false).output().unwrap().stdout));
+        let (o, t) = if round % 2 == 0 {
+            let o = run_ours();
+            (o, run_theirs())
+        } else {
+            let t = run_theirs();
+            (run_ours(), t)
+        };
+        eprintln!(
+            "round {round}, cpu {cpu}: irqlab min/avg/max {:.0}/{:.0}/{:.0} ns, cyclictest {:.0}/{:.0}/{:.0} ns",
+            o.min, o.avg, o.max, t.min, t.avg, t.max
+        );
+        ours.push(o);
+        theirs.push(t);
     }
-    Ok(())
+    report_side_by_side(&cpu);
+    let pick = |runs: &[Stats], f: fn(&Stats) -> f64| runs.iter().map(f).collect::<Vec<_>>();
+    let failures: Vec<String> = [
+        ("min", (|s: &Stats| s.min) as fn(&Stats) -> f64),
+        ("avg", |s: &Stats| s.avg),
+        ("max", |s: &Stats| s.max),
+    ]
+    .into_iter()
+    .filter_map(|(what, f)| agrees_across_rounds(what, &pick(&ours, f), &pick(&theirs, f)).err())
+    .collect();
+    assert!(failures.is_empty(), "irqlab and cyclictest disagree: {failures:#?}");
+}
+
+/// Both tools at once, wake-ups aligned to the same instants: printed, not
+/// asserted (see above for why the one served second reads higher).
+fn report_side_by_side(cpu: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lat.json");
+    let ours = irqlab_command(cpu, 2, true, &json).spawn().unwrap();
+    let theirs = cyclictest_command(cpu, 2, true).output().unwrap();
+    let o = irqlab_stats(ours.wait_with_output().unwrap(), &json);
+    let t = parse_cyclictest(&String::from_utf8_lossy(&theirs.stdout));
+    eprintln!(
+        "side by side (report only), cpu {cpu}: irqlab min/avg/max {:.0}/{:.0}/{:.0} ns, cyclictest {:.0}/{:.0}/{:.0} ns, \
+         mean shift {:.0} ns",
+        o.min, o.avg, o.max, t.min, t.avg, t.max, o.avg - t.avg
+    );
+}
+
+#[test]
+fn agreement_check_can_fail() {
+    let theirs = [13_000.0, 13_200.0, 13_100.0];
+    assert!(agrees_across_rounds("avg", &[13_150.0, 13_400.0, 12_900.0], &theirs).is_ok());
+    // Twice the latency is a disagreement whatever the machine.
+    assert!(agrees_across_rounds("avg", &[26_000.0, 26_200.0, 26_100.0], &theirs).is_err());
+    // A spread wider than the resolution widens the tolerance.
+    let noisy = [13_000.0, 17_000.0, 14_000.0];
+    assert!(agrees_across_rounds("avg", &[20_000.0, 20_500.0, 19_000.0], &noisy).is_ok());
+    assert!(agrees_across_rounds("avg", &[21_500.0, 22_000.0, 21_200.0], &noisy).is_err());
 }
