@@ -113,6 +113,35 @@ fn measures_a_curve_that_irqlab_reads_back() {
     assert_eq!(isolated["points"].as_array().unwrap().len(), isolated["points_before_baseline"].as_array().unwrap().len());
 }
 
+/// The CPUs to measure are the online ones, not the caller's affinity:
+/// started under `taskset -c 0`, the probe still pins itself to CPU 1 (it
+/// used to take the affinity mask's size as the CPU count and refuse).
+#[test]
+fn measures_a_cpu_outside_the_callers_affinity() {
+    if !live("measures_a_cpu_outside_the_callers_affinity") {
+        return;
+    }
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if online.trim() == "0" {
+        eprintln!("measures_a_cpu_outside_the_callers_affinity: NOT CHECKED: this machine has one CPU");
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("curve.json");
+    let out = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_irqlab"))
+        .args(["measure", "interference", "--cpu", "1", "--duration", "1s", "--json"])
+        .arg(&json)
+        .output()
+        .expect("taskset (util-linux)");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = common::json(&json);
+    assert_eq!(doc["cpu"], 1);
+    assert_eq!(doc["complete"], true);
+}
+
 #[test]
 fn testbed_and_traffic_round_trip() {
     if !live("testbed_and_traffic_round_trip") {

@@ -10,6 +10,7 @@ pub mod latency;
 pub mod load;
 pub mod privilege;
 pub mod probe;
+pub mod rt;
 pub mod stimulus;
 pub mod stop;
 pub mod testbed;

@@ -96,7 +96,15 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         }
         None => None,
     };
-    let cpu = args.cpu.unwrap_or_else(|| probe::sched::cpu_count() - 1);
+    // The last online CPU by default (not the affinity mask's size: under
+    // `taskset -c 0` the probe still pins itself wherever it is told).
+    let cpu = match args.cpu {
+        Some(cpu) => {
+            irqlab_live::rt::require_online(cpu, "--cpu")?;
+            cpu
+        }
+        None => *irqlab_live::rt::online_cpus()?.last().expect("the kernel lists at least one online CPU"),
+    };
     let config = ProbeConfig {
         cpu,
         policy: match args.policy {

@@ -3,7 +3,8 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::latency::{realtime, timer, LatencyReport, LiveThread, TimerConfig};
+use irqlab_live::latency::{timer, LatencyReport, LiveThread, TimerConfig};
+use irqlab_live::rt;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -40,8 +41,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let interval_ns = flags::duration("interval", &args.interval)?;
     let duration_ns = flags::duration("duration", &args.duration)?;
     let cpus = match &args.cpu {
-        Some(list) => realtime::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?,
-        None => realtime::online_cpus()?,
+        Some(list) => rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?,
+        None => rt::online_cpus()?,
     };
     let config = TimerConfig { cpus, priority: args.priority, interval_ns, duration_ns, align_to_second: args.align };
     let live: Vec<LiveThread> = config.cpus.iter().map(|&c| LiveThread::new(c)).collect();

@@ -114,9 +114,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         _ => Kind::Udp { port: args.port },
     };
     if let Some(cpu) = args.cpu {
-        if cpu >= irqlab_live::probe::sched::cpu_count() {
-            return Err(CliError::Usage(format!("--cpu {cpu}: no such CPU")));
-        }
+        irqlab_live::rt::require_online(cpu, "--cpu")?;
     }
     // Ctrl-C handling first: a Ctrl-C while the testbed is being made must
     // still remove it (default SIGINT would kill us without cleanup).
@@ -136,7 +134,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         }
         bed.spawn_in(from, move || -> irqlab_live::Result<Counters> {
             if let Some(cpu) = cpu {
-                irqlab_live::probe::sched::pin_to_cpu(cpu)?;
+                irqlab_live::rt::pin_to_cpu(cpu)?;
             }
             traffic::send(&plan, &stop)
         })?

@@ -25,7 +25,8 @@ use crate::error::{Error, Result};
 use crate::privilege::{self, Capability};
 use crate::testbed::{self, Side, Testbed};
 use crate::traffic::{self, Kind, Plan, Schedule};
-use nix::sched::{sched_setaffinity, CpuSet};
+use crate::rt;
+use nix::sched::CpuSet;
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -46,7 +47,7 @@ pub struct Config {
     /// UDP payload bytes (paper: 512).
     pub payload: usize,
     /// SCHED_FIFO priority of the CPU-bound task (paper: 50).
-    pub hog_priority: i32,
+    pub hog_priority: u8,
     /// Nice value of the sender (SCHED_OTHER) on the other CPUs. The
     /// paper's client had a machine to itself; here it shares CPUs with
     /// everything else and misses its rate when they are busy at nice 0.
@@ -138,15 +139,6 @@ fn gettid() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
-fn set_fifo(priority: i32, who: &str) -> Result<()> {
-    let param = libc::sched_param { sched_priority: priority };
-    // SAFETY: plain syscall on the calling thread with a valid param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(Error::io(format!("setting SCHED_FIFO for {who}"), std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 /// What the experiment needs: the accounting's BPF prerequisites,
 /// SCHED_FIFO for the CPU-bound task, and the testbed's (exit 3 naming the
 /// first missing).
@@ -160,7 +152,7 @@ pub fn check_prerequisites() -> Result<()> {
 /// Runs the experiment; `stop` (Ctrl-C) ends it early with what was measured.
 pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
     check_prerequisites()?;
-    let online = super::session::online_cpus();
+    let online = rt::online_cpus()?;
     if online.len() < 2 {
         return Err(Error::MissingKernelFeature {
             feature: "a second CPU".into(),
@@ -168,12 +160,9 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
         });
     }
     let cpu = config.cpu.unwrap_or(*online.last().expect("non-empty"));
-    if !online.contains(&cpu) {
-        return Err(Error::Invalid(format!("--cpu {cpu}: not an online CPU (online: {online:?})")));
-    }
+    rt::require_online(cpu, "cpu")?;
     let others: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
     let other_set = cpuset(others.iter().copied())?;
-    let cpu_set = cpuset([cpu])?;
 
     let bed = Testbed::up()?;
     let layout = bed.layout()?;
@@ -201,7 +190,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
     let server = {
         let (stop, received, tid, returns) = (server_stop.clone(), received.clone(), server_tid.clone(), recv_returns.clone());
         std::thread::spawn(move || -> Result<()> {
-            sched_setaffinity(Pid::from_raw(0), &cpu_set).map_err(|e| Error::sys("pinning the UDP server", e))?;
+            rt::pin_to_cpu(cpu)?;
             tid.store(gettid(), Ordering::SeqCst);
             let mut buf = [0u8; 2048];
             while !stop.load(Ordering::Relaxed) {
@@ -223,7 +212,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        match run_rate(config, rate, cpu, &cpu_set, &other_set, &bed, target, server_tid.load(Ordering::SeqCst), &received, &recv_returns, stop) {
+        match run_rate(config, rate, cpu, &others, &bed, target, server_tid.load(Ordering::SeqCst), &received, &recv_returns, stop) {
             Ok(p) => points.push(p),
             Err(e) => {
                 outcome = Err(e);
@@ -281,8 +270,7 @@ fn run_rate(
     config: &Config,
     rate: u64,
     cpu: usize,
-    cpu_set: &CpuSet,
-    other_set: &CpuSet,
+    others: &[usize],
     bed: &Testbed,
     target: std::net::Ipv4Addr,
     server_tid: u32,
@@ -313,10 +301,10 @@ fn run_rate(
     let hog_stop = Arc::new(AtomicBool::new(false));
     let hog_tid = Arc::new(AtomicU32::new(0));
     let hog = {
-        let (stop, tid, set, prio) = (hog_stop.clone(), hog_tid.clone(), *cpu_set, config.hog_priority);
+        let (stop, tid, prio) = (hog_stop.clone(), hog_tid.clone(), config.hog_priority);
         std::thread::spawn(move || -> Result<()> {
-            sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| Error::sys("pinning the CPU-bound task", e))?;
-            set_fifo(prio, "the CPU-bound task")?;
+            rt::pin_to_cpu(cpu)?;
+            rt::set_fifo(prio)?;
             tid.store(gettid(), Ordering::SeqCst);
             let mut x = 1u64;
             while !stop.load(Ordering::Relaxed) {
@@ -341,9 +329,9 @@ fn run_rate(
     };
     let send_stop = Arc::new(AtomicBool::new(false));
     let sender = {
-        let (set, s, nice) = (*other_set, send_stop.clone(), config.sender_nice);
+        let (others, s, nice) = (others.to_vec(), send_stop.clone(), config.sender_nice);
         bed.spawn_in(Side::B, move || -> Result<traffic::Counters> {
-            sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| Error::sys("pinning the sender", e))?;
+            rt::pin_to(&others)?;
             // SAFETY: plain syscall on the calling thread (who = 0).
             if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
                 return Err(Error::io("raising the sender's priority", std::io::Error::last_os_error()));

@@ -106,29 +106,8 @@ fn kernel_tracepoints() -> Result<&'static std::collections::BTreeSet<&'static s
     present.as_ref().map_err(|detail| Error::MissingKernelFeature { feature: "BTF".into(), detail: detail.clone() })
 }
 
-fn monotonic_ns() -> u64 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC exists");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
-
 fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
     move |e| Error::Failed(format!("{what}: {e}"))
-}
-
-/// Online CPU numbers, from /sys/devices/system/cpu/online ("0-1,4").
-pub(crate) fn online_cpus() -> Vec<usize> {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        if let (Ok(a), Ok(b)) = (a.parse::<usize>(), b.parse::<usize>()) {
-            cpus.extend(a..=b);
-        }
-    }
-    if cpus.is_empty() {
-        cpus = (0..libbpf_rs::num_possible_cpus().unwrap_or(1)).collect();
-    }
-    cpus
 }
 
 /// Reads a plain-old-data value out of map bytes.
@@ -244,7 +223,7 @@ impl<'obj> Session<'obj> {
 
         seed_socket_owners(&skel)?;
         let mut session =
-            Session { skel, reference, start_ns: 0, online: online_cpus(), baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default(), machine: crate::doctor::machine_context() };
+            Session { skel, reference, start_ns: 0, online: crate::rt::online_cpus()?, baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default(), machine: crate::doctor::machine_context() };
         session.refresh_service_threads()?;
 
         if let Some(r) = session.reference.as_mut() {
@@ -256,7 +235,7 @@ impl<'obj> Session<'obj> {
         // moment.
         session.baseline_ticks = procfs::all_threads().into_iter().map(|(tid, s)| (tid, s.charged_ticks)).collect();
         session.steal_baseline_ns = session.online.iter().map(|&c| (c, procfs::cpu_steal_ns(c))).collect();
-        let start_ns = monotonic_ns();
+        let start_ns = crate::rt::monotonic_ns();
         if let Some(r) = session.reference.as_mut() {
             r.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("softirq-sum BPF object has no .bss".into()))?.start_ns = start_ns;
         }
@@ -352,7 +331,7 @@ impl<'obj> Session<'obj> {
             attempt += 1;
             let (before, _) = self.read_cpus()?;
             let (tasks, identity, task_irqs) = self.read_tasks()?;
-            let taken_ns = monotonic_ns();
+            let taken_ns = crate::rt::monotonic_ns();
             let (after, totals) = self.read_cpus()?;
             let raced = before.iter().zip(&after).any(|(b, a)| b.flushes != a.flushes || a.flushes % 2 == 1);
             if raced && attempt < 20 {

@@ -3,7 +3,8 @@
 //! sleeps with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` until the
 //! next multiple of the interval and records how late it woke up.
 
-use super::realtime::{self, monotonic_ns, sleep_until_ns, DmaLatencyHold};
+use super::realtime::DmaLatencyHold;
+use crate::rt::{self, monotonic_ns, sleep_until_ns};
 use super::stats::{LatencyStats, StatsSummary};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -205,16 +206,16 @@ pub struct LatencyReport {
 /// `live`, when given, must hold one entry per CPU of `config.cpus`; the
 /// threads publish their running figures there.
 pub fn run(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread]>) -> Result<LatencyReport> {
-    let online = realtime::online_cpus()?;
+    let online = rt::online_cpus()?;
     config.validate(&online)?;
     if let Some(live) = live {
         if live.len() != config.cpus.len() {
             return Err(Error::Failed("live display has the wrong number of threads".into()));
         }
     }
-    realtime::lock_memory()?;
+    rt::lock_memory()?;
     let result = run_locked(config, stop, live);
-    realtime::unlock_memory();
+    rt::unlock_memory();
     result
 }
 
@@ -235,7 +236,7 @@ fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread
                 let setup_failed = &setup_failed;
                 let live = live.map(|l| &l[index]);
                 scope.spawn(move || {
-                    let setup = realtime::pin_to_cpu(cpu).and_then(|_| realtime::set_fifo(config.priority));
+                    let setup = rt::pin_to_cpu(cpu).and_then(|_| rt::set_fifo(config.priority));
                     if setup.is_err() {
                         setup_failed.store(true, Ordering::SeqCst);
                     }

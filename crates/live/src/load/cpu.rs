@@ -5,19 +5,16 @@ use crate::error::Result;
 use std::sync::atomic::AtomicBool;
 
 pub fn run(sched_idle: bool, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
-    let cpus = crate::latency::realtime::online_cpus()?;
+    let cpus = crate::rt::online_cpus()?;
     let deadline = super::deadline(duration_ns);
     let loops: u64 = std::thread::scope(|s| {
         let workers: Vec<_> = cpus
             .iter()
             .map(|&cpu| {
                 s.spawn(move || {
-                    let _ = crate::latency::realtime::pin_to_cpu(cpu);
+                    let _ = crate::rt::pin_to_cpu(cpu);
                     if sched_idle {
-                        let param = libc::sched_param { sched_priority: 0 };
-                        // SAFETY: plain syscall on this thread; SCHED_IDLE
-                        // needs no privilege.
-                        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+                        let _ = crate::rt::set_idle();
                     }
                     let mut n = 0u64;
                     let mut x = 1u64;

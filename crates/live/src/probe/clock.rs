@@ -44,15 +44,7 @@ impl Ticks for Monotonic {
     }
 }
 
-/// CLOCK_MONOTONIC in ns (vDSO, no system call on x86_64 with a
-/// vDSO-capable clocksource).
-#[inline(always)]
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::rt::monotonic_ns;
 
 /// Whether the TSC can be used, and if not, why.
 pub fn tsc_usable() -> Result<(), String> {

@@ -2,7 +2,8 @@
 //! one CPU that busy-runs `run_ns` at the start of every `period_ns`.
 
 use super::clock::monotonic_ns;
-use super::sched::{pin_to_cpu, set_policy, Policy};
+use super::sched::{set_policy, Policy};
+use crate::rt::pin_to_cpu;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -105,9 +105,7 @@ pub fn check_prerequisites(policy: Policy) -> Result<()> {
 
 /// [`run`], also returning the gaps.
 pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
-    if config.cpu >= sched::cpu_count() {
-        return Err(Error::Invalid(format!("--cpu {} but this machine has CPUs 0..{}", config.cpu, sched::cpu_count() - 1)));
-    }
+    crate::rt::require_online(config.cpu, "cpu")?;
     check_prerequisites(config.policy)?;
     // A run that was killed while it had the limit lifted could not
     // restore it: this run does, before it reads the setting. Without the
@@ -143,7 +141,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         (false, Err(why)) => (ClockKind::ClockGettime, format!("clock_gettime(CLOCK_MONOTONIC): TSC unusable, {why}")),
     };
 
-    sched::lock_memory()?;
+    crate::rt::lock_memory()?;
     let log = Arc::new(GapLog::with_capacity(config.max_gaps));
     let spun = spawn_probe(config, priority, clock_kind, log.clone(), stop.clone());
     let spun = match spun {
@@ -161,7 +159,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         }
         Err(e) => Err(e),
     };
-    sched::unlock_memory();
+    crate::rt::unlock_memory();
     let was_lifted = lifted.is_some() && before.limits();
     drop(lifted);
     let (outcome, start_pair, end_pair) = spun?;
@@ -262,7 +260,7 @@ fn spawn_probe(
     std::thread::Builder::new()
         .name("irqlab-probe".into())
         .spawn(move || -> Spun {
-            sched::pin_to_cpu(cpu)?;
+            crate::rt::pin_to_cpu(cpu)?;
             sched::set_policy(policy, priority)?;
             let out = match clock_kind {
                 ClockKind::Tsc => measure(&Tsc, &log, threshold_ns, duration_ns, &stop),

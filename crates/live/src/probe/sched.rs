@@ -1,7 +1,8 @@
-//! Putting a thread where the probe (or an injected load) needs it: one
-//! CPU, a scheduling policy and priority, memory locked.
+//! The probe's scheduling: its policy and the default priority just below
+//! the driver threads (pinning and memory locking are [`crate::rt`]'s).
 
 use crate::error::{Error, Result};
+use crate::rt;
 use serde::Serialize;
 
 /// Scheduling policy of the probe thread.
@@ -12,52 +13,17 @@ pub enum Policy {
     Other,
 }
 
-/// Pins the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> Result<()> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu).map_err(|_| Error::Invalid(format!("CPU {cpu} is out of range")))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
-        .map_err(|e| Error::sys(format!("pinning to CPU {cpu}"), e))
-}
-
 /// Sets the calling thread's policy (priority ignored for `Other`).
 pub fn set_policy(policy: Policy, priority: i32) -> Result<()> {
-    let (pol, prio) = match policy {
-        Policy::Fifo => (libc::SCHED_FIFO, priority),
-        Policy::Other => (libc::SCHED_OTHER, 0),
-    };
-    let param = libc::sched_param { sched_priority: prio };
-    // SAFETY: sched_setscheduler on the calling thread (pid 0) with a valid param.
-    let rc = unsafe { libc::sched_setscheduler(0, pol, &param) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EPERM) {
-            return Err(Error::MissingPrivilege { capability: "CAP_SYS_NICE", purpose: "run at SCHED_FIFO".into() });
+    match policy {
+        Policy::Fifo => {
+            let priority = u8::try_from(priority).ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| {
+                Error::Invalid(format!("priority {priority}: outside SCHED_FIFO's 1..=99"))
+            })?;
+            rt::set_fifo(priority)
         }
-        return Err(Error::io(format!("setting SCHED_FIFO priority {priority}"), err));
+        Policy::Other => rt::set_other(),
     }
-    Ok(())
-}
-
-/// Locks current and future memory so the loop never takes a page fault.
-pub fn lock_memory() -> Result<()> {
-    nix::sys::mman::mlockall(nix::sys::mman::MlockAllFlags::MCL_CURRENT | nix::sys::mman::MlockAllFlags::MCL_FUTURE)
-        .map_err(|e| match e {
-            nix::errno::Errno::EPERM | nix::errno::Errno::ENOMEM => {
-                Error::MissingPrivilege { capability: "CAP_IPC_LOCK", purpose: "lock the probe's memory (mlockall)".into() }
-            }
-            e => Error::sys("mlockall", e),
-        })
-}
-
-/// Releases the memory lock taken by [`lock_memory`].
-pub fn unlock_memory() {
-    let _ = nix::sys::mman::munlockall();
-}
-
-/// Number of CPUs the kernel knows.
-pub fn cpu_count() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A kernel thread that handles interrupts or network polling.

@@ -14,7 +14,7 @@ use super::pattern::Pattern;
 use super::socket::{PathKind, Stamp, StampSource, StimulusSocket};
 use super::wire::Payload;
 use crate::error::{Error, Result};
-use crate::latency::realtime::{monotonic_ns, sleep_until_ns};
+use crate::rt::{monotonic_ns, sleep_until_ns};
 use crate::latency::{LatencyStats, StatsSummary};
 use crate::stop::StopOnDrop;
 use serde::{Deserialize, Serialize};
@@ -329,7 +329,7 @@ fn send(
     // A 1 ns timer slack: the default 50 us would blur the pattern.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
-    crate::latency::realtime::set_fifo(config.sender_priority)?;
+    crate::rt::set_fifo(config.sender_priority)?;
     let mut schedule = config.pattern.schedule();
     let gap = config.pattern.min_gap_ns();
     let mut pacing = Pacing { elapsed_ns: 0, late_sends: 0, max_lag_ns: 0 };
@@ -399,7 +399,7 @@ fn receive(
     stop: &AtomicBool,
     events: mpsc::Sender<Record>,
 ) -> Result<()> {
-    crate::latency::realtime::set_fifo(priority)?;
+    crate::rt::set_fifo(priority)?;
     let kind = sock.kind();
     let mut buf = vec![0u8; 2048];
     let mut pending: HashMap<u64, Pending> = HashMap::new();

@@ -4,7 +4,6 @@
 //! softirq + wake-up + syscall path and not irqlab's own bookkeeping.
 
 use crate::error::{Error, Result};
-use crate::latency::realtime;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -78,11 +77,11 @@ impl Responder {
     /// the process's memory for as long as it serves.
     pub fn serve(self, stop: &AtomicBool) -> Result<u64> {
         if let Some(cpu) = self.config.cpu {
-            realtime::pin_to_cpu(cpu)?;
+            crate::rt::pin_to_cpu(cpu)?;
         }
-        realtime::lock_memory()?;
-        let result = realtime::set_fifo(self.config.priority).and_then(|_| self.answer(stop));
-        realtime::unlock_memory();
+        crate::rt::lock_memory()?;
+        let result = crate::rt::set_fifo(self.config.priority).and_then(|_| self.answer(stop));
+        crate::rt::unlock_memory();
         result
     }
 
