@@ -5,11 +5,9 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::accounting::{fig6, render, Options, Report, Session, Storage};
+use irqlab_live::accounting::{self, fig6, render, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -62,30 +60,22 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if args.fig6 {
         return run_fig6(&args, duration_ns);
     }
-    irqlab_live::accounting::check_prerequisites()?;
-    let stop = crate::signal::stop_flag();
-    let mut storage = Storage::default();
-    let mut session = Session::start(&mut storage, Options { reference_softirq_sum: args.check })?;
-    for tp in session.missing_tracepoints() {
+    accounting::check_prerequisites()?;
+    for tp in accounting::missing_optional_tracepoints()? {
         eprintln!("note: tracepoint {tp} is missing on this kernel; its part is not measured");
     }
-
+    let stop = crate::signal::stop_flag();
     let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
-    let started = Instant::now();
-    let end = started + Duration::from_nanos(duration_ns);
-    let mut next_refresh = started + Duration::from_nanos(interval_ns);
-    while Instant::now() < end && !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
-        if live_view && Instant::now() >= next_refresh {
-            next_refresh += Duration::from_nanos(interval_ns);
-            let report = session.report(false)?;
-            let mut out = std::io::stdout().lock();
-            let _ = write!(out, "\x1b[H\x1b[2J{}", render::table(&report, &args.pids, args.top));
-            let _ = out.flush();
-        }
-    }
-    let complete = !stop.load(Ordering::SeqCst);
-    let report = session.report(complete)?;
+    let config = accounting::Config {
+        duration_ns,
+        tick_ns: live_view.then_some(interval_ns),
+        reference_softirq_sum: args.check,
+    };
+    let report = accounting::measure(&config, &stop, |report| {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\x1b[H\x1b[2J{}", render::table(report, &args.pids, args.top));
+        let _ = out.flush();
+    })?;
     if live_view {
         print!("\x1b[H\x1b[2J");
     }

@@ -31,6 +31,7 @@
 //!   reported per CPU (`hidden_switches`).
 
 pub mod fig6;
+mod measure;
 pub mod names;
 pub mod procfs;
 pub mod raw;
@@ -39,5 +40,6 @@ pub mod report;
 pub(crate) mod session;
 mod skel;
 
+pub use measure::{measure, Config};
 pub use report::Report;
 pub use session::{check_prerequisites, check_required_tracepoints, missing_optional_tracepoints, Options, Session, Storage};
