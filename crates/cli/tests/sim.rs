@@ -107,3 +107,28 @@ fn summary_lists_each_device_with_its_counters() {
     assert!(disk["requests_completed"].as_u64().unwrap() > 0 && line.contains(&completed), "{line}");
     assert!(line.contains("response mean"), "{line}");
 }
+
+/// Counts that become allocations or loop bounds are bounded at parse time
+/// (a 2^32 ring allocated 103 GB and aborted; a 2^32 NAPI weight wrapped to
+/// 0 as u32 and hung), and so is the simulated duration.
+#[test]
+fn absurd_counts_and_durations_exit_2_naming_the_key_and_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(example("probe-threaded.toml")).unwrap();
+    for (from, to, key) in [
+        ("ring = 256", "ring = 4294967296", "ring = 4294967296: must be 1..=1048576"),
+        ("ring = 256", "ring = 256\nweight = 4294967296", "weight = 4294967296: must be 1..=1048576"),
+        ("ring = 256", "ring = 0", "ring = 0: must be 1..=1048576"),
+    ] {
+        assert!(base.contains(from));
+        let file = dir.path().join("s.toml");
+        std::fs::write(&file, base.replacen(from, to, 1)).unwrap();
+        let out = irqlab().arg("sim").arg(&file).args(["--duration", "200ms"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {err}");
+        assert!(err.starts_with(&format!("error: {key}\n  at ")), "{to}: {err}");
+    }
+    let out = irqlab().args(["sim", &example("ping-flood.toml"), "--duration", "9223372036854775808ns"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at most 1000000s"));
+}

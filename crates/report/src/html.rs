@@ -49,7 +49,10 @@ impl Table {
             }
         }
         let line = |cells: &[String]| {
-            let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            // Padded by hand: `format!("{c:<w$}")` panics for widths over
+            // u16::MAX (a 100 KB task name in a user's file).
+            let padded: Vec<String> =
+                cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
             format!("  {}\n", padded.join("  ").trim_end())
         };
         std::iter::once(&self.headers).chain(&self.rows).map(|r| line(r)).collect()
@@ -185,6 +188,13 @@ mod tests {
     fn text_columns_line_up_on_the_widest_cell() {
         let t = Table::new(["task", "cpu"]).row(["tau1", "200.000"]).row(["ksoftirqd/0", "0"]);
         assert_eq!(t.to_text(), "  task         cpu\n  tau1         200.000\n  ksoftirqd/0  0\n");
+    }
+
+    #[test]
+    fn a_cell_wider_than_u16_max_is_padded_not_a_panic() {
+        let long = "9".repeat(70_000);
+        let text = Table::new(["name", "x"]).row([long.as_str(), "1"]).row(["a", "2"]).to_text();
+        assert!(text.lines().nth(2).unwrap().starts_with(&format!("  a{}  2", " ".repeat(69_999))));
     }
 
     #[test]

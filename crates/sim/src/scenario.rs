@@ -17,7 +17,7 @@ use crate::workload::{CpuLoop, DiskReader, Dist, MediaPlayer, Periodic, ReadPatt
 use irqlab_analysis::{parse_duration_ns, InputError, Location, Nanos};
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Range;
+use std::ops::{Range, RangeInclusive};
 use toml::Spanned;
 
 type Dur = Spanned<String>;
@@ -240,7 +240,7 @@ struct RawMetric {
     windows: Option<Vec<Dur>>,
     from: Option<Dur>,
     to: Option<Dur>,
-    points: Option<u64>,
+    points: Option<Spanned<u64>>,
 }
 
 /// A parsed, validated scenario.
@@ -249,6 +249,15 @@ pub struct Scenario {
     text: String,
     raw: Raw,
 }
+
+/// The longest run a scenario may ask for: 10^6 simulated seconds (11.6
+/// days). At the benchmark's ~40 simulated seconds per wall second that is
+/// already about 7 hours; anything longer is a typo, not an experiment.
+pub const MAX_DURATION_NS: Nanos = 1_000_000 * 1_000_000_000;
+
+/// The largest ring, queue, backlog, weight or budget a scenario may set
+/// (2^20: Linux's largest NIC rings hold 2^15 descriptors).
+pub const MAX_QUEUE: u64 = 1 << 20;
 
 /// Run parameters after overrides.
 #[derive(Debug, Clone, Copy)]
@@ -306,6 +315,21 @@ impl Scenario {
         Ok(v)
     }
 
+    /// A count that becomes an allocation or a loop bound (ring, weight,
+    /// queue, ...): `default` when absent, else it must lie in `range`
+    /// (error at the value naming the key and the bounds). The bounds are
+    /// far beyond any real NIC or kernel setting, and keep a typo from
+    /// asking for 100 GB or a weight that wraps to 0 as u32.
+    fn count(&self, v: &Option<Spanned<u64>>, key: &str, default: u64, range: RangeInclusive<u64>) -> Result<u64, InputError> {
+        let Some(v) = v else { return Ok(default) };
+        let n = *v.get_ref();
+        if range.contains(&n) {
+            Ok(n)
+        } else {
+            Err(self.err(v.span(), format!("{key} = {n}: must be {}..={}", range.start(), range.end())))
+        }
+    }
+
     fn need<'a, T>(&self, v: &'a Option<T>, span: Range<usize>, what: &str) -> Result<&'a T, InputError> {
         v.as_ref().ok_or_else(|| self.err(span, format!("missing `{what}`")))
     }
@@ -316,7 +340,13 @@ impl Scenario {
         let r = self.raw.run.get_ref();
         let duration = match duration {
             Some(d) => d,
-            None => self.positive(&r.duration, "run.duration")?,
+            None => {
+                let d = self.positive(&r.duration, "run.duration")?;
+                if d > MAX_DURATION_NS {
+                    return Err(self.err(r.duration.span(), "run.duration: at most 1000000s (11.6 days simulated)"));
+                }
+                d
+            }
         };
         let warmup = self.dur_or(&r.warmup, 0)?;
         if warmup >= duration {
@@ -389,7 +419,7 @@ impl Scenario {
                     Some(p) if (1..=99).contains(p.get_ref()) => Some(Policy::Fifo(*p.get_ref() as u8)),
                     Some(p) => return Err(self.err(p.span(), "low_priority must be 1-99 (omit it to suspend instead)")),
                 };
-                let max_repl = r.max_repl.as_ref().map_or(4, |m| *m.get_ref()) as usize;
+                let max_repl = self.count(&r.max_repl, "max_repl", 4, 1..=1024)? as usize;
                 let accounting = match r.accounting.as_ref().map(|a| (a.get_ref().as_str(), a.span())) {
                     None | Some(("exact", _)) => Accounting::Exact { granularity: self.dur_or(&r.granularity, 1)? },
                     Some(("tick", _)) if r.granularity.is_some() => {
@@ -430,16 +460,18 @@ impl Scenario {
             irq_primary: self.dur_or(&costs.irq_primary, 0)?,
             hrtimer: costs.hrtimer.as_ref().map(|d| self.dur(d)).transpose()?,
             irq_time_accounting: m.irq_time_accounting.unwrap_or(model_name == "linux-modern"),
-            netdev_max_backlog: m.netdev_max_backlog.as_ref().map_or(
+            netdev_max_backlog: self.count(
+                &m.netdev_max_backlog,
+                "netdev_max_backlog",
                 if model_name == "linux-2.4" { 300 } else { 1000 },
-                |v| *v.get_ref() as usize,
-            ),
+                1..=MAX_QUEUE,
+            )? as usize,
         };
         let model: Box<dyn SoftirqModel> = match model_name {
             "linux-2.4" => Box::new(softirq::Linux24),
             "linux-2.6" => Box::new(softirq::Linux26),
             "linux-modern" => Box::new(softirq::LinuxModern {
-                budget_packets: m.netdev_budget.as_ref().map_or(300, |v| *v.get_ref() as u32),
+                budget_packets: self.count(&m.netdev_budget, "netdev_budget", 300, 1..=MAX_QUEUE)? as u32,
                 budget_ns: self.dur_or(&m.netdev_budget_usecs, 2_000_000)?,
             }),
             "threaded" => Box::new(softirq::Threaded),
@@ -537,20 +569,17 @@ impl Scenario {
             };
             let name = r.name.clone().unwrap_or_else(|| "eth0".into());
             let line = sim.add_line(IrqLine::new(name.clone(), IrqKind::Nic(0)));
-            let ring = r.ring.as_ref().map_or(256, |v| *v.get_ref()) as usize;
-            if ring == 0 {
-                return Err(self.err(r.ring.as_ref().expect("set").span(), "ring must have at least one descriptor"));
-            }
+            let ring = self.count(&r.ring, "ring", 256, 1..=MAX_QUEUE)? as usize;
             sim.nics.push(Nic {
                 name: name.clone(),
                 ring: VecDeque::with_capacity(ring),
                 ring_size: ring,
                 napi: r.napi,
-                weight: r.weight.as_ref().map_or(64, |w| (*w.get_ref()).max(1) as u32),
+                weight: self.count(&r.weight, "weight", 64, 1..=MAX_QUEUE)? as u32,
                 line,
                 napi_scheduled: false,
                 costs,
-                coalesce_frames: r.coalesce_frames.as_ref().map_or(1, |v| *v.get_ref() as u32),
+                coalesce_frames: self.count(&r.coalesce_frames, "coalesce_frames", 1, 1..=MAX_QUEUE)? as u32,
                 coalesce_ns: self.dur_or(&r.coalesce_usecs, 0)?,
                 unsignalled: 0,
                 coalesce_gen: 0,
@@ -571,10 +600,7 @@ impl Scenario {
 
         if let Some(tx) = self.raw.nic.as_ref().and_then(|n| n.get_ref().tx.as_ref()) {
             let r = tx.get_ref();
-            let limit = r.queue.as_ref().map_or(1000, |q| *q.get_ref());
-            if limit == 0 {
-                return Err(self.err(r.queue.as_ref().expect("set").span(), "queue must hold at least one frame"));
-            }
+            let limit = self.count(&r.queue, "queue", 1000, 1..=MAX_QUEUE)?;
             let link = match &r.link {
                 Some(l) => parse_link(l.get_ref()).map_err(|e| self.err(l.span(), e))?,
                 None => 1_000_000_000,
@@ -847,7 +873,7 @@ impl Scenario {
                         None => log_windows(
                             self.dur_or(&r.from, 10_000)?,
                             self.dur_or(&r.to, 100_000_000)?,
-                            r.points.unwrap_or(25) as usize,
+                            self.count(&r.points, "points", 25, 1..=10_000)? as usize,
                         ),
                     };
                     if windows.is_empty() {

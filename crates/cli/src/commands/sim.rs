@@ -39,7 +39,13 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let text = read_text(&args.scenario)?;
     let sc = Scenario::parse(&file, &text)?;
     let duration: Option<Nanos> = match &args.duration {
-        Some(d) => Some(crate::flags::positive_duration("duration", d)?),
+        Some(d) => {
+            let d = crate::flags::positive_duration("duration", d)?;
+            if d > irqlab_sim::scenario::MAX_DURATION_NS {
+                return Err(CliError::Usage(format!("--duration {}: at most 1000000s (11.6 days simulated)", args.duration.as_deref().unwrap_or(""))));
+            }
+            Some(d)
+        }
         None => None,
     };
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;
