@@ -2,10 +2,11 @@
 # Installs what irqlab's build, demo and tests need, only if missing.
 # Debian packages: clang/libelf/zlib/bpftool for the BPF programs, rt-tests
 # (cyclictest, oslat) and bpftrace as references the tests compare against,
-# iproute2/ethtool for the network testbed.
+# iproute2/ethtool for the network testbed, and prometheus with
+# promtool, which the exporter's test runs against it.
 set -euo pipefail
 
-packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps)
+packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

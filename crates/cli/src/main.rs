@@ -53,6 +53,8 @@ enum Command {
     IdletimeModel(idletime_model::Args),
     /// What this machine lets irqlab measure, and the kernel settings that shape it
     Doctor(doctor::Args),
+    /// Serve the BPF accounting's figures on /metrics for Prometheus
+    Export(export::Args),
     /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions(completions::Args),
 }
@@ -74,6 +76,7 @@ fn main() {
         Command::Load(a) => load::run(a),
         Command::IdletimeModel(a) => idletime_model::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Export(a) => export::run(a),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {

@@ -5,6 +5,7 @@ pub mod accounting;
 pub mod cleanup;
 pub mod doctor;
 pub mod error;
+pub mod export;
 mod flock;
 pub mod latency;
 pub mod load;

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bound;
 pub mod completions;
 pub mod doctor;
+pub mod export;
 pub mod fit;
 pub mod idletime_model;
 pub mod load;

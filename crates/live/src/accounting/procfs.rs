@@ -95,7 +95,7 @@ pub fn cpu_steal_ns(cpu: usize) -> u64 {
 }
 
 /// What kind of work a task does, from its name and kthread flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskKind {
     /// The per-CPU idle task (tid 0, "swapper/N").
@@ -109,6 +109,7 @@ pub enum TaskKind {
     /// Any other kernel thread.
     Kthread,
     /// A user-space thread.
+    #[default]
     User,
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "irqlab/accounting/v1";
 
 /// One task (thread). The idle task appears once per CPU.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct TaskReport {
     pub tid: u32,
     pub tgid: u32,
@@ -48,7 +48,7 @@ pub struct TaskReport {
 }
 
 /// One CPU's wall time broken down; the parts add up to `wall_ns`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CpuReport {
     pub cpu: usize,
     pub wall_ns: u64,
@@ -92,7 +92,7 @@ pub struct OrphanReport {
     pub thread_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Totals {
     pub wall_ns: u64,
     pub run_ns: u64,
@@ -112,7 +112,7 @@ pub struct Totals {
     pub reference_softirq_by_vector_ns: Option<BTreeMap<String, u64>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     pub schema: String,
     /// False when the run was cut short (Ctrl-C).
