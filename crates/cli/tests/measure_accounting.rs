@@ -14,6 +14,24 @@ fn bad_duration_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--duration"));
 }
 
+/// Flags of one mode are refused in the other instead of silently ignored.
+#[test]
+fn flags_of_the_other_mode_are_usage_errors() {
+    for (args, named) in [
+        (vec!["--fig6", "--top", "5"], "--top"),
+        (vec!["--fig6", "--pid", "1"], "--pid"),
+        (vec!["--fig6", "--check"], "--check"),
+        (vec!["--fig6", "--prometheus", "m.prom"], "--prometheus"),
+        (vec!["--rates", "100"], "--fig6"),
+        (vec!["--cpu", "1"], "--fig6"),
+    ] {
+        let out = irqlab().args(["measure", "accounting"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(named), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn without_cap_bpf_it_exits_3_naming_it() {
     // setpriv drops CAP_BPF and CAP_PERFMON from the bounding set (root can

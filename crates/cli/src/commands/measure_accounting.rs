@@ -44,13 +44,13 @@ pub struct Args {
     check: bool,
     /// Run the process-aware paper's Fig. 6 experiment on the testbed instead
     /// (SCHED_FIFO CPU hog + UDP flood to a SCHED_OTHER server on one CPU)
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["pids", "top", "check", "prometheus", "interval"])]
     fig6: bool,
     /// Fig. 6: UDP sending rates in packets per second
-    #[arg(long, value_delimiter = ',', default_values_t = [5000u64, 20000, 50000], value_name = "PPS,...")]
+    #[arg(long, requires = "fig6", value_delimiter = ',', default_values_t = [5000u64, 20000, 50000], value_name = "PPS,...")]
     rates: Vec<u64>,
     /// Fig. 6: the CPU shared by the hog and the server (default: the last one)
-    #[arg(long, value_name = "N")]
+    #[arg(long, requires = "fig6", value_name = "N")]
     cpu: Option<usize>,
 }
 
