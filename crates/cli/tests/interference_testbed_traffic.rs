@@ -17,6 +17,13 @@ fn rt_limit_turn() -> std::sync::MutexGuard<'static, ()> {
     RT_LIMIT_TESTS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The tests that make, break or remove the testbed take turns.
+static TESTBED_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn testbed_turn() -> std::sync::MutexGuard<'static, ()> {
+    TESTBED_TESTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn bad_flags_exit_2() {
     for args in [
@@ -142,11 +149,53 @@ fn measures_a_cpu_outside_the_callers_affinity() {
     assert_eq!(doc["complete"], true);
 }
 
+/// `testbed up` killed (SIGKILL: no clean-up runs) at several points of
+/// its work: `testbed status` never calls what is left "up" unless both
+/// hosts exist, lists only hosts that exist, and `testbed down` removes it.
+/// (It used to say "up" and list a host that did not exist.)
+#[test]
+fn status_after_a_killed_testbed_up_tells_the_truth() {
+    if !live("status_after_a_killed_testbed_up_tells_the_truth") {
+        return;
+    }
+    let _turn = testbed_turn();
+    if irqlab_live::testbed::in_use() || std::path::Path::new("/run/netns/irqlab-a").exists() {
+        eprintln!("status_after_a_killed_testbed_up_tells_the_truth: NOT CHECKED: the testbed is in use by another process");
+        return;
+    }
+    let mut half_made_seen = 0;
+    for delay_ms in [5u64, 15, 30, 60, 120, 250] {
+        let mut child = irqlab().args(["testbed", "up"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let out = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let hosts = doc["hosts"].as_array().cloned().unwrap_or_default();
+        for h in &hosts {
+            let ns = h["netns"].as_str().unwrap();
+            assert!(std::path::Path::new(&format!("/run/netns/{ns}")).exists(), "after {delay_ms} ms: lists {ns}, which does not exist: {doc}");
+        }
+        let both = ["irqlab-a", "irqlab-b"].iter().all(|n| std::path::Path::new(&format!("/run/netns/{n}")).exists());
+        if doc["up"] == true {
+            assert!(both && out.status.code() == Some(0), "after {delay_ms} ms: up without both hosts: {doc}");
+        } else if doc["complete"] == false {
+            half_made_seen += 1;
+            assert_eq!(out.status.code(), Some(1), "after {delay_ms} ms: {doc}");
+        }
+        let down = irqlab().args(["testbed", "down"]).output().unwrap();
+        assert_eq!(down.status.code(), Some(0), "{}", String::from_utf8_lossy(&down.stderr));
+        assert!(!std::path::Path::new("/run/netns/irqlab-a").exists() && !std::path::Path::new("/run/netns/irqlab-b").exists());
+    }
+    eprintln!("half-made testbeds seen: {half_made_seen} of 6 kills");
+}
+
 #[test]
 fn testbed_and_traffic_round_trip() {
     if !live("testbed_and_traffic_round_trip") {
         return;
     }
+    let _turn = testbed_turn();
     let up = irqlab().args(["testbed", "up"]).output().unwrap();
     assert_eq!(up.status.code(), Some(0), "{}", String::from_utf8_lossy(&up.stderr));
     let again = irqlab().args(["testbed", "up"]).output().unwrap();
@@ -257,6 +306,7 @@ fn a_second_ctrl_c_still_removes_the_testbed_it_made() {
     if !live("a_second_ctrl_c_still_removes_the_testbed_it_made") {
         return;
     }
+    let _turn = testbed_turn();
     let made_here = !std::path::Path::new("/run/netns/irqlab-a").exists();
     let child = irqlab()
         .args(["traffic", "udp", "--from", "b", "--interval", "1ms", "--duration", "30s"])

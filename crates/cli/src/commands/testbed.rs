@@ -38,6 +38,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             Ok(Status::Success)
         }
         Action::Status => match Testbed::status()? {
+            Some(layout) if !layout.complete => {
+                print_layout(&layout, args.json);
+                Ok(Status::Negative)
+            }
             Some(layout) => {
                 print_layout(&layout, args.json);
                 Ok(Status::Success)
@@ -58,11 +62,20 @@ fn print_layout(layout: &Layout, json: bool) {
     if json {
         let mut v = serde_json::to_value(layout).expect("layout serialises");
         v["schema"] = "irqlab/testbed/v1".into();
-        v["up"] = true.into();
+        v["up"] = layout.complete.into();
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return;
     }
-    println!("testbed up in {}{}", layout.subnet, if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" });
+    if layout.complete {
+        println!("testbed up in {}{}", layout.subnet, if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" });
+    } else {
+        let left: Vec<&str> = layout.hosts.iter().map(|h| h.netns.as_str()).collect();
+        println!(
+            "testbed half-made, left by a run that was killed: {} ({}); `irqlab testbed down` removes it",
+            if left.is_empty() { "links without namespaces".to_string() } else { format!("namespaces {}", left.join(", ")) },
+            if layout.subnet.starts_with("0.0.0.") { "no addresses".to_string() } else { layout.subnet.clone() }
+        );
+    }
     for h in &layout.hosts {
         let napi: Vec<String> = h.napi_threads.iter().map(|t| format!("{} (pid {})", t.comm, t.pid)).collect();
         println!(

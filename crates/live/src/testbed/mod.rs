@@ -100,6 +100,10 @@ pub struct Layout {
     pub hosts: Vec<HostLayout>,
     /// Made by `irqlab testbed up`, kept until `irqlab testbed down`.
     pub persistent: bool,
+    /// Both hosts exist with their addresses. A testbed whose maker was
+    /// killed half-way (SIGKILL runs no clean-up) is not: `hosts` lists
+    /// only what exists, and `irqlab testbed down` removes it.
+    pub complete: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -178,7 +182,8 @@ impl Testbed {
         bed.layout()
     }
 
-    /// The testbed currently up, if any (no changes made).
+    /// The testbed currently up, or the leftovers of a half-made one
+    /// (`complete: false`), if any (no changes made).
     pub fn status() -> Result<Option<Layout>> {
         match discover()? {
             Some(base) => Ok(Some(layout_of(base)?)),
@@ -395,6 +400,9 @@ fn layout_of(base: [u8; 3]) -> Result<Layout> {
     let mut hosts = Vec::new();
     for side in Side::BOTH {
         let dev = side.netns();
+        if !netlink::netns_exists(dev) {
+            continue;
+        }
         hosts.push(HostLayout {
             side,
             netns: dev.to_string(),
@@ -410,6 +418,7 @@ fn layout_of(base: [u8; 3]) -> Result<Layout> {
         subnet: format!("{}/24", addr(base, 0)),
         hosts,
         persistent: Path::new(PERSIST_MARKER).exists(),
+        complete: is_complete(base),
     })
 }
 
