@@ -115,32 +115,16 @@ struct Figures(Snapshot);
 impl Collector for Figures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let f = &self.0;
-        {
-            let counter = ConstCounter::new(0.0f64);
-            let mut family = encoder.encode_descriptor(
-                "irqlab_cpu_seconds",
-                "CPU time by mode since the exporter started (steal lies inside the other modes)",
-                None,
-                counter.metric_type(),
-            )?;
-            for (cpu, mode, seconds) in &f.cpu_seconds {
-                let labels = [("cpu", cpu.to_string()), ("mode", mode.to_string())];
-                ConstCounter::new(*seconds).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let counter = ConstCounter::new(0.0f64);
-            let mut family = encoder.encode_descriptor(
-                "irqlab_softirq_seconds",
-                "Softirq time by CPU and vector since the exporter started",
-                None,
-                counter.metric_type(),
-            )?;
-            for (cpu, vector, seconds) in &f.softirq_seconds {
-                let labels = [("cpu", cpu.to_string()), ("vector", vector.clone())];
-                ConstCounter::new(*seconds).encode(family.encode_family(&labels)?)?;
-            }
-        }
+        let by_mode: Vec<_> = f.cpu_seconds.iter().map(|(cpu, mode, s)| ([("cpu", cpu.to_string()), ("mode", mode.to_string())], *s)).collect();
+        counters(
+            &mut encoder,
+            "irqlab_cpu_seconds",
+            "CPU time by mode since the exporter started (steal lies inside the other modes)",
+            &by_mode,
+        )?;
+        let by_vector: Vec<_> =
+            f.softirq_seconds.iter().map(|(cpu, vector, s)| ([("cpu", cpu.to_string()), ("vector", vector.clone())], *s)).collect();
+        counters(&mut encoder, "irqlab_softirq_seconds", "Softirq time by CPU and vector since the exporter started", &by_vector)?;
         // Per task: gauges, not counters: a task entering the top N takes
         // its time out of "other", which may then fall.
         for (name, help, value) in [
@@ -196,6 +180,15 @@ pub fn classic_text(openmetrics: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One counter family: its series are (two labels, seconds).
+fn counters(encoder: &mut DescriptorEncoder, name: &str, help: &str, series: &[([(&str, String); 2], f64)]) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, ConstCounter::new(0.0f64).metric_type())?;
+    for (labels, seconds) in series {
+        ConstCounter::new(*seconds).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
 }
 
 /// What the server did, for the caller's summary.
