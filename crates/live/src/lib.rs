@@ -9,6 +9,7 @@ pub mod export;
 mod flock;
 pub mod latency;
 pub mod load;
+pub mod monitor;
 pub mod privilege;
 pub mod probe;
 pub mod rt;

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// Watches a few threads (a driver thread under a live server, for
+// example): each switch in, switch out and wake-up of a watched thread goes
+// to user space as an event with the kernel's timestamp, and the thread's
+// total on-CPU time is kept in a map. The decisions (budget exhausted,
+// replenishment due) are made in user space by the shared policy code;
+// this program only observes. Tracepoints only: this kernel has no kprobes.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "thread_watch.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+// Events the ring buffer had no room for (user space fell behind).
+volatile __u64 lost_events;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, WATCH_MAX);
+	__type(key, __u32);
+	__type(value, struct watched);
+} watched SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
+{
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_events, 1);
+		return;
+	}
+	e->ts = now;
+	e->ran_ns = ran_ns;
+	e->tid = tid;
+	e->kind = kind;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad = 0;
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 prev_tid = prev->pid;
+	__u32 next_tid = next->pid;
+	struct watched *w = bpf_map_lookup_elem(&watched, &prev_tid);
+
+	// A thread runs on one CPU at a time, so its entry has one writer.
+	if (w && w->on_since) {
+		w->ran_ns += now - w->on_since;
+		w->on_since = 0;
+		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
+	}
+	w = bpf_map_lookup_elem(&watched, &next_tid);
+	if (w) {
+		w->on_since = now;
+		w->switches_in++;
+		emit(next_tid, WATCH_IN, now, w->ran_ns);
+	}
+	return 0;
+}
+
+static __always_inline int woken(struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	struct watched *w = bpf_map_lookup_elem(&watched, &tid);
+
+	if (w)
+		emit(tid, WATCH_WAKEUP, bpf_ktime_get_ns(), w->ran_ns);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p) { return woken(p); }
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p) { return woken(p); }

@@ -1,0 +1,4 @@
+//! Monitors: turn what the kernel does into the observations the live
+//! policies decide on (tracepoints only: this kernel has no kprobes).
+
+pub mod thread;

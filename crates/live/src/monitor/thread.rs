@@ -1,0 +1,177 @@
+//! What a watched thread does, as the kernel sees it: each switch in, switch
+//! out (preempted or blocked) and wake-up, with the kernel's timestamp, and
+//! its total on-CPU time (`src/bpf/thread_watch.bpf.c`, `sched_switch` and
+//! `sched_wakeup` tracepoints). A live server's controller turns these
+//! events into the observations of the shared policy code.
+
+use crate::accounting::check_prerequisites as check_bpf;
+use crate::error::{Error, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::rc::Rc;
+use std::time::Duration;
+
+mod skel {
+    #![allow(clippy::all, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+    include!(concat!(env!("OUT_DIR"), "/thread_watch.skel.rs"));
+}
+use skel::{ThreadWatchSkel, ThreadWatchSkelBuilder};
+
+/// How many threads one watch can follow (`WATCH_MAX` in thread_watch.h).
+pub const MAX_THREADS: usize = 64;
+
+/// What happened to a watched thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Switched in: it runs from `ts_ns`.
+    In,
+    /// Switched out while still runnable.
+    Preempted,
+    /// Switched out to sleep (or to exit).
+    Blocked,
+    /// Woken: runnable from `ts_ns`.
+    Wakeup,
+}
+
+/// One event of a watched thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    /// CLOCK_MONOTONIC, ns (the clock of [`crate::rt::monotonic_ns`]).
+    pub ts_ns: u64,
+    pub tid: u32,
+    pub kind: Kind,
+    pub cpu: u32,
+    /// The thread's completed on-CPU time after this event.
+    pub ran_ns: u64,
+}
+
+/// Room for the loaded BPF object; it must outlive the [`ThreadWatch`].
+pub struct Storage(MaybeUninit<OpenObject>);
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage(MaybeUninit::uninit())
+    }
+}
+
+/// A running watch over some threads.
+pub struct ThreadWatch<'obj> {
+    skel: ThreadWatchSkel<'obj>,
+    ring: RingBuffer<'static>,
+    received: Rc<RefCell<Vec<Event>>>,
+}
+
+fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
+    move |e| Error::Failed(format!("{what}: {e}"))
+}
+
+/// Decodes one ring-buffer record (`struct watch_event`).
+fn decode(bytes: &[u8]) -> Option<Event> {
+    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let kind = match u32_at(20)? {
+        1 => Kind::In,
+        2 => Kind::Preempted,
+        3 => Kind::Blocked,
+        4 => Kind::Wakeup,
+        _ => return None,
+    };
+    Some(Event { ts_ns: u64_at(0)?, ran_ns: u64_at(8)?, tid: u32_at(16)?, kind, cpu: u32_at(24)? })
+}
+
+impl<'obj> ThreadWatch<'obj> {
+    /// Loads and attaches the watch for `tids` (at most [`MAX_THREADS`]).
+    /// Exit 3 naming what is missing (BTF, CAP_BPF, CAP_PERFMON).
+    pub fn start(storage: &'obj mut Storage, tids: &[u32]) -> Result<ThreadWatch<'obj>> {
+        check_bpf()?;
+        if tids.len() > MAX_THREADS {
+            return Err(Error::Invalid(format!("{} threads to watch: at most {MAX_THREADS}", tids.len())));
+        }
+        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
+        for &tid in tids {
+            // Zeroed `struct watched`: no time yet, not running.
+            skel.maps
+                .watched
+                .update(&tid.to_ne_bytes(), &[0u8; 24], MapFlags::ANY)
+                .map_err(bpf_err("adding a thread to the watch"))?;
+        }
+        let received = Rc::new(RefCell::new(Vec::new()));
+        let ring = {
+            let sink = received.clone();
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(&skel.maps.events, move |bytes: &[u8]| {
+                    if let Some(e) = decode(bytes) {
+                        sink.borrow_mut().push(e);
+                    }
+                    0
+                })
+                .map_err(bpf_err("reading the thread-watch events"))?;
+            builder.build().map_err(bpf_err("reading the thread-watch events"))?
+        };
+        skel.attach().map_err(bpf_err("attaching the thread-watch programs"))?;
+        Ok(ThreadWatch { skel, ring, received })
+    }
+
+    /// Waits up to `timeout` for events and returns those that came, oldest
+    /// first (possibly none).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<Event>> {
+        self.ring.poll(timeout).map_err(bpf_err("polling the thread-watch events"))?;
+        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// Takes the events already delivered, without waiting.
+    pub fn drain(&mut self) -> Result<Vec<Event>> {
+        self.ring.consume().map_err(bpf_err("reading the thread-watch events"))?;
+        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
+    /// (CLOCK_MONOTONIC); None when `tid` is not watched.
+    pub fn ran_ns(&self, tid: u32, now_ns: u64) -> Result<Option<u64>> {
+        let Some(bytes) =
+            self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?
+        else {
+            return Ok(None);
+        };
+        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let (ran, on_since) = (field(0), field(1));
+        Ok(Some(ran + if on_since > 0 { now_ns.saturating_sub(on_since) } else { 0 }))
+    }
+
+    /// Whether `tid` is on a CPU right now, as the last switch left it.
+    pub fn running(&self, tid: u32) -> Result<bool> {
+        let bytes =
+            self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
+        Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
+    }
+
+    /// Events the kernel could not deliver because user space fell behind.
+    pub fn lost_events(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.lost_events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_kernel_layout() {
+        let mut bytes = Vec::new();
+        bytes.extend(1_000u64.to_ne_bytes());
+        bytes.extend(250u64.to_ne_bytes());
+        bytes.extend(42u32.to_ne_bytes());
+        bytes.extend(3u32.to_ne_bytes());
+        bytes.extend(1u32.to_ne_bytes());
+        bytes.extend(0u32.to_ne_bytes());
+        assert_eq!(decode(&bytes), Some(Event { ts_ns: 1_000, tid: 42, kind: Kind::Blocked, cpu: 1, ran_ns: 250 }));
+        assert_eq!(decode(&bytes[..20]), None);
+        bytes[20] = 9;
+        assert_eq!(decode(&bytes), None);
+    }
+}
