@@ -111,6 +111,11 @@ pub fn online_cpus() -> Result<Vec<usize>> {
     parse_cpu_list(text.trim()).map_err(|e| Error::Failed(format!("{path}: {e}")))
 }
 
+/// The kernel's largest NR_CPUS (CONFIG_NR_CPUS allows up to 8192): a
+/// range past it is a typo, and `0-18446744073709551615` would be a list
+/// of that many numbers.
+const MAX_CPUS: usize = 8192;
+
 /// Parses a CPU list as the kernel writes it: `0-3,5,7-8`.
 pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, String> {
     let mut cpus = Vec::new();
@@ -124,6 +129,9 @@ pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, String> {
                 let (a, b) = (number(a)?, number(b)?);
                 if a > b {
                     return Err(format!("range `{part}` runs backwards in `{text}`"));
+                }
+                if b >= MAX_CPUS {
+                    return Err(format!("CPU {b} in `{text}` is beyond the largest CPU number Linux supports ({})", MAX_CPUS - 1));
                 }
                 cpus.extend(a..=b);
             }
@@ -173,6 +181,8 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("0,,1").is_err());
+        let e = parse_cpu_list("0-18446744073709551615").unwrap_err();
+        assert!(e.contains("8191"), "{e}");
     }
 
     #[test]
