@@ -1,6 +1,7 @@
 //! `irqlab testbed up|down|status`: the network-namespace testbed.
 
 use crate::error::{CliError, Status};
+use crate::output::print;
 use irqlab_live::testbed::{Layout, Testbed};
 
 #[derive(clap::Args)]
@@ -27,26 +28,26 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     match args.action {
         Action::Up => {
             let layout = Testbed::up_persistent()?;
-            print_layout(&layout, args.json);
+            print(&layout_text(&layout, args.json))?;
             Ok(Status::Success)
         }
         Action::Down => {
             Testbed::down()?;
             if !args.json {
-                println!("testbed down: no irqlab-* namespaces or links left");
+                print("testbed down: no irqlab-* namespaces or links left\n")?;
             }
             Ok(Status::Success)
         }
         Action::Status => match Testbed::status()? {
             Some(layout) => {
-                print_layout(&layout, args.json);
+                print(&layout_text(&layout, args.json))?;
                 Ok(Status::Success)
             }
             None => {
                 if args.json {
-                    println!("{}", serde_json::json!({"schema": "irqlab/testbed/v1", "up": false}));
+                    print(&format!("{}\n", serde_json::json!({"schema": "irqlab/testbed/v1", "up": false})))?;
                 } else {
-                    println!("testbed is down");
+                    print("testbed is down\n")?;
                 }
                 Ok(Status::Negative)
             }
@@ -54,18 +55,21 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
 }
 
-fn print_layout(layout: &Layout, json: bool) {
+fn layout_text(layout: &Layout, json: bool) -> String {
+    use std::fmt::Write;
     if json {
         let mut v = serde_json::to_value(layout).expect("layout serialises");
         v["schema"] = "irqlab/testbed/v1".into();
         v["up"] = true.into();
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-        return;
+        return format!("{}\n", serde_json::to_string_pretty(&v).expect("json"));
     }
-    println!("testbed up in {}{}", layout.subnet, if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" });
+    let mut out = String::new();
+    let kept = if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" };
+    let _ = writeln!(out, "testbed up in {}{kept}", layout.subnet);
     for h in &layout.hosts {
         let napi: Vec<String> = h.napi_threads.iter().map(|t| format!("{} (pid {})", t.comm, t.pid)).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "  {:8} root {} {:<12} <-> {} {} | gro {} threaded-napi {} | {}",
             h.netns,
             h.root_device,
@@ -77,6 +81,7 @@ fn print_layout(layout: &Layout, json: bool) {
             if napi.is_empty() { "no napi thread".to_string() } else { napi.join(", ") }
         );
     }
+    out
 }
 
 fn on_off(b: bool) -> &'static str {
