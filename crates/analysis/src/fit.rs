@@ -27,7 +27,7 @@ impl HyperbolaFit {
 }
 
 /// Why a curve cannot be fitted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FitError {
     #[error("the curve has no points")]
     Empty,
@@ -35,7 +35,15 @@ pub enum FitError {
         "the load at the longest window is 0 but shorter windows saw load: no hyperbola with u = 0 covers them (measure longer windows)"
     )]
     ZeroUtilization,
+    /// u is so small that the period covering the shorter windows' load
+    /// does not fit in 64-bit nanoseconds (about 584 years).
+    #[error(
+        "the load at the longest window, {utilization:e}, is too small to fit: the hyperbola's period would exceed {} ns (measure longer windows, or round loads that small to 0)",
+        Nanos::MAX
+    )]
+    PeriodTooLong { utilization: f64 },
 }
+
 
 /// Step 1 of the paper's fit (§4): "eliminate any upward jogs from the data
 /// by replacing each data value by the maximum of the values to the right
@@ -89,15 +97,25 @@ pub fn fit_hyperbola(points: &[CurvePoint]) -> Result<HyperbolaFit, FitError> {
         .iter()
         .map(|p| (p.max_load - u) * p.window_ns as f64 / slope)
         .fold(0.0f64, f64::max);
+    let too_long = FitError::PeriodTooLong { utilization: u };
+    // `as` would saturate silently at u64::MAX. (`needed` is never NaN:
+    // f64::max drops NaN, and the fold starts at 0.)
+    if needed.ceil() >= Nanos::MAX as f64 {
+        return Err(too_long);
+    }
     let mut period_ns = needed.ceil() as Nanos;
     // Guard against rounding in the division: nudge p up until every
-    // point is covered in the same arithmetic `load` uses.
+    // point is covered in the same arithmetic `load` uses. The step grows:
+    // above 2^53 ns a step of 1 ns does not change p as an f64, and a tiny
+    // u puts p up there (the loop never ended).
     let fit_covers = |p: Nanos| {
         let fit = HyperbolaFit { utilization: u, period_ns: p };
         points.iter().all(|pt| fit.load(pt.window_ns) >= pt.max_load)
     };
+    let mut step: Nanos = 1;
     while !fit_covers(period_ns) {
-        period_ns += 1;
+        period_ns = period_ns.checked_add(step).ok_or(too_long.clone())?;
+        step = step.saturating_mul(2);
     }
     Ok(HyperbolaFit { utilization: u, period_ns })
 }
@@ -173,6 +191,19 @@ mod tests {
         assert_eq!(fit_hyperbola(&[]), Err(FitError::Empty));
         assert_eq!(fit_hyperbola(&pts(&[(1, 0.5), (2, 0.0)])), Err(FitError::ZeroUtilization));
         assert_eq!(fit_hyperbola(&pts(&[(1, 1.0), (2, 1.0)])).unwrap().period_ns, 0);
+    }
+
+    #[test]
+    fn tiny_utilisations_end() {
+        // A tiny u asks for a huge p: found where it fits, refused where
+        // it does not (these used to loop forever).
+        for u in [1e-12, 1e-15] {
+            let fit = fit_hyperbola(&pts(&[(1_000, 0.5), (1_000_000, u)])).unwrap();
+            assert!(fit.load(1_000) >= 0.5, "{fit:?}");
+        }
+        for u in [1e-300, 5e-324] {
+            assert_eq!(fit_hyperbola(&pts(&[(1_000, 0.5), (1_000_000, u)])), Err(FitError::PeriodTooLong { utilization: u }));
+        }
     }
 
     #[test]

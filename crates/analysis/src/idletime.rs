@@ -44,6 +44,12 @@ pub const UDP_GIGE_CSV: &str = include_str!("../data/idletime/udp_gige.csv");
 /// The dissertation's Gigabit TCP baseline (Fig. 6.8), shipped as data.
 pub const TCP_GIGE_CSV: &str = include_str!("../data/idletime/tcp_gige.csv");
 
+/// The largest throughput a table row may give, in any unit: 10^12 is a
+/// terabit per second counted in bits. Beyond it a row is a typo or an
+/// overflow elsewhere (1.8e19 is 2^64), and the model's service time
+/// (1/r_max) would fall far below a nanosecond.
+pub const MAX_THROUGHPUT: f64 = 1e12;
+
 impl BaselineTable {
     /// Parses `intensity_pct,throughput` rows; `#` lines are comments and a
     /// `# unit: X` comment sets the unit. Errors carry `file:line:col`.
@@ -85,6 +91,12 @@ impl BaselineTable {
             if !(r.is_finite() && r >= 0.0) {
                 return Err(InputError::at(
                     "throughput must be a non-negative number",
+                    at(fields[0].len() + 1),
+                ));
+            }
+            if r > MAX_THROUGHPUT {
+                return Err(InputError::at(
+                    format!("throughput {r:e} is implausible: at most {MAX_THROUGHPUT:e} per second"),
                     at(fields[0].len() + 1),
                 ));
             }
@@ -375,5 +387,10 @@ mod tests {
         let e = BaselineTable::parse_csv("x", "t.csv", "150,1\n").unwrap_err();
         assert!(e.to_string().contains("(0, 100]"));
         assert!(BaselineTable::parse_csv("x", "t.csv", "# only\n").is_err());
+        for huge in ["1.8e19", "1e308"] {
+            let e = BaselineTable::parse_csv("x", "t.csv", &format!("10,5\n20,{huge}\n")).unwrap_err();
+            assert_eq!(e.location.as_ref().unwrap().to_string(), "t.csv:2:4");
+            assert!(e.to_string().contains("implausible"), "{e}");
+        }
     }
 }

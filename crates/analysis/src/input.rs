@@ -75,8 +75,66 @@ impl InputError {
     /// Converts a `toml` parse or deserialisation error into a located one.
     pub fn from_toml(file: &str, source: &str, err: &toml::de::Error) -> Self {
         let location = err.span().map(|span| Location::at_span(file, source, span));
-        InputError { message: err.message().trim().to_string(), location }
+        let mut message = err.message().trim().to_string();
+        if message.is_empty() {
+            // toml 0.8 has no words for a bad character in a comment (a NUL,
+            // a bare CR): name the character it points at.
+            let found = err.span().and_then(|span| source.get(span.start..)).and_then(|rest| rest.chars().next());
+            message = match found {
+                Some(c) if c.is_control() => {
+                    format!("control character U+{:04X} is not allowed in TOML, not even in a comment", c as u32)
+                }
+                Some(c) => format!("unexpected `{}` in TOML", c.escape_default()),
+                None => "the TOML ends too early".to_string(),
+            };
+        }
+        InputError { message, location }
     }
+}
+
+/// An input file's bytes as text, or where the first byte that is not
+/// UTF-8 sits (every parser here reads UTF-8 only).
+pub fn utf8<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, InputError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let valid = std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default();
+        InputError::at(
+            format!("byte 0x{:02x} is not UTF-8: irqlab reads UTF-8 text only", bytes[e.valid_up_to()]),
+            Location::at_offset(file, valid, valid.len()),
+        )
+    })
+}
+
+/// The longest quoted value an error message echoes, in characters.
+pub const ECHO_LIMIT: usize = 80;
+
+/// `message` with every value quoted in backticks or double quotes cut to
+/// [`ECHO_LIMIT`] characters and marked with `…`: a 100 KB bad value in a
+/// file is worth its first line on the terminal, not 100 KB of it.
+pub fn clip_echoes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4096));
+    let clipped = |out: &mut String, value: &str| match value.char_indices().nth(ECHO_LIMIT) {
+        Some((cut, _)) => {
+            out.push_str(&value[..cut]);
+            out.push('…');
+        }
+        None => out.push_str(value),
+    };
+    let mut rest = message;
+    while let Some(open) = rest.find(['`', '"']) {
+        let quote = &rest[open..=open];
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(quote) else {
+            // An unclosed quote: the rest is one value.
+            clipped(&mut out, rest);
+            return out;
+        };
+        clipped(&mut out, &rest[..close]);
+        out.push_str(quote);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -97,5 +155,34 @@ mod tests {
         let err = toml::from_str::<toml::Value>(src).unwrap_err();
         let e = InputError::from_toml("t.toml", src, &err);
         assert_eq!(e.location.unwrap().line, 2);
+    }
+
+    #[test]
+    fn control_characters_in_toml_comments_are_named() {
+        for (src, code) in [("# a\0b\nx = 1\n", "U+0000"), ("# a\rb\nx = 1\n", "U+000D")] {
+            let err = toml::from_str::<toml::Value>(src).unwrap_err();
+            let e = InputError::from_toml("t.toml", src, &err);
+            assert!(e.message.contains(code), "{src:?}: {}", e.message);
+            assert_eq!(e.location.unwrap().to_string(), "t.toml:1:4");
+        }
+    }
+
+    #[test]
+    fn non_utf8_bytes_are_located() {
+        assert_eq!(utf8("f", b"ok").unwrap(), "ok");
+        let e = utf8("f", b"a = 1\nb = \"\xff\"").unwrap_err();
+        assert_eq!(e.location.unwrap().to_string(), "f:2:6");
+        assert!(e.message.contains("0xff"), "{}", e.message);
+    }
+
+    #[test]
+    fn long_echoed_values_are_clipped() {
+        let long = "x".repeat(100_000);
+        let clipped = clip_echoes(&format!("period: duration `{long}` is bad; \"{long}\" too"));
+        assert_eq!(clipped, format!("period: duration `{}…` is bad; \"{}…\" too", "x".repeat(80), "x".repeat(80)));
+        assert_eq!(clip_echoes("short `v` and \"w\""), "short `v` and \"w\"");
+        assert_eq!(clip_echoes(&long), long);
+        assert_eq!(clip_echoes(&format!("open `{long}")), format!("open `{}…", "x".repeat(80)));
+        assert_eq!(clip_echoes(&format!("`{}`", "é".repeat(81))), format!("`{}…`", "é".repeat(80)));
     }
 }

@@ -1,6 +1,11 @@
 //! One error type for the binary, and the exit codes of DESIGN.md:
 //! 0 ok, 1 "not schedulable" or a run failed, 2 bad input or usage,
 //! 3 missing privilege or kernel feature.
+//!
+//! A run stopped by SIGINT or SIGTERM exits 1 ("the run did not complete"),
+//! whatever the command: it still writes what it has, marked
+//! `"complete": false`, and [`Status::exit_code`] is the one place that
+//! turns the stop into the status, so no command can forget it.
 
 use irqlab_analysis::InputError;
 use std::path::{Path, PathBuf};
@@ -22,6 +27,15 @@ impl Status {
             Status::Negative
         }
     }
+
+    /// The process's exit status: 1 for a run a signal stopped, even when
+    /// the command itself saw nothing wrong with its partial result.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Success if !crate::signal::interrupted() => 0,
+            _ => 1,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +55,9 @@ pub enum CliError {
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// Writing results to stdout failed (full disk, closed pipe). Exit 1.
+    #[error("writing to stdout: {0}")]
+    Stdout(std::io::Error),
 }
 
 /// Live-crate errors keep their exit code: 3 for a missing capability or
@@ -63,7 +80,7 @@ impl CliError {
 
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Failed(_) => 1,
+            CliError::Failed(_) | CliError::Stdout(_) => 1,
             CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => 2,
             CliError::Io { .. } => 1,
             CliError::Input(_) | CliError::Usage(_) => 2,
@@ -71,8 +88,15 @@ impl CliError {
         }
     }
 
+    /// The message on stderr, values the user gave clipped to a line. A
+    /// reader that went away (`| head`) is told nothing: it left on purpose.
     pub fn print(&self) {
-        eprintln!("error: {self}");
+        if let CliError::Stdout(e) = self {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return;
+            }
+        }
+        eprintln!("error: {}", irqlab_analysis::input::clip_echoes(&self.to_string()));
         if let CliError::Input(InputError { location: Some(loc), .. }) = self {
             eprintln!("  at {loc}");
         }

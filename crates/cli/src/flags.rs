@@ -4,6 +4,17 @@
 
 use crate::error::CliError;
 
+/// The most threads a count flag (`--threads`, `--groups`) may start. A
+/// thread that cannot be spawned panics in `std::thread::scope`, and
+/// thousands of threads measure the scheduler, not the load asked for.
+pub const MAX_THREADS: usize = 1024;
+
+/// Value parser of a thread-count flag: 1 to [`MAX_THREADS`], exit 2
+/// naming the flag and the range otherwise.
+pub fn thread_count() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..=MAX_THREADS as u64)
+}
+
 /// A duration flag in nanoseconds; 0 allowed.
 pub fn duration(flag: &str, text: &str) -> Result<u64, CliError> {
     irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))

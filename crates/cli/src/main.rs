@@ -11,7 +11,6 @@ mod signal;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use commands::*;
-use error::Status;
 
 /// Measure, model and simulate the CPU time that interrupts steal from
 /// time-critical tasks on Linux.
@@ -60,7 +59,6 @@ enum Command {
 }
 
 fn main() {
-    restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
@@ -80,21 +78,11 @@ fn main() {
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {
-        Ok(Status::Success) => 0,
-        Ok(Status::Negative) => 1,
+        Ok(status) => status.exit_code(),
         Err(err) => {
             err.print();
             err.exit_code()
         }
     };
     std::process::exit(code);
-}
-
-/// Rust ignores SIGPIPE, so `irqlab ... | head` would panic on the closed
-/// pipe; like every Unix filter, irqlab should just end quietly instead.
-fn restore_default_sigpipe() {
-    // SAFETY: called first thing in main, before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
 }

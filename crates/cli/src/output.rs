@@ -7,9 +7,19 @@
 //! Progress bars and diagnostics stay on stderr either way. The other
 //! document flags (`--html`, `--svg`, `--trace`, ...) take a file only:
 //! they parse with [`file_only`], which refuses "-".
+//!
+//! Every result text reaches stdout through [`print`], which returns write
+//! errors instead of panicking as `print!` does. SIGPIPE stays ignored
+//! (Rust's default) on purpose: its default action would kill irqlab in
+//! the middle of a write, before the guards that undo its changes to the
+//! machine have run. A closed pipe (`| head -c1`) comes back as EPIPE
+//! instead and ends the run with exit 1 and no message; any other failure
+//! (`> /dev/full`) with exit 1 and `error: writing to stdout: ...`.
 
 use crate::error::CliError;
+use irqlab_analysis::{input, InputError, Location};
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CliError> {
@@ -32,13 +42,11 @@ pub fn text_on_stdout(json: Option<&Path>) -> bool {
 /// leaves the results on the terminal); no flag, only the summary.
 pub fn json_or_summary<T: serde::Serialize>(json: Option<&Path>, value: &T, summary: impl FnOnce(&T) -> String) -> Result<(), CliError> {
     if !text_on_stdout(json) {
-        let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Failed(format!("serialising the document: {e}")))?;
-        let mut out = std::io::stdout().lock();
-        return writeln!(out, "{text}")
-            .and_then(|()| out.flush())
-            .map_err(|e| CliError::Failed(format!("writing the document to stdout: {e}")));
+        let mut text = serde_json::to_string_pretty(value).map_err(|e| CliError::Failed(format!("serialising the document: {e}")))?;
+        text.push('\n');
+        return print(&text);
     }
-    print!("{}", summary(value));
+    print(&summary(value))?;
     if let Some(path) = json {
         write_json(path, value)?;
     }
@@ -58,7 +66,91 @@ pub fn file_only() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
     })
 }
 
-/// Reads a user file, mapping "not there" to a clear exit-2 error.
+/// Writes result text to stdout and flushes it (see the module comment).
+pub fn print(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(CliError::Stdout)
+}
+
+/// Reads a user's input file as text. Everything that makes it unusable
+/// as input (missing, unreadable, a directory, not UTF-8) is bad input,
+/// exit 2, located as far as it can be; only the I/O failing midway is a
+/// failed run.
 pub fn read_text(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(|e| CliError::io(path, e))
+    let shown = path.display().to_string();
+    let bad = |what: String| CliError::Input(InputError::at(what, Location::file_only(&shown)));
+    if path.is_dir() {
+        return Err(bad("is a directory, not a file".into()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => bad(e.to_string()),
+        _ => CliError::io(path, e),
+    })?;
+    input::utf8(&shown, &bytes)?;
+    // Checked just above; the conversion only takes ownership.
+    String::from_utf8(bytes).map_err(|e| bad(e.to_string()))
+}
+
+/// Refuses (exit 2) an output that would overwrite an input or another
+/// output: `fit c.json --json c.json` would destroy its own input, and
+/// `--json a --html a` would keep only the last. Each command calls it
+/// once, before it writes anything (and before a long run), with its
+/// inputs and output flags by name; `None` is a flag not given.
+///
+/// Two paths are one file when they reach the same inode (hard links,
+/// symbolic links, `./x` vs `x`), or, for files not there yet, the same
+/// canonical path. Outputs that are devices or FIFOs are left out: they
+/// are written through, not replaced, so sharing one (`/dev/null`) loses
+/// nothing. "-" (stdout) is not a file.
+pub fn refuse_clashes(inputs: &[(&str, Option<&Path>)], outputs: &[(&str, Option<&Path>)]) -> Result<(), CliError> {
+    let named = |list: &[(&str, Option<&Path>)]| -> Vec<(String, PathBuf, FileId)> {
+        list.iter()
+            .filter_map(|&(name, path)| {
+                let path = path.filter(|p| p.as_os_str() != "-")?;
+                Some((name.to_string(), path.to_path_buf(), file_id(path)?))
+            })
+            .collect()
+    };
+    let (inputs, outputs) = (named(inputs), named(outputs));
+    for (k, (flag, path, id)) in outputs.iter().enumerate() {
+        if let Some((input, _, _)) = inputs.iter().find(|(_, _, i)| i == id) {
+            return Err(CliError::Usage(format!(
+                "{flag} {} is the input {input}: writing it would destroy the input; give {flag} another file",
+                path.display()
+            )));
+        }
+        if let Some((other, _, _)) = outputs[..k].iter().find(|(_, _, o)| o == id) {
+            return Err(CliError::Usage(format!(
+                "{other} and {flag} both write {}: only the last would be kept; give each its own file",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What makes two paths one file (see [`refuse_clashes`]); `None` for a
+/// path that is not, and will not become, a regular file.
+#[derive(PartialEq, Eq)]
+enum FileId {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    let target = irqlab_report::follow_links(path).unwrap_or_else(|_| path.to_path_buf());
+    match std::fs::metadata(&target) {
+        Ok(meta) if meta.is_file() => Some(FileId::Inode(meta.dev(), meta.ino())),
+        Ok(_) => None,
+        Err(_) => {
+            // Not there yet: its directory may be, under another spelling.
+            let name = target.file_name()?;
+            let dir = match target.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            let dir = std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).ok()?;
+            Some(FileId::Path(dir.join(name)))
+        }
+    }
 }

@@ -23,3 +23,9 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     })
     .clone()
 }
+
+/// Whether SIGINT or SIGTERM stopped this run (the flag was asked for and
+/// set): its result is partial whatever the command made of it.
+pub fn interrupted() -> bool {
+    STOP.get().is_some_and(|flag| flag.load(Ordering::SeqCst))
+}

@@ -25,6 +25,11 @@ pub fn require_online(cpu: usize, parameter: &str) -> Result<()> {
     Err(Error::Invalid(format!("{parameter} {cpu}: not an online CPU (online: {})", format_cpu_list(&online))))
 }
 
+/// The kernel's largest NR_CPUS (CONFIG_NR_CPUS allows up to 8192): a
+/// range past it is a typo, and `0-18446744073709551615` would be a list
+/// of that many numbers.
+const MAX_CPUS: usize = 8192;
+
 /// Parses a CPU list as the kernel writes it: `0-3,5,7-8`.
 pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, String> {
     let mut cpus = Vec::new();
@@ -38,6 +43,9 @@ pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, String> {
                 let (a, b) = (number(a)?, number(b)?);
                 if a > b {
                     return Err(format!("range `{part}` runs backwards in `{text}`"));
+                }
+                if b >= MAX_CPUS {
+                    return Err(format!("CPU {b} in `{text}` is beyond the largest CPU number Linux supports ({})", MAX_CPUS - 1));
                 }
                 cpus.extend(a..=b);
             }
@@ -174,6 +182,9 @@ mod tests {
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("0,,1").is_err());
+        assert_eq!(parse_cpu_list("1,1,0").unwrap(), vec![0, 1]);
+        let e = parse_cpu_list("0-18446744073709551615").unwrap_err();
+        assert!(e.contains("8191"), "{e}");
     }
 
     #[test]

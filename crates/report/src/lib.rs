@@ -5,4 +5,4 @@ pub mod html;
 pub mod plot;
 pub mod write;
 
-pub use write::{write_atomic, write_json};
+pub use write::{follow_links, write_atomic, write_json};

@@ -69,19 +69,27 @@ impl From<BoundArg> for DemandBound {
 }
 
 /// Reads and parses a task set; curve files are relative to its directory.
-pub fn load_task_set(path: &Path) -> Result<TaskSet, CliError> {
+/// Also returns the curve files it read (inputs as much as the set).
+pub fn load_task_set(path: &Path) -> Result<(TaskSet, Vec<PathBuf>), CliError> {
     let source = read_text(path)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let shown = path.display().to_string();
+    let mut curves = Vec::new();
     let mut read_curve = |name: &str| {
         let file = dir.join(name);
-        std::fs::read_to_string(&file).map(|text| (file.display().to_string(), text)).map_err(|e| e.to_string())
+        let text = read_text(&file).map_err(|e| e.to_string())?;
+        curves.push(file.clone());
+        Ok((file.display().to_string(), text))
     };
-    Ok(parse_task_set(&shown, &source, &mut read_curve)?)
+    let set = parse_task_set(&shown, &source, &mut read_curve)?;
+    Ok((set, curves))
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let set = load_task_set(&args.taskset)?;
+    let (set, curves) = load_task_set(&args.taskset)?;
+    let mut inputs = vec![("TASKSET", Some(args.taskset.as_path()))];
+    inputs.extend(curves.iter().map(|c| ("curve file", Some(c.as_path()))));
+    crate::output::refuse_clashes(&inputs, &[("--json", args.json.as_deref()), ("--html", args.html.as_deref())])?;
     let (test, bound) = (Test::from(args.test), DemandBound::from(args.bound));
     let result = analyze(&set, test, bound)?;
     json_or_summary(args.json.as_deref(), &result, |r| summary(&args.taskset, r))?;

@@ -27,15 +27,27 @@ pub struct Args {
     /// Longest window shown (default: 8 periods)
     #[arg(long)]
     pub to: Option<String>,
-    /// Rows in the printed table
-    #[arg(long, default_value_t = 17)]
-    pub rows: usize,
+    /// Rows in the printed table (at most 10000)
+    #[arg(long, default_value_t = 17, value_parser = clap::value_parser!(u64).range(..=MAX_ROWS))]
+    pub rows: u64,
     /// Write both plots (demand above, load below) to this SVG file
     #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub svg: Option<PathBuf>,
 }
 
 const BOUNDS: [DemandBound; 3] = [DemandBound::Traditional, DemandBound::Refined, DemandBound::Linear];
+
+/// More rows than any terminal or file reader wants; the cap keeps a typo
+/// from printing for hours.
+const MAX_ROWS: u64 = 10_000;
+
+/// The `i`-th of `n` evenly spaced windows from `from` to `to` (both
+/// included), in 128 bits: `(to - from) * i` overflows 64 bits for windows
+/// of years, which made the column run backwards.
+fn spaced(from: Nanos, to: Nanos, i: u64, n: u64) -> Nanos {
+    let step = (to - from) as u128 * i as u128 / (n - 1).max(1) as u128;
+    from + step as Nanos
+}
 
 pub fn run(args: Args) -> Result<Status, CliError> {
     let period = crate::flags::duration("period", &args.period)?;
@@ -59,35 +71,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let u = wcet as f64 / period as f64;
     let task = deadline.map(|d| PeriodicTask { period_ns: period, wcet_ns: wcet, deadline_ns: d });
 
-    println!(
-        "task p = {}, e = {}, u = {u:.4}{}",
-        format_ns(period),
-        format_ns(wcet),
-        deadline.map_or(String::new(), |d| format!(", d = {}", format_ns(d)))
-    );
-    print!("  {:>10}  {:>11}  {:>11}  {:>11}", "window", "trad (eq4)", "refd (eq6)", "lin (eq7)");
-    if task.is_some() {
-        print!("  {:>11}", "edf dbf");
-    }
-    println!("  {:>10}  {:>10}  {:>10}", "load eq9", "load eq10", "trad load");
-    let rows = args.rows.max(2) as u64;
-    for i in 0..rows {
-        let w = from + (to - from) * i / (rows - 1);
-        print!("  {:>10}", format_ns(w));
-        for b in BOUNDS {
-            print!("  {:>11}", format_ns(periodic_demand(b, period, wcet, w)));
-        }
-        if let Some(t) = &task {
-            print!("  {:>11}", format_ns(edf_demand(t, w)));
-        }
-        println!(
-            "  {:>10.4}  {:>10.4}  {:>10.4}",
-            periodic_load(DemandBound::Refined, period, wcet, w),
-            hyperbolic_load(u, period, w),
-            periodic_load(DemandBound::Traditional, period, wcet, w)
-        );
-    }
-    println!("  every load bound tends to u = {u:.4} as the window grows");
+    crate::output::print(&table(period, wcet, task, u, from, to, args.rows.max(2)))?;
 
     if let Some(path) = &args.svg {
         let svg = plots(period, wcet, task, from, to).map_err(|e| CliError::Failed(e.to_string()))?;
@@ -96,14 +80,47 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     Ok(Status::Success)
 }
 
+/// The bounds at `rows` windows from `from` to `to`, with a header.
+fn table(period: Nanos, wcet: Nanos, task: Option<PeriodicTask>, u: f64, from: Nanos, to: Nanos, rows: u64) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let deadline = task.map_or(String::new(), |t| format!(", d = {}", format_ns(t.deadline_ns)));
+    let _ = writeln!(out, "task p = {}, e = {}, u = {u:.4}{deadline}", format_ns(period), format_ns(wcet));
+    let _ = write!(out, "  {:>10}  {:>11}  {:>11}  {:>11}", "window", "trad (eq4)", "refd (eq6)", "lin (eq7)");
+    if task.is_some() {
+        let _ = write!(out, "  {:>11}", "edf dbf");
+    }
+    let _ = writeln!(out, "  {:>10}  {:>10}  {:>10}", "load eq9", "load eq10", "trad load");
+    for i in 0..rows {
+        let w = spaced(from, to, i, rows);
+        let _ = write!(out, "  {:>10}", format_ns(w));
+        for b in BOUNDS {
+            let _ = write!(out, "  {:>11}", format_ns(periodic_demand(b, period, wcet, w)));
+        }
+        if let Some(t) = &task {
+            let _ = write!(out, "  {:>11}", format_ns(edf_demand(t, w)));
+        }
+        let _ = writeln!(
+            out,
+            "  {:>10.4}  {:>10.4}  {:>10.4}",
+            periodic_load(DemandBound::Refined, period, wcet, w),
+            hyperbolic_load(u, period, w),
+            periodic_load(DemandBound::Traditional, period, wcet, w)
+        );
+    }
+    let _ = writeln!(out, "  every load bound tends to u = {u:.4} as the window grows");
+    out
+}
+
 /// Windows where the bounds bend or jump (j·p, j·p + e, just after j·p),
 /// plus an even grid for the curved load bounds; capped for huge ranges.
 fn windows(period: Nanos, wcet: Nanos, from: Nanos, to: Nanos) -> Vec<Nanos> {
-    let mut w: Vec<Nanos> = (0..=800u64).map(|i| from + (to - from) * i / 800).collect();
+    let mut w: Vec<Nanos> = (0..=800u64).map(|i| spaced(from, to, i, 801)).collect();
     let periods = to / period;
     if periods <= 2_000 {
         for j in from / period..=periods {
-            for x in [j * period, j * period + 1, j * period + wcet] {
+            let start = j * period;
+            for x in [start, start.saturating_add(1), start.saturating_add(wcet)] {
                 if (from..=to).contains(&x) {
                     w.push(x);
                 }
@@ -146,7 +163,7 @@ fn plots(
             .map(|&w| {
                 let demand = match b {
                     // Plot eq. 7 exactly; the analysis rounds it up to whole ns.
-                    DemandBound::Linear => (w as f64).min(u * (w + period - wcet) as f64),
+                    DemandBound::Linear => (w as f64).min(u * (w as f64 + (period - wcet) as f64)),
                     _ => periodic_demand(*b, period, wcet, w) as f64,
                 };
                 (x(w), demand / scale)

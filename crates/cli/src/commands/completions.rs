@@ -4,7 +4,6 @@
 
 use crate::error::{CliError, Status};
 use clap_complete::Shell;
-use std::io::Write;
 
 #[derive(clap::Args)]
 #[command(after_help = "Install, e.g.:\n  \
@@ -20,7 +19,6 @@ pub struct Args {
 pub fn run(args: Args, cli: &mut clap::Command) -> Result<Status, CliError> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, cli, "irqlab", &mut script);
-    let mut out = std::io::stdout().lock();
-    out.write_all(&script).and_then(|()| out.flush()).map_err(|e| CliError::Failed(format!("writing the completion script: {e}")))?;
+    crate::output::print(&String::from_utf8_lossy(&script))?;
     Ok(Status::Success)
 }

@@ -44,6 +44,10 @@ fn read_curve(path: &Path) -> Result<Curve, CliError> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    crate::output::refuse_clashes(
+        &[("CURVE", Some(&args.curve)), ("--baseline", args.baseline.as_deref())],
+        &[("--json", args.json.as_deref()), ("--svg", args.svg.as_deref())],
+    )?;
     let measured = read_curve(&args.curve)?;
     let baseline = args.baseline.as_deref().map(read_curve).transpose()?;
     let curve = match &baseline {

@@ -105,6 +105,11 @@ fn steps(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    let table_file = Some(std::path::Path::new(&args.resource)).filter(|_| !matches!(args.resource.as_str(), "disk" | "udp"));
+    crate::output::refuse_clashes(
+        &[("--resource", table_file)],
+        &[("--svg", args.svg.as_deref()), ("--json", args.json.as_deref())],
+    )?;
     let (table, mut params, default_p) = match args.resource.as_str() {
         "disk" => (Resource::Disk.table(), Resource::Disk.params(), "0..200ms"),
         "udp" => (Resource::Udp.table(), Resource::Udp.params(), "0..5ms"),
@@ -136,6 +141,15 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let intervals: Vec<Nanos> = steps(p_lo as f64, p_hi as f64, args.p_steps).into_iter().map(|p| p.round() as Nanos).collect();
     let intensities = steps(i_lo, i_hi, args.i_steps);
     let service_ns = params.service_ns(&table);
+    // Below 1 ns the grid of whole-ns intervals cannot resolve the service
+    // time and every cell comes out as nonsense.
+    if matches!(params.service, ServiceTime::InverseRmax) && service_ns < 1.0 {
+        return Err(CliError::Usage(format!(
+            "--resource {}: r_max {:e} per second makes the service time 1/r_max {service_ns:e} ns, below 1 ns; give --service",
+            args.resource,
+            table.r_max()
+        )));
+    }
 
     let mut fg = vec![vec![0.0; intensities.len()]; intervals.len()];
     let mut bg = fg.clone();

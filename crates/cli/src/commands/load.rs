@@ -36,14 +36,14 @@ pub struct Args {
     /// net: datagram payload bytes
     #[arg(long, default_value_t = 64)]
     size: usize,
-    /// net: sending threads
-    #[arg(long, default_value_t = 1)]
+    /// net: sending threads (1 to 1024)
+    #[arg(long, default_value_t = 1, value_parser = crate::flags::thread_count())]
     threads: usize,
     /// disk: directory for the scratch file
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// hackbench-like: pairs of threads
-    #[arg(long, default_value_t = 4)]
+    /// hackbench-like: pairs of threads (1 to 1024)
+    #[arg(long, default_value_t = 4, value_parser = crate::flags::thread_count())]
     groups: usize,
     /// Write what the load did as JSON (irqlab/load/v1) ("-": to stdout,
     /// instead of the summary)

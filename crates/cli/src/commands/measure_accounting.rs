@@ -57,6 +57,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Status, CliError> {
     let duration_ns = flags::positive_duration("duration", &args.duration)?;
     let interval_ns = flags::positive_duration("interval", &args.interval)?;
+    output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--prometheus", args.prometheus.as_deref())])?;
     if args.fig6 {
         return run_fig6(&args, duration_ns);
     }
@@ -77,7 +78,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         let _ = out.flush();
     })?;
     if live_view {
-        print!("\x1b[H\x1b[2J");
+        output::print("\x1b[H\x1b[2J")?;
     }
     // The table and the check are of the whole report; the document keeps
     // only the --pid tasks (a copy only then).

@@ -26,8 +26,8 @@ pub struct Args {
     /// Window lengths, `FROM..TO` on a log scale
     #[arg(long, default_value = "10us..1s", value_name = "RANGE")]
     windows: String,
-    /// Window lengths per decade of the range
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    /// Window lengths per decade of the range (1 to 1000)
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=probe::MAX_PER_DECADE as i64))]
     per_decade: u32,
     /// Clock jumps longer than this count as preemptions
     #[arg(long, default_value = "1us", value_name = "NS")]
@@ -59,9 +59,10 @@ pub struct Args {
     /// Earlier curve to draw beside this one, `NAME=FILE` (repeatable)
     #[arg(long, value_name = "NAME=FILE")]
     overlay: Vec<String>,
-    /// Capacity of the preallocated gap log
-    #[arg(long, default_value_t = 4_000_000, value_name = "N")]
-    max_gaps: usize,
+    /// Capacity of the preallocated gap log (1 to 10^9, 16 bytes a gap;
+    /// twice the log must fit in the memory available)
+    #[arg(long, default_value_t = 4_000_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=probe::MAX_GAPS as u64))]
+    max_gaps: u64,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -87,6 +88,14 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     // milliseconds and the curve says load 1 everywhere.
     let threshold_ns = flags::positive_duration("threshold", &args.threshold)?;
     let windows_ns = windows_flag(&args.windows, args.per_decade)?;
+    let overlay_files: Vec<&std::path::Path> =
+        args.overlay.iter().filter_map(|o| o.split_once('=')).map(|(_, file)| std::path::Path::new(file)).collect();
+    let mut inputs = vec![("--baseline", args.baseline.as_deref())];
+    inputs.extend(overlay_files.iter().map(|&f| ("--overlay", Some(f))));
+    output::refuse_clashes(
+        &inputs,
+        &[("--json", args.json.as_deref()), ("--raw", args.raw.as_deref()), ("--svg", args.svg.as_deref())],
+    )?;
     // Read every input before measuring: a bad file must not cost a run.
     let overlays = args.overlay.iter().map(|o| read_overlay(o)).collect::<Result<Vec<_>, _>>()?;
     let baseline = match &args.baseline {
@@ -117,7 +126,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         threshold_ns,
         lift_rt_limit: args.lift_rt_limit,
         force_clock_gettime: args.clock_gettime,
-        max_gaps: args.max_gaps.max(1),
+        // Within MAX_GAPS by the value parser, so within usize.
+        max_gaps: args.max_gaps as usize,
     };
     let stop = crate::signal::stop_flag();
     let tty = std::io::stderr().is_terminal();

@@ -35,6 +35,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    crate::output::refuse_clashes(
+        &[("SCENARIO", Some(&args.scenario))],
+        &[
+            ("--json", args.json.as_deref()),
+            ("--trace", args.trace.as_deref()),
+            ("--curve", args.curve.as_deref()),
+            ("--html", args.html.as_deref()),
+        ],
+    )?;
     let file = args.scenario.display().to_string();
     let text = read_text(&args.scenario)?;
     let sc = Scenario::parse(&file, &text)?;

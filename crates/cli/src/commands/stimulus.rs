@@ -154,6 +154,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
 
 fn generate(args: RunArgs) -> Result<Status, CliError> {
     let config = generator_config(&args)?;
+    output::refuse_clashes(&[], &[("--log", args.log.as_deref()), ("--json", args.json.as_deref())])?;
     config.validate()?;
     let mut log = match &args.log {
         Some(path) => Some(RecordLog::create(path, LogFormat::from_path(path))?),

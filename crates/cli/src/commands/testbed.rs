@@ -1,6 +1,7 @@
 //! `irqlab testbed up|down|status`: the network-namespace testbed.
 
 use crate::error::{CliError, Status};
+use crate::output::print;
 use irqlab_live::testbed::{Layout, Testbed};
 
 #[derive(clap::Args)]
@@ -27,30 +28,30 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     match args.action {
         Action::Up => {
             let layout = Testbed::up_persistent()?;
-            print_layout(&layout, args.json);
+            print(&layout_text(&layout, args.json))?;
             Ok(Status::Success)
         }
         Action::Down => {
             Testbed::down()?;
             if !args.json {
-                println!("testbed down: no irqlab-* namespaces or links left");
+                print("testbed down: no irqlab-* namespaces or links left\n")?;
             }
             Ok(Status::Success)
         }
         Action::Status => match Testbed::status()? {
             Some(layout) if !layout.complete => {
-                print_layout(&layout, args.json);
+                print(&layout_text(&layout, args.json))?;
                 Ok(Status::Negative)
             }
             Some(layout) => {
-                print_layout(&layout, args.json);
+                print(&layout_text(&layout, args.json))?;
                 Ok(Status::Success)
             }
             None => {
                 if args.json {
-                    println!("{}", serde_json::json!({"schema": "irqlab/testbed/v1", "up": false}));
+                    print(&format!("{}\n", serde_json::json!({"schema": "irqlab/testbed/v1", "up": false})))?;
                 } else {
-                    println!("testbed is down");
+                    print("testbed is down\n")?;
                 }
                 Ok(Status::Negative)
             }
@@ -58,19 +59,22 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
 }
 
-fn print_layout(layout: &Layout, json: bool) {
+fn layout_text(layout: &Layout, json: bool) -> String {
+    use std::fmt::Write;
     if json {
         let mut v = serde_json::to_value(layout).expect("layout serialises");
         v["schema"] = "irqlab/testbed/v1".into();
         v["up"] = layout.complete.into();
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-        return;
+        return format!("{}\n", serde_json::to_string_pretty(&v).expect("json"));
     }
+    let mut out = String::new();
     if layout.complete {
-        println!("testbed up in {}{}", layout.subnet, if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" });
+        let kept = if layout.persistent { " (kept until `irqlab testbed down`)" } else { "" };
+        let _ = writeln!(out, "testbed up in {}{kept}", layout.subnet);
     } else {
         let left: Vec<&str> = layout.hosts.iter().map(|h| h.netns.as_str()).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "testbed half-made, left by a run that was killed: {} ({}); `irqlab testbed down` removes it",
             if left.is_empty() { "links without namespaces".to_string() } else { format!("namespaces {}", left.join(", ")) },
             if layout.subnet.starts_with("0.0.0.") { "no addresses".to_string() } else { layout.subnet.clone() }
@@ -78,7 +82,8 @@ fn print_layout(layout: &Layout, json: bool) {
     }
     for h in &layout.hosts {
         let napi: Vec<String> = h.napi_threads.iter().map(|t| format!("{} (pid {})", t.comm, t.pid)).collect();
-        println!(
+        let _ = writeln!(
+            out,
             "  {:8} root {} {:<12} <-> {} {} | gro {} threaded-napi {} | {}",
             h.netns,
             h.root_device,
@@ -90,6 +95,7 @@ fn print_layout(layout: &Layout, json: bool) {
             if napi.is_empty() { "no napi thread".to_string() } else { napi.join(", ") }
         );
     }
+    out
 }
 
 fn on_off(b: bool) -> &'static str {

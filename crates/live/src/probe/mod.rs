@@ -26,6 +26,6 @@ pub mod window;
 
 pub use inject::Injector;
 pub use result::InterferenceCurve;
-pub use run::{measure_gaps, run, Measurement, ProbeConfig, Snapshot};
+pub use run::{measure_gaps, run, Measurement, ProbeConfig, Snapshot, MAX_GAPS};
 pub use sched::Policy;
-pub use window::{log_windows, Gap, GapIndex};
+pub use window::{log_windows, Gap, GapIndex, MAX_PER_DECADE};

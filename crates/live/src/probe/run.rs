@@ -29,9 +29,18 @@ pub struct ProbeConfig {
     pub lift_rt_limit: bool,
     /// Use clock_gettime even where the TSC is usable.
     pub force_clock_gettime: bool,
-    /// Capacity of the preallocated gap log.
+    /// Capacity of the preallocated gap log, at most [`MAX_GAPS`].
     pub max_gaps: usize,
 }
+
+/// The largest gap log a run may ask for: 16 GB at 16 bytes a gap, and
+/// far more gaps than a run of hours at the default 1 us threshold logs
+/// (a busy machine logs some 10^4 a second). The memory actually
+/// available is checked too, before the run touches the machine.
+pub const MAX_GAPS: usize = 1_000_000_000;
+
+/// The gap log's size in bytes.
+pub const BYTES_PER_GAP: usize = std::mem::size_of::<RawGap>();
 
 impl ProbeConfig {
     /// Defaults: CPU `cpu`, FIFO at the default priority, 1 us threshold,
@@ -103,8 +112,36 @@ pub fn check_prerequisites(policy: Policy) -> Result<()> {
     require(&[Capability::IpcLock], "lock the probe's memory (mlockall)")
 }
 
+/// Refuses a gap log above [`MAX_GAPS`] or above the memory available
+/// (`available` bytes, when known): the log is touched and locked in
+/// memory, so too large a one is an OOM kill, which no restore survives.
+/// A full log is copied once more into nanoseconds for the curve, hence
+/// twice its size.
+fn check_max_gaps(max_gaps: usize, available: Option<u64>) -> Result<()> {
+    if !(1..=MAX_GAPS).contains(&max_gaps) {
+        return Err(Error::Invalid(format!("--max-gaps {max_gaps} is outside 1..={MAX_GAPS}")));
+    }
+    let needed = 2 * (max_gaps * BYTES_PER_GAP) as u64;
+    match available {
+        Some(free) if needed > free => Err(Error::Invalid(format!(
+            "--max-gaps {max_gaps} needs {} MB (the gap log at {BYTES_PER_GAP} bytes a gap, and its copy for the curve), more than the {} MB this machine has available",
+            needed >> 20,
+            free >> 20
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
+    Some(kb * 1024)
+}
+
 /// [`run`], also returning the gaps.
 pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
+    check_max_gaps(config.max_gaps, mem_available())?;
     crate::rt::require_online(config.cpu, "cpu")?;
     check_prerequisites(config.policy)?;
     // A run that was killed while it had the limit lifted could not
@@ -128,6 +165,11 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     // Lifted whenever asked, even when it reads -1 now: that may be another
     // irqlab run's lift, which this run must join or that run's restore
     // would throttle this one. `before` is the setting from before any lift.
+    // Allocated before anything changes on the machine: no allocation
+    // failure can then come between a change and its restore.
+    let log = Arc::new(GapLog::with_capacity(config.max_gaps).map_err(|e| {
+        Error::Invalid(format!("--max-gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps))
+    })?);
     let current = RtBandwidth::read()?;
     let lifted = if config.lift_rt_limit { Some(LiftedRtLimit::lift()?) } else { None };
     let before = match &lifted {
@@ -142,7 +184,6 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     };
 
     crate::rt::lock_memory()?;
-    let log = Arc::new(GapLog::with_capacity(config.max_gaps));
     let spun = spawn_probe(config, priority, clock_kind, log.clone(), stop.clone());
     let spun = match spun {
         Ok(handle) => {
@@ -342,6 +383,18 @@ fn to_ns(raw: &[RawGap], rate: f64, total_ns: u64) -> Vec<Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gap_logs_are_bounded_before_the_run() {
+        assert!(check_max_gaps(4_000_000, Some(1 << 30)).is_ok());
+        assert!(check_max_gaps(4_000_000, None).is_ok());
+        for bad in [0, MAX_GAPS + 1, usize::MAX] {
+            let e = check_max_gaps(bad, None).unwrap_err().to_string();
+            assert!(e.contains("--max-gaps") && e.contains("1..=1000000000"), "{e}");
+        }
+        let e = check_max_gaps(100_000_000, Some(1 << 30)).unwrap_err().to_string();
+        assert!(e.contains("needs 3051 MB") && e.contains("1024 MB"), "{e}");
+    }
 
     #[test]
     fn tick_gaps_convert_to_disjoint_ns_gaps() {

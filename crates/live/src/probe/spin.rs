@@ -35,9 +35,14 @@ unsafe impl Sync for GapLog {}
 impl GapLog {
     /// A log for `capacity` gaps, every page touched so the loop never
     /// page-faults on first write (with mlockall they stay resident).
-    pub fn with_capacity(capacity: usize) -> GapLog {
-        let slots: Box<[UnsafeCell<RawGap>]> = (0..capacity.max(1)).map(|_| UnsafeCell::new(RawGap::default())).collect();
-        GapLog { slots, len: AtomicUsize::new(0), elapsed: AtomicU64::new(0), rounds: AtomicU64::new(0) }
+    /// Fallible: a failed allocation would otherwise abort the process,
+    /// and an abort runs no restore of what the run changed.
+    pub fn with_capacity(capacity: usize) -> Result<GapLog, std::collections::TryReserveError> {
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(capacity.max(1))?;
+        slots.extend((0..capacity.max(1)).map(|_| UnsafeCell::new(RawGap::default())));
+        let slots = slots.into_boxed_slice();
+        Ok(GapLog { slots, len: AtomicUsize::new(0), elapsed: AtomicU64::new(0), rounds: AtomicU64::new(0) })
     }
 
     pub fn capacity(&self) -> usize {
@@ -130,9 +135,14 @@ mod tests {
     }
 
     #[test]
+    fn an_impossible_log_is_an_error_not_an_abort() {
+        assert!(GapLog::with_capacity(usize::MAX / 16).is_err());
+    }
+
+    #[test]
     fn records_jumps_above_threshold_only() {
         let clock = Script(vec![100, 101, 102, 150, 151, 152, 400, 401], Cell::new(0));
-        let log = GapLog::with_capacity(10);
+        let log = GapLog::with_capacity(10).unwrap();
         let out = spin(&clock, &log, 10, 5000, &AtomicBool::new(false));
         assert_eq!(log.published(), &[RawGap { start: 2, len: 48 }, RawGap { start: 52, len: 248 }]);
         assert!(!out.overflow && !out.stopped);
@@ -143,7 +153,7 @@ mod tests {
     #[test]
     fn a_full_log_stops_the_loop() {
         let clock = Script((0..100).map(|i| i * 100).collect(), Cell::new(0));
-        let log = GapLog::with_capacity(3);
+        let log = GapLog::with_capacity(3).unwrap();
         let out = spin(&clock, &log, 10, u64::MAX, &AtomicBool::new(false));
         assert!(out.overflow);
         assert_eq!(log.published().len(), 3);
@@ -152,7 +162,7 @@ mod tests {
     #[test]
     fn the_stop_flag_ends_the_loop() {
         let clock = Script(vec![0], Cell::new(0));
-        let log = GapLog::with_capacity(3);
+        let log = GapLog::with_capacity(3).unwrap();
         let out = spin(&clock, &log, 10, u64::MAX, &AtomicBool::new(true));
         assert!(out.stopped);
         assert_eq!(out.rounds, 4096);

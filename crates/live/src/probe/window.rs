@@ -160,6 +160,12 @@ impl GapIndex {
     }
 }
 
+/// The most window lengths per decade [`log_windows`] is asked for by the
+/// CLI: at 1000 neighbours differ by 0.23%, finer than the probe's clock
+/// tells apart, and the count stays a loop bound, not an allocation of
+/// billions.
+pub const MAX_PER_DECADE: u32 = 1000;
+
 /// `count` window lengths spaced evenly on a log scale from `from_ns` to
 /// `to_ns` inclusive (rounded to whole ns, duplicates removed).
 pub fn log_windows(from_ns: u64, to_ns: u64, per_decade: u32) -> Vec<u64> {

@@ -48,12 +48,16 @@ pub struct Args {
     /// Seed of every random stream
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Worker threads (default: the available cores)
-    #[arg(long)]
+    /// Worker threads (default: the available cores; at most 1024)
+    #[arg(long, value_parser = crate::flags::thread_count())]
     pub threads: Option<usize>,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    crate::output::refuse_clashes(
+        &[],
+        &[("--json", args.json.as_deref()), ("--html", args.html.as_deref()), ("--markdown", args.markdown.as_deref())],
+    )?;
     match args.paper {
         Paper::Idletime => idletime::run(&args),
         Paper::LoadBounds => load_bounds::run(&args),

@@ -1,0 +1,52 @@
+//! Runs stopped by SIGINT or SIGTERM (issue 25, item 14): every command
+//! writes what it has, marked `"complete": false`, and exits 1 ("the run
+//! did not complete"), the convention README.md states.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{irqlab, json, path_str, repo_file};
+
+/// Sends `signal` to `child` once it has run for a second, and waits (at
+/// most a minute: a run that ignores the signal fails the test, not hangs).
+fn stop_after_a_second(mut child: Child, signal: libc::c_int) -> std::process::ExitStatus {
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "ended before the signal: make the run longer");
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running a minute after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_interrupted_sim_exits_1_with_its_partial_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("sim.json");
+    let child = irqlab()
+        .args(["sim", &repo_file("scenarios/examples/ping-flood.toml"), "--duration", "100000s", "--json", path_str(&doc)])
+        .spawn()
+        .unwrap();
+    let status = stop_after_a_second(child, libc::SIGINT);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(json(&doc)["complete"], false);
+}
+
+#[test]
+fn an_interrupted_bench_exits_1_with_its_partial_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("bench.json");
+    let child = irqlab().args(["bench", "sim", "--duration", "100000s", "--json", path_str(&doc)]).spawn().unwrap();
+    let status = stop_after_a_second(child, libc::SIGTERM);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    assert_eq!(json(&doc)["complete"], false);
+}
