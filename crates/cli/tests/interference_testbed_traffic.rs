@@ -120,6 +120,42 @@ fn measures_a_curve_that_irqlab_reads_back() {
     assert_eq!(isolated["points"].as_array().unwrap().len(), isolated["points_before_baseline"].as_array().unwrap().len());
 }
 
+/// RT throttling is lifted by default (a newcomer's first run used to show
+/// load 1.0 up to 42 ms windows: the throttle); kept on request, the curve
+/// lists the windows it alone could explain and `fit` warns about them.
+#[test]
+fn rt_limit_is_lifted_by_default_and_marked_when_kept() {
+    if !live("rt_limit_is_lifted_by_default_and_marked_when_kept") {
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let limits = rt_runtime() != "-1";
+    let dir = tempfile::tempdir().unwrap();
+    let (default, kept) = (dir.path().join("default.json"), dir.path().join("kept.json"));
+    for (json, extra) in [(&default, None), (&kept, Some("--keep-rt-limit"))] {
+        let out = irqlab()
+            .args(["measure", "interference", "--duration", "1200ms", "--json"])
+            .arg(json)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    if !limits {
+        eprintln!("rt_limit_is_lifted_by_default_and_marked_when_kept: NOT CHECKED: this machine has no RT limit");
+        return;
+    }
+    let d = common::json(&default);
+    assert_eq!(d["rt_throttling"]["lifted"], true, "{}", d["rt_throttling"]);
+    assert_eq!(d["rt_throttling"]["limited"], false);
+    let k = common::json(&kept);
+    assert_eq!(k["rt_throttling"]["limited"], true, "{}", k["rt_throttling"]);
+    let windows = k["rt_throttling"]["throttled_windows_ns"].as_array().unwrap();
+    assert!(windows.iter().any(|w| w.as_u64().unwrap() <= 1_000_000), "{}", k["rt_throttling"]);
+    let fit = irqlab().arg("fit").arg(&kept).output().unwrap();
+    assert!(String::from_utf8_lossy(&fit.stderr).contains("RT throttling active"), "{}", String::from_utf8_lossy(&fit.stderr));
+}
+
 /// The CPUs to measure are the online ones, not the caller's affinity:
 /// started under `taskset -c 0`, the probe still pins itself to CPU 1 (it
 /// used to take the affinity mask's size as the CPU count and refuse).

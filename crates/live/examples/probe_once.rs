@@ -1,5 +1,5 @@
 //! Runs the probe once and prints the summary: `probe_once CPU SECONDS [lift] [inject]`.
-use irqlab_live::probe::{measure_gaps, Injector, ProbeConfig};
+use irqlab_live::probe::{measure_gaps, Injector, ProbeConfig, RtLimit};
 use std::sync::{atomic::AtomicBool, Arc};
 
 fn main() {
@@ -7,7 +7,7 @@ fn main() {
     let cpu: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
     let mut config = ProbeConfig::new(cpu, secs * 1_000_000_000);
-    config.lift_rt_limit = args.iter().any(|a| a == "lift");
+    config.rt_limit = if args.iter().any(|a| a == "keep") { RtLimit::Keep } else { RtLimit::LiftIfAllowed };
     config.priority = Some(50);
     let _inj = args.iter().any(|a| a == "inject").then(|| Injector::start(cpu, 60, 1_000_000, 10_000_000).unwrap());
     let m = measure_gaps(&config, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();

@@ -11,7 +11,7 @@
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline};
 use irqlab_live::accounting::procfs::cpu_steal_ns;
 use irqlab_live::probe::rt_limit::{LiftedRtLimit, RtBandwidth};
-use irqlab_live::probe::{log_windows, run, Injector, ProbeConfig};
+use irqlab_live::probe::{log_windows, run, Injector, ProbeConfig, RtLimit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -303,7 +303,7 @@ fn lifted_rt_limit_is_restored_and_marked() {
     // Long enough that the once-a-second progress tick, on which the lifted
     // limit is observed, comes even when the VM stalls the monitor.
     let mut cfg = config(2_500_000_000, 10_000_000);
-    cfg.lift_rt_limit = true;
+    cfg.rt_limit = RtLimit::Lift;
     let mut seen_during = None;
     let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {
         seen_during.get_or_insert(RtBandwidth::read().unwrap());
@@ -323,17 +323,19 @@ fn lifted_rt_limit_is_restored_and_marked() {
         assert!(c.rt_throttling.lifted && !c.rt_throttling.limited);
     }
     // Without lifting, an active limit is marked in the document.
-    cfg.lift_rt_limit = false;
+    cfg.rt_limit = RtLimit::Keep;
     cfg.duration_ns = 300_000_000;
     let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
     assert_eq!(c.rt_throttling.limited, before.limits());
     assert!(!c.rt_throttling.lifted);
     if before.limits() {
         assert!(
-            c.rt_throttling.note.contains("--lift-rt-limit"),
+            c.rt_throttling.note.contains("throttled_windows_ns"),
             "{}",
             c.rt_throttling.note
         );
+        // A 10 us window can always be all throttle.
+        assert!(c.rt_throttling.throttled_windows_ns.contains(&10_000), "{:?}", c.rt_throttling.throttled_windows_ns);
     }
 }
 
@@ -351,7 +353,7 @@ fn nested_lifts_restore_with_the_last_guard() {
     let inner = LiftedRtLimit::lift().unwrap();
     assert_eq!((outer.previous_us(), inner.previous_us()), (before.runtime_us, before.runtime_us));
     let mut cfg = config(300_000_000, 10_000_000);
-    cfg.lift_rt_limit = true;
+    cfg.rt_limit = RtLimit::Lift;
     let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
     assert_eq!(c.rt_throttling.before, before, "the run reports the setting from before the lift");
     drop(inner);

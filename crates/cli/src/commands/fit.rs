@@ -40,7 +40,33 @@ struct FitDocument {
 
 fn read_curve(path: &Path) -> Result<Curve, CliError> {
     let text = read_text(path)?;
+    warn_if_throttled(path, &text);
     Ok(Curve::parse(&path.display().to_string(), &text)?)
+}
+
+/// A probe curve measured with RT throttling active says so
+/// (`rt_throttling.limited`, and the windows throttling alone could
+/// explain): the fit would take the throttle for interference, so say it.
+fn warn_if_throttled(path: &Path, text: &str) {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(text) else { return };
+    let t = &doc["rt_throttling"];
+    if t["limited"] != true {
+        return;
+    }
+    let windows: Vec<String> = t["throttled_windows_ns"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|v| v.as_u64()).map(format_ns).collect())
+        .unwrap_or_default();
+    eprintln!(
+        "warning: {} was measured with RT throttling active ({} ms per period): {}; the fit counts them as interference (measure again without --keep-rt-limit)",
+        path.display(),
+        t["throttled_ns_per_period"].as_u64().unwrap_or(0) / 1_000_000,
+        if windows.is_empty() {
+            "long gaps may be the throttle".to_string()
+        } else {
+            format!("throttling alone could explain the windows {}", windows.join(", "))
+        }
+    );
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {

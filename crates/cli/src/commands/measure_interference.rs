@@ -32,10 +32,15 @@ pub struct Args {
     /// Clock jumps longer than this count as preemptions
     #[arg(long, default_value = "1us", value_name = "NS")]
     threshold: String,
-    /// Turn RT throttling off for the run (kernel.sched_rt_runtime_us = -1,
-    /// restored on exit); otherwise throttling is detected and marked
-    #[arg(long)]
+    /// Require RT throttling off for the run (kernel.sched_rt_runtime_us =
+    /// -1, restored on exit): fail (exit 3) where it cannot be lifted. By
+    /// default it is lifted where allowed, and marked where not
+    #[arg(long, conflicts_with = "keep_rt_limit")]
     lift_rt_limit: bool,
+    /// Leave RT throttling as it is; the curve then marks the windows
+    /// throttling alone could explain (rt_throttling.throttled_windows_ns)
+    #[arg(long)]
+    keep_rt_limit: bool,
     /// Read clock_gettime(CLOCK_MONOTONIC) instead of the TSC
     #[arg(long)]
     clock_gettime: bool,
@@ -124,7 +129,11 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         duration_ns,
         windows_ns,
         threshold_ns,
-        lift_rt_limit: args.lift_rt_limit,
+        rt_limit: match (args.lift_rt_limit, args.keep_rt_limit) {
+            (true, _) => probe::RtLimit::Lift,
+            (_, true) => probe::RtLimit::Keep,
+            _ => probe::RtLimit::LiftIfAllowed,
+        },
         force_clock_gettime: args.clock_gettime,
         // Within MAX_GAPS by the value parser, so within usize.
         max_gaps: args.max_gaps as usize,

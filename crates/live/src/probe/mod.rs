@@ -8,8 +8,8 @@
 //! ```no_run
 //! use irqlab_live::probe::{run, ProbeConfig};
 //! use std::sync::{atomic::AtomicBool, Arc};
-//! let mut config = ProbeConfig::new(1, 2_000_000_000);
-//! config.lift_rt_limit = true;
+//! // RT throttling is lifted for the run where allowed (`rt_limit`).
+//! let config = ProbeConfig::new(1, 2_000_000_000);
 //! let curve = run(&config, Arc::new(AtomicBool::new(false)), |_| {})?;
 //! println!("mean load {:.4}, resolution {:.0} ns", curve.mean_load, curve.sampling_period_ns);
 //! # Ok::<(), irqlab_live::Error>(())
@@ -26,6 +26,6 @@ pub mod window;
 
 pub use inject::Injector;
 pub use result::InterferenceCurve;
-pub use run::{measure_gaps, run, Measurement, ProbeConfig, Snapshot, MAX_GAPS};
+pub use run::{measure_gaps, run, Measurement, ProbeConfig, RtLimit, Snapshot, MAX_GAPS};
 pub use sched::Policy;
 pub use window::{log_windows, Gap, GapIndex, MAX_PER_DECADE};

@@ -28,6 +28,10 @@ pub struct RtThrottling {
     /// interrupts.
     pub limited: bool,
     pub throttled_ns_per_period: u64,
+    /// Windows (ns) whose maximum load throttling alone could produce
+    /// (`min(1, throttled / window)` or less): read them as "not measured",
+    /// not as interference. Empty unless `limited`.
+    pub throttled_windows_ns: Vec<u64>,
     /// Gaps of at least half the throttled time per period (or of the
     /// 6.12+ fair-class deadline server's 50 ms, which sysctl cannot lift):
     /// the ones bandwidth control may have caused rather than interrupts.

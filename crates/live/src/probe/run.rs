@@ -25,12 +25,27 @@ pub struct ProbeConfig {
     pub windows_ns: Vec<u64>,
     /// Clock jumps above this are preemptions.
     pub threshold_ns: u64,
-    /// Turn RT throttling off for the run (restored afterwards).
-    pub lift_rt_limit: bool,
+    /// What to do with RT throttling (`kernel.sched_rt_runtime_us`).
+    pub rt_limit: RtLimit,
     /// Use clock_gettime even where the TSC is usable.
     pub force_clock_gettime: bool,
     /// Capacity of the preallocated gap log, at most [`MAX_GAPS`].
     pub max_gaps: usize,
+}
+
+/// RT throttling lets a spinning SCHED_FIFO probe run only
+/// `sched_rt_runtime_us` of each period and shows up as up to 50 ms of
+/// "interference" per second. By default the probe lifts it for the run
+/// where it may (restored on every exit path); where it may not, the run is
+/// marked and the windows throttling alone could explain are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtLimit {
+    /// Lift it when this process may write the sysctl, else keep and mark.
+    LiftIfAllowed,
+    /// Lift it or fail (exit 3 naming what is missing).
+    Lift,
+    /// Leave it as it is; the curve marks what it may have caused.
+    Keep,
 }
 
 /// The largest gap log a run may ask for: 16 GB at 16 bytes a gap, and
@@ -53,7 +68,7 @@ impl ProbeConfig {
             duration_ns,
             windows_ns: super::window::log_windows(10_000, 1_000_000_000, 8),
             threshold_ns: 1_000,
-            lift_rt_limit: false,
+            rt_limit: RtLimit::LiftIfAllowed,
             force_clock_gettime: false,
             max_gaps: 4_000_000,
         }
@@ -139,6 +154,17 @@ fn mem_available() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The windows whose maximum load RT throttling alone could produce: it
+/// takes up to `throttled_ns` per period in one block, so a window of
+/// length Δ can lose min(Δ, throttled) to it, a load of min(1, throttled/Δ).
+fn throttling_could_explain(points: &[CurvePoint], throttled_ns: u64) -> Vec<u64> {
+    points
+        .iter()
+        .filter(|p| p.max_load <= (throttled_ns as f64 / p.window_ns as f64).min(1.0) + 1e-9)
+        .map(|p| p.window_ns)
+        .collect()
+}
+
 /// [`run`], also returning the gaps.
 pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
     check_max_gaps(config.max_gaps, mem_available())?;
@@ -171,7 +197,17 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         Error::Invalid(format!("--max-gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps))
     })?);
     let current = RtBandwidth::read()?;
-    let lifted = if config.lift_rt_limit { Some(LiftedRtLimit::lift()?) } else { None };
+    let (lifted, not_lifted_because) = match config.rt_limit {
+        RtLimit::Lift => (Some(LiftedRtLimit::lift()?), None),
+        RtLimit::Keep => (None, None),
+        // Joined even when it reads -1 now (see above); only a limit that
+        // could not be lifted leaves a reason.
+        RtLimit::LiftIfAllowed if config.policy == Policy::Fifo => match LiftedRtLimit::lift() {
+            Ok(l) => (Some(l), None),
+            Err(e) => (None, Some(e.to_string())),
+        },
+        RtLimit::LiftIfAllowed => (None, None),
+    };
     let before = match &lifted {
         Some(l) => RtBandwidth { runtime_us: l.previous_us(), ..current },
         None => current,
@@ -201,7 +237,8 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         Err(e) => Err(e),
     };
     crate::rt::unlock_memory();
-    let was_lifted = lifted.is_some() && before.limits();
+    let any_lift = lifted.is_some();
+    let was_lifted = any_lift && before.limits();
     drop(lifted);
     let (outcome, start_pair, end_pair) = spun?;
 
@@ -230,22 +267,24 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     } else {
         Vec::new()
     };
-    let limited = before.limits() && !config.lift_rt_limit && config.policy == Policy::Fifo;
+    let limited = before.limits() && !any_lift && config.policy == Policy::Fifo;
     let note = if config.policy == Policy::Other {
         "SCHED_OTHER probe: RT bandwidth control does not apply".to_string()
     } else if !before.limits() {
         format!("RT throttling was off (sched_rt_runtime_us = -1); the fair-class deadline server (6.12+) may still give starved fair tasks up to 50 ms/s: {} gap(s) of 25 ms or more look like it", suspect.len())
-    } else if config.lift_rt_limit {
+    } else if any_lift {
         format!("RT throttling lifted for the run (sched_rt_runtime_us was {}, restored); the fair-class deadline server (6.12+) may still give starved fair tasks up to 50 ms/s: {} gap(s) of 25 ms or more look like it", before.runtime_us, suspect.len())
     } else {
         format!(
-            "RT throttling active ({} of {} us): up to {} ms per period may be throttling, not interference; {} gap(s) look like it; rerun with --lift-rt-limit",
+            "RT throttling active ({} of {} us{}): up to {} ms per period may be throttling, not interference; {} gap(s) look like it, and the windows in throttled_windows_ns could be throttling alone",
             before.runtime_us,
             before.period_us,
+            not_lifted_because.as_deref().map(|why| format!("; not lifted: {why}")).unwrap_or_default(),
             throttled / 1_000_000,
             suspect.len()
         )
     };
+    let throttled_windows_ns = if limited { throttling_could_explain(&points, throttled) } else { Vec::new() };
     let rounds = outcome.rounds.max(1);
     let gaps_over_100us = gaps.iter().filter(|g| g.len_ns > 100_000).count() as f64;
     let curve = InterferenceCurve {
@@ -276,6 +315,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
             lifted: was_lifted,
             limited,
             throttled_ns_per_period: if limited { throttled } else { 0 },
+            throttled_windows_ns,
             suspect_gaps: suspect.len() as u64,
             suspect_gap_ns: suspect.iter().map(|g| g.len_ns).sum(),
             note,
@@ -383,6 +423,15 @@ fn to_ns(raw: &[RawGap], rate: f64, total_ns: u64) -> Vec<Gap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_throttling_could_explain() {
+        let p = |window_ns, max_load| CurvePoint { window_ns, max_load };
+        // 50 ms throttled per period: load 1 up to 50 ms, 0.5 at 100 ms.
+        let points = [p(10_000_000, 1.0), p(50_000_000, 1.0), p(100_000_000, 0.5), p(200_000_000, 0.3), p(1_000_000_000, 0.05)];
+        assert_eq!(throttling_could_explain(&points, 50_000_000), vec![10_000_000, 50_000_000, 100_000_000, 1_000_000_000]);
+        assert!(throttling_could_explain(&points, 0).is_empty());
+    }
 
     #[test]
     fn gap_logs_are_bounded_before_the_run() {
