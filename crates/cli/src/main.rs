@@ -54,6 +54,10 @@ enum Command {
     Doctor(doctor::Args),
     /// Serve the BPF accounting's figures on /metrics for Prometheus
     Export(export::Args),
+    /// Change the machine through the journal (driver threads under a
+    /// policy), see what irqlab changed, undo what a killed run left
+    #[command(subcommand)]
+    Control(control::Command),
     /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions(completions::Args),
 }
@@ -75,6 +79,7 @@ fn main() {
         Command::IdletimeModel(a) => idletime_model::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Export(a) => export::run(a),
+        Command::Control(c) => control::run(c),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {

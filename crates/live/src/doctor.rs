@@ -48,6 +48,9 @@ pub struct Report {
     pub kernel: String,
     pub commands: Vec<Readiness>,
     pub settings: Vec<Setting>,
+    /// Changes a killed irqlab run left on this machine (control journal
+    /// entries whose owner is gone): what, and how to undo it.
+    pub leftovers: Vec<String>,
 }
 
 /// What a measurement document records of the machine it was taken on:
@@ -77,6 +80,10 @@ pub fn examine() -> Report {
         kernel: machine.kernel(),
         commands: commands(),
         settings: settings(&machine),
+        leftovers: crate::control::journal::leftovers()
+            .into_iter()
+            .map(|e| format!("{} left at {} (was {}) by killed irqlab process {}: `irqlab control revert {}` or `--all`", e.object, e.new, e.old, e.owner.pid, e.id))
+            .collect(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod accounting;
 pub mod cleanup;
+pub mod control;
 pub mod doctor;
 pub mod error;
 pub mod export;

@@ -38,5 +38,11 @@ fn text(report: &Report) -> String {
     for s in &report.settings {
         settings.push_str(&format!("  {:width$}  {}\n  {:width$}  why: {}\n", s.name, s.value, "", s.why));
     }
-    format!("kernel {}\n\n{}\n  SETTING\n{settings}", report.kernel, commands.to_text())
+    let leftovers: String = if report.leftovers.is_empty() {
+        String::new()
+    } else {
+        let lines: String = report.leftovers.iter().map(|l| format!("  {l}\n")).collect();
+        format!("\n  LEFT BY KILLED IRQLAB RUNS\n{lines}")
+    };
+    format!("kernel {}\n\n{}\n  SETTING\n{settings}{leftovers}", report.kernel, commands.to_text())
 }

@@ -4,6 +4,7 @@ pub mod analyze;
 pub mod bench;
 pub mod bound;
 pub mod completions;
+pub mod control;
 pub mod doctor;
 pub mod export;
 pub mod fit;

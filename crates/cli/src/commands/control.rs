@@ -1,0 +1,158 @@
+//! `irqlab control ...`: change the machine through the control journal,
+//! see what irqlab changed, and undo what a killed run left. Wiring only:
+//! the control layer is `irqlab_live::control`.
+
+use crate::error::{CliError, Status};
+use crate::flags;
+use crate::output::{self, json_or_summary};
+use irqlab_live::control::journal::{self, Entry, Restored, State};
+use irqlab_live::control::{sched, set_threads};
+use irqlab_report::html::Table;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Put threads under a scheduling policy while this runs (or for good
+    /// with --persist); each gets its own setting back at the end
+    Threads(ThreadsArgs),
+    /// What irqlab changed on this machine: old -> new, when, by which
+    /// process, and whether that process is still there to undo it
+    Status(StatusArgs),
+    /// Undo changes a killed irqlab run left behind (or persisted ones)
+    Revert(RevertArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ThreadsArgs {
+    /// napi:DEV (NAPI kthreads of a device), irq:N or irq:NAME (threaded IRQ
+    /// handlers), ksoftirqd:CPU, pid:N, comm:GLOB
+    #[arg(value_name = "MATCH")]
+    matched: String,
+    /// background (SCHED_IDLE), foreground (SCHED_FIFO 99), fifo:PRIO,
+    /// rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE],
+    /// sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]
+    #[arg(long, value_name = "P")]
+    policy: String,
+    /// Hold it this long, then restore (default: until Ctrl-C, SIGTERM, or
+    /// every matched thread exited)
+    #[arg(long, value_name = "D", conflicts_with = "persist")]
+    duration: Option<String>,
+    /// Apply, record in the journal as persistent, and exit (undo with
+    /// `irqlab control revert ID`)
+    #[arg(long)]
+    persist: bool,
+    /// Write the irqlab/control/v1 document ("-": to stdout, instead of the summary)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Write the entries as JSON ("-": to stdout, instead of the table)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct RevertArgs {
+    /// The entry to undo (from `irqlab control status`)
+    #[arg(value_name = "ID", required_unless_present = "all", conflicts_with = "all")]
+    id: Option<String>,
+    /// Undo every leftover of a killed run and every persisted change
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn run(command: Command) -> Result<Status, CliError> {
+    match command {
+        Command::Threads(a) => threads(a),
+        Command::Status(a) => status(a),
+        Command::Revert(a) => revert(a),
+    }
+}
+
+fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
+    let policy = sched::parse_policy(&args.policy)?;
+    let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
+    let config = set_threads::Config { matched: args.matched.clone(), policy, duration_ns, persist: args.persist };
+    let stop = crate::signal::stop_flag();
+    let report = set_threads::run(&config, &stop, |thread, old, new| {
+        eprintln!("{} (tid {}): {old} -> {new}", thread.comm, thread.tid);
+    })?;
+    json_or_summary(args.json.as_deref(), &report, summary)?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn summary(r: &set_threads::Report) -> String {
+    let mut t = Table::new(["THREAD", "TID", "WAS", "SET TO", "AT THE END"]);
+    for o in &r.threads {
+        let end = match (o.exited, o.restored) {
+            (true, _) => "exited".to_string(),
+            (_, true) => "restored".to_string(),
+            _ => format!("kept (entry {})", o.entry),
+        };
+        t = t.row([o.thread.comm.clone(), o.thread.tid.to_string(), o.old.to_string(), o.new.to_string(), end]);
+    }
+    format!("held {} ({}):\n{}", irqlab_analysis::format_ns(r.held_ns), r.ended_by, t.to_text())
+}
+
+#[derive(Serialize)]
+struct StatusDoc {
+    schema: &'static str,
+    entries: Vec<StatusEntry>,
+}
+
+#[derive(Serialize)]
+struct StatusEntry {
+    #[serde(flatten)]
+    entry: Entry,
+    state: State,
+}
+
+fn status(args: StatusArgs) -> Result<Status, CliError> {
+    let entries: Vec<StatusEntry> = journal::entries().into_iter().map(|entry| StatusEntry { state: entry.state(), entry }).collect();
+    let doc = StatusDoc { schema: "irqlab/control-status/v1", entries };
+    json_or_summary(args.json.as_deref(), &doc, |d| {
+        if d.entries.is_empty() {
+            return "irqlab has changed nothing on this machine\n".to_string();
+        }
+        let mut t = Table::new(["ID", "OBJECT", "OLD -> NEW", "BY", "STATE"]);
+        for e in &d.entries {
+            let state = match e.state {
+                State::Active => "active (its owner restores it)".to_string(),
+                State::Persistent => "persistent".to_string(),
+                State::Leftover => "LEFTOVER: owner gone; `irqlab control revert --all`".to_string(),
+            };
+            t = t.row([
+                e.entry.id.clone(),
+                e.entry.object.to_string(),
+                format!("{} -> {}", e.entry.old, e.entry.new),
+                format!("pid {}", e.entry.owner.pid),
+                state,
+            ]);
+        }
+        t.to_text()
+    })?;
+    Ok(Status::Success)
+}
+
+fn revert(args: RevertArgs) -> Result<Status, CliError> {
+    let ids: Vec<String> = match &args.id {
+        Some(id) => vec![id.clone()],
+        None => journal::entries().into_iter().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
+    };
+    let mut text = String::new();
+    for id in &ids {
+        let (entry, outcome) = journal::revert(id)?;
+        text.push_str(&match outcome {
+            Restored::Restored => format!("{}: back to {}\n", entry.object, entry.old),
+            Restored::Gone => format!("{}: gone, nothing to restore\n", entry.object),
+        });
+    }
+    if ids.is_empty() {
+        text.push_str("nothing to revert\n");
+    }
+    output::print(&text)?;
+    Ok(Status::Success)
+}

@@ -1,0 +1,387 @@
+//! The control journal: every change irqlab makes to the machine is written
+//! to `/run/irqlab/control/` (object, old value, new value, owner) *before*
+//! it is applied, and the entry is removed once the old value is back. The
+//! owner restores on every exit path it can run code on (return, error,
+//! panic, Ctrl-C, SIGTERM: the guard's `Drop`, or the `at_exit` hook for an
+//! exit without unwinding). After a SIGKILL the entry stays, its owner is
+//! dead, and `irqlab control status` / `irqlab doctor` name it and
+//! `irqlab control revert --all` restores it.
+//!
+//! One process at a time controls an object: an exclusive flock per
+//! object, whose file holds the controlling pid for the refusal message.
+//!
+//! A new kind of change is a variant of [`Object`] and [`Value`] and its
+//! arms in [`read`] and [`write`].
+
+use super::sched::{self, SchedAttr};
+use super::threads::{self, Thread};
+use crate::cleanup::{self, Registration};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Where entries live. tmpfs: a reboot, which undoes every change, also
+/// empties the journal.
+pub const DIR: &str = "/run/irqlab/control";
+
+/// What was changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Object {
+    /// A thread's scheduling attributes.
+    ThreadSched { thread: Thread },
+}
+
+impl std::fmt::Display for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Object::ThreadSched { thread } => write!(f, "scheduling of {} (tid {})", thread.comm, thread.tid),
+        }
+    }
+}
+
+impl Object {
+    /// A file name for the object's lock.
+    fn key(&self) -> String {
+        match self {
+            Object::ThreadSched { thread } => format!("thread-{}-{}", thread.tid, thread.start_ticks),
+        }
+    }
+
+    /// Whether the object still exists (a thread that exited has nothing
+    /// left to restore).
+    pub fn exists(&self) -> bool {
+        match self {
+            Object::ThreadSched { thread } => thread.alive(),
+        }
+    }
+}
+
+/// A setting of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Value {
+    Sched { attr: SchedAttr },
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Sched { attr } => write!(f, "{attr}"),
+        }
+    }
+}
+
+/// The object's setting now.
+pub fn read(object: &Object) -> Result<Value> {
+    match object {
+        Object::ThreadSched { thread } => Ok(Value::Sched { attr: sched::get(thread.tid)? }),
+    }
+}
+
+/// Applies `value` to `object`.
+pub fn write(object: &Object, value: Value) -> Result<()> {
+    match (object, value) {
+        (Object::ThreadSched { thread }, Value::Sched { attr }) => sched::set(thread.tid, attr),
+    }
+}
+
+/// The process that made a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub pid: i32,
+    pub start_ticks: u64,
+    pub command: String,
+}
+
+impl Owner {
+    fn this_process() -> Owner {
+        let pid = std::process::id() as i32;
+        let start_ticks = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| threads::start_ticks(&s)).unwrap_or(0);
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        Owner { pid, start_ticks, command }
+    }
+
+    /// Whether that process (not a later one with its pid) still runs.
+    pub fn alive(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|s| threads::start_ticks(&s))
+            .is_some_and(|t| t == self.start_ticks)
+    }
+}
+
+/// One journal entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    pub object: Object,
+    pub old: Value,
+    pub new: Value,
+    pub owner: Owner,
+    /// Wall clock of the change, Unix ms.
+    pub time_unix_ms: u64,
+    /// Left applied on purpose (`--persist`): reverted only when asked.
+    pub persistent: bool,
+}
+
+/// An entry and what became of its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// Its owner runs and will restore it.
+    Active,
+    /// Kept on purpose.
+    Persistent,
+    /// Its owner died without restoring it (SIGKILL, OOM kill, crash).
+    Leftover,
+}
+
+impl Entry {
+    pub fn state(&self) -> State {
+        if self.persistent {
+            State::Persistent
+        } else if self.owner.alive() {
+            State::Active
+        } else {
+            State::Leftover
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        Path::new(DIR).join(format!("{}.json", self.id))
+    }
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn ensure_dir() -> Result<()> {
+    std::fs::create_dir_all(Path::new(DIR).join("locks")).map_err(|e| Error::io(format!("creating {DIR}"), e))
+}
+
+/// Writes `entry` atomically (temp file, fsync, rename).
+fn save(entry: &Entry) -> Result<()> {
+    ensure_dir()?;
+    let path = entry.path();
+    let tmp = path.with_extension("json.tmp");
+    let text = serde_json::to_string_pretty(entry).expect("entries serialise");
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| Error::io(format!("writing the control journal entry {}", path.display()), e))
+}
+
+/// Every entry in the journal, oldest first. Unreadable files are skipped
+/// with a note on stderr (they are never applied blindly).
+pub fn entries() -> Vec<Entry> {
+    let Ok(dir) = std::fs::read_dir(DIR) else { return Vec::new() };
+    let mut found: Vec<Entry> = dir
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| {
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            match serde_json::from_str(&text) {
+                Ok(entry) => Some(entry),
+                Err(err) => {
+                    eprintln!("note: skipping unreadable control journal entry {}: {err}", e.path().display());
+                    None
+                }
+            }
+        })
+        .collect();
+    found.sort_by(|a, b| (a.time_unix_ms, &a.id).cmp(&(b.time_unix_ms, &b.id)));
+    found
+}
+
+/// Entries whose owner died without restoring them.
+pub fn leftovers() -> Vec<Entry> {
+    entries().into_iter().filter(|e| e.state() == State::Leftover).collect()
+}
+
+/// The exclusive lock of an object, held by whoever controls it.
+struct ObjectLock {
+    _file: File,
+}
+
+impl ObjectLock {
+    fn acquire(object: &Object) -> Result<ObjectLock> {
+        ensure_dir()?;
+        let path = Path::new(DIR).join("locks").join(format!("{}.lock", object.key()));
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(Error::Invalid(format!(
+                "{object} is already controlled by irqlab process {} (see `irqlab control status`)",
+                holder.trim()
+            )));
+        }
+        file.set_len(0).and_then(|_| write!(file, "{}", std::process::id())).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        Ok(ObjectLock { _file: file })
+    }
+}
+
+/// A change in force: restores the old value when dropped (or at exit),
+/// then removes its entry. `persist` leaves it applied and recorded.
+pub struct Applied {
+    entry: Entry,
+    restored: bool,
+    _lock: ObjectLock,
+    _at_exit: Registration,
+}
+
+impl std::fmt::Debug for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applied").field("entry", &self.entry).finish()
+    }
+}
+
+/// Records the change, then applies it. An entry left by a dead owner for
+/// the same object is restored first (and said on stderr): its old value
+/// is the object's real original.
+pub fn apply(object: Object, new: Value) -> Result<Applied> {
+    let lock = ObjectLock::acquire(&object)?;
+    let mut old = read(&object)?;
+    for stale in entries().into_iter().filter(|e| e.object == object && e.state() == State::Leftover) {
+        eprintln!("note: {} was left at {} by irqlab process {} (killed); its value before that was {}", stale.object, stale.new, stale.owner.pid, stale.old);
+        old = stale.old;
+        let _ = std::fs::remove_file(stale.path());
+    }
+    let entry = Entry {
+        id: format!("{}-{}-{}", now_unix_ms(), std::process::id(), object.key()),
+        object,
+        old,
+        new,
+        owner: Owner::this_process(),
+        time_unix_ms: now_unix_ms(),
+        persistent: false,
+    };
+    save(&entry)?;
+    if let Err(e) = write(&entry.object, new) {
+        // Nothing changed: nothing to remember.
+        let _ = std::fs::remove_file(entry.path());
+        return Err(e);
+    }
+    let at_exit = {
+        let entry = entry.clone();
+        cleanup::at_exit(move || {
+            let _ = restore(&entry);
+        })
+    };
+    Ok(Applied { entry, restored: false, _lock: lock, _at_exit: at_exit })
+}
+
+impl Applied {
+    pub fn entry(&self) -> &Entry {
+        &self.entry
+    }
+
+    /// Leaves the change applied and recorded as persistent.
+    pub fn persist(mut self) -> Result<Entry> {
+        self.entry.persistent = true;
+        save(&self.entry)?;
+        self.restored = true;
+        Ok(self.entry.clone())
+    }
+
+    /// Restores now, reporting what happened.
+    pub fn restore(mut self) -> Result<Restored> {
+        self.restored = true;
+        let _busy = cleanup::busy();
+        restore(&self.entry)
+    }
+}
+
+impl Drop for Applied {
+    fn drop(&mut self) {
+        if !self.restored {
+            let _busy = cleanup::busy();
+            if let Err(e) = restore(&self.entry) {
+                eprintln!("warning: {}: {e}; `irqlab control revert {}` tries again", self.entry.object, self.entry.id);
+            }
+        }
+    }
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Restored {
+    /// The old value is back.
+    Restored,
+    /// The object is gone (the thread exited): nothing to restore.
+    Gone,
+}
+
+/// Puts `entry`'s old value back (unless the object is gone) and removes
+/// the entry. Idempotent.
+pub fn restore(entry: &Entry) -> Result<Restored> {
+    let outcome = if entry.object.exists() {
+        write(&entry.object, entry.old)?;
+        Restored::Restored
+    } else {
+        Restored::Gone
+    };
+    let _ = std::fs::remove_file(entry.path());
+    Ok(outcome)
+}
+
+/// Restores a leftover or persistent entry by id; an entry whose owner is
+/// alive is refused (it restores its own).
+pub fn revert(id: &str) -> Result<(Entry, Restored)> {
+    let entry = entries()
+        .into_iter()
+        .find(|e| e.id == id)
+        .ok_or_else(|| Error::Invalid(format!("no control journal entry {id} (see `irqlab control status`)")))?;
+    if entry.state() == State::Active {
+        return Err(Error::Invalid(format!(
+            "{} is controlled by irqlab process {}, which restores it when it ends (stop it with Ctrl-C or kill -TERM {})",
+            entry.object, entry.owner.pid, entry.owner.pid
+        )));
+    }
+    let _lock = ObjectLock::acquire(&entry.object)?;
+    let outcome = restore(&entry)?;
+    Ok((entry, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_through_json() {
+        let e = Entry {
+            id: "1-2-thread-3-4".into(),
+            object: Object::ThreadSched { thread: Thread { tid: 3, comm: "napi/x-1".into(), start_ticks: 4 } },
+            old: Value::Sched { attr: SchedAttr::Other { nice: 0 } },
+            new: Value::Sched { attr: SchedAttr::Deadline { runtime_ns: 1, deadline_ns: 2, period_ns: 2 } },
+            owner: Owner { pid: 1, start_ticks: 5, command: "irqlab control threads".into() },
+            time_unix_ms: 7,
+            persistent: false,
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"kind\":\"thread-sched\"") && text.contains("\"policy\":\"deadline\""), "{text}");
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn an_owner_is_the_process_not_its_pid() {
+        let me = Owner::this_process();
+        assert!(me.alive());
+        assert!(!Owner { start_ticks: me.start_ticks + 1, ..me.clone() }.alive());
+    }
+}

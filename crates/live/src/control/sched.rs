@@ -1,0 +1,262 @@
+//! Scheduling attributes of any thread, read and set with the kernel's
+//! `sched_getattr` / `sched_setattr` (the only calls that reach
+//! SCHED_DEADLINE), and the policy a user asks for on the command line.
+
+use crate::error::{Error, Result};
+use irqlab_analysis::parse_duration_ns;
+use serde::{Deserialize, Serialize};
+
+const SCHED_OTHER: u32 = 0;
+const SCHED_FIFO: u32 = 1;
+const SCHED_RR: u32 = 2;
+const SCHED_BATCH: u32 = 3;
+const SCHED_IDLE: u32 = 5;
+const SCHED_DEADLINE: u32 = 6;
+
+/// `struct sched_attr` (SCHED_ATTR_SIZE_VER0: 48 bytes; the utilisation
+/// clamps of VER1 are left alone).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct RawAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// A thread's scheduling class and its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "lowercase")]
+pub enum SchedAttr {
+    Other { nice: i32 },
+    Batch { nice: i32 },
+    Idle,
+    Fifo { priority: u32 },
+    Rr { priority: u32 },
+    Deadline { runtime_ns: u64, deadline_ns: u64, period_ns: u64 },
+}
+
+impl std::fmt::Display for SchedAttr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use irqlab_analysis::format_ns;
+        match *self {
+            SchedAttr::Other { nice } => write!(f, "SCHED_OTHER nice {nice}"),
+            SchedAttr::Batch { nice } => write!(f, "SCHED_BATCH nice {nice}"),
+            SchedAttr::Idle => write!(f, "SCHED_IDLE"),
+            SchedAttr::Fifo { priority } => write!(f, "SCHED_FIFO {priority}"),
+            SchedAttr::Rr { priority } => write!(f, "SCHED_RR {priority}"),
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => write!(
+                f,
+                "SCHED_DEADLINE {}/{}/{}",
+                format_ns(runtime_ns),
+                format_ns(deadline_ns),
+                format_ns(period_ns)
+            ),
+        }
+    }
+}
+
+impl SchedAttr {
+    fn raw(self) -> RawAttr {
+        let mut a = RawAttr { size: std::mem::size_of::<RawAttr>() as u32, ..Default::default() };
+        match self {
+            SchedAttr::Other { nice } => (a.policy, a.nice) = (SCHED_OTHER, nice),
+            SchedAttr::Batch { nice } => (a.policy, a.nice) = (SCHED_BATCH, nice),
+            SchedAttr::Idle => a.policy = SCHED_IDLE,
+            SchedAttr::Fifo { priority } => (a.policy, a.priority) = (SCHED_FIFO, priority),
+            SchedAttr::Rr { priority } => (a.policy, a.priority) = (SCHED_RR, priority),
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => {
+                (a.policy, a.runtime, a.deadline, a.period) = (SCHED_DEADLINE, runtime_ns, deadline_ns, period_ns)
+            }
+        }
+        a
+    }
+
+    fn from_raw(a: &RawAttr) -> Result<SchedAttr> {
+        Ok(match a.policy {
+            SCHED_OTHER => SchedAttr::Other { nice: a.nice },
+            SCHED_BATCH => SchedAttr::Batch { nice: a.nice },
+            SCHED_IDLE => SchedAttr::Idle,
+            SCHED_FIFO => SchedAttr::Fifo { priority: a.priority },
+            SCHED_RR => SchedAttr::Rr { priority: a.priority },
+            SCHED_DEADLINE => SchedAttr::Deadline { runtime_ns: a.runtime, deadline_ns: a.deadline, period_ns: a.period },
+            other => return Err(Error::Failed(format!("unknown scheduling policy {other}"))),
+        })
+    }
+}
+
+/// The thread's attributes now.
+pub fn get(tid: i32) -> Result<SchedAttr> {
+    let mut a = RawAttr::default();
+    // SAFETY: sched_getattr writes at most `size` bytes into `a`.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut a as *mut RawAttr, std::mem::size_of::<RawAttr>() as u32, 0u32) };
+    if rc != 0 {
+        return Err(Error::io(format!("reading the scheduling attributes of thread {tid}"), std::io::Error::last_os_error()));
+    }
+    SchedAttr::from_raw(&a)
+}
+
+/// Sets the thread's attributes. Errors say what the kernel refused and
+/// why it usually does (SCHED_DEADLINE's affinity and admission rules).
+pub fn set(tid: i32, attr: SchedAttr) -> Result<()> {
+    let a = attr.raw();
+    // SAFETY: sched_setattr reads `a.size` bytes from `a`.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &a as *const RawAttr, 0u32) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    let deadline = matches!(attr, SchedAttr::Deadline { .. });
+    Err(match err.raw_os_error() {
+        Some(libc::EPERM) if deadline => Error::Invalid(format!(
+            "thread {tid}: the kernel refused {attr} (EPERM): a SCHED_DEADLINE thread must be allowed on every CPU of its root domain, \
+             and per-CPU kthreads (ksoftirqd, per-CPU irq threads) never are"
+        )),
+        Some(libc::EBUSY) if deadline => Error::Invalid(format!(
+            "thread {tid}: the kernel refused {attr} (EBUSY): its bandwidth does not fit what SCHED_DEADLINE admission control has left"
+        )),
+        Some(libc::EPERM) => Error::MissingPrivilege { capability: "CAP_SYS_NICE", purpose: format!("set thread {tid} to {attr}") },
+        Some(libc::ESRCH) => Error::Failed(format!("thread {tid} is gone")),
+        _ => Error::io(format!("setting thread {tid} to {attr}"), err),
+    })
+}
+
+/// What `--policy` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum PolicySpec {
+    /// A fixed setting, applied once.
+    Fixed { attr: SchedAttr },
+    /// POSIX sporadic server: `high` while budget remains, `low` after
+    /// (kept in user space: Linux has no SCHED_SPORADIC).
+    Sporadic { budget_ns: u64, period_ns: u64, high: u32, low: Option<u32>, max_repl: u32 },
+}
+
+/// Parses `background`, `foreground`, `fifo:P`, `rr:P`, `other[:NICE]`,
+/// `idle`, `deadline:RUNTIME/PERIOD[/DEADLINE]`,
+/// `sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]`. Errors name the value.
+pub fn parse_policy(text: &str) -> Result<PolicySpec> {
+    let bad = |why: String| Error::Invalid(format!("--policy {text}: {why}"));
+    let priority = |p: &str| -> Result<u32> {
+        p.parse::<u32>().ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| bad(format!("priority `{p}` is outside 1..=99")))
+    };
+    let duration = |d: &str| -> Result<u64> {
+        parse_duration_ns(d).map_err(|e| bad(format!("`{d}`: {e}"))).and_then(|ns| if ns == 0 { Err(bad(format!("`{d}` is zero"))) } else { Ok(ns) })
+    };
+    let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
+    let fixed = |attr| Ok(PolicySpec::Fixed { attr });
+    match (kind, rest) {
+        ("background" | "idle", "") => fixed(SchedAttr::Idle),
+        ("foreground", "") => fixed(SchedAttr::Fifo { priority: 99 }),
+        ("fifo", p) => fixed(SchedAttr::Fifo { priority: priority(p)? }),
+        ("rr", p) => fixed(SchedAttr::Rr { priority: priority(p)? }),
+        ("other", "") => fixed(SchedAttr::Other { nice: 0 }),
+        ("other", n) => {
+            let nice = n.parse::<i32>().ok().filter(|n| (-20..=19).contains(n)).ok_or_else(|| bad(format!("nice `{n}` is outside -20..=19")))?;
+            fixed(SchedAttr::Other { nice })
+        }
+        ("deadline", spec) => {
+            let parts: Vec<&str> = spec.split('/').collect();
+            let (runtime_ns, period_ns, deadline_ns) = match parts.as_slice() {
+                [r, p] => (duration(r)?, duration(p)?, duration(p)?),
+                [r, p, d] => (duration(r)?, duration(p)?, duration(d)?),
+                _ => return Err(bad("expected deadline:RUNTIME/PERIOD[/DEADLINE], e.g. deadline:1ms/10ms".into())),
+            };
+            if runtime_ns > deadline_ns || deadline_ns > period_ns {
+                return Err(bad("SCHED_DEADLINE needs runtime <= deadline <= period".into()));
+            }
+            // The kernel's own floor (sched_dl_period_min / 2^63 ceiling).
+            if runtime_ns < 1_024 {
+                return Err(bad("runtime below the kernel's 1024 ns minimum".into()));
+            }
+            fixed(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns })
+        }
+        ("sporadic", spec) => {
+            let mut fields = spec.split(':');
+            let (budget, period) = fields
+                .next()
+                .and_then(|bp| bp.split_once('/'))
+                .ok_or_else(|| bad("expected sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]".into()))?;
+            let (budget_ns, period_ns) = (duration(budget)?, duration(period)?);
+            if budget_ns > period_ns {
+                return Err(bad("the budget must not exceed the period".into()));
+            }
+            let (mut high, mut low, mut max_repl) = (90, None, 2);
+            for field in fields {
+                if let Some(n) = field.strip_prefix("max-repl=") {
+                    max_repl = n.parse::<u32>().ok().filter(|n| (1..=1024).contains(n)).ok_or_else(|| bad(format!("max-repl `{n}` is outside 1..=1024")))?;
+                } else if let Some((h, l)) = field.split_once('/') {
+                    high = priority(h)?;
+                    low = if l == "none" { None } else { Some(priority(l)?) };
+                } else {
+                    return Err(bad(format!("unknown part `{field}` (HIGH/LOW or max-repl=N)")));
+                }
+            }
+            if low.is_some_and(|l| l >= high) {
+                return Err(bad("the low priority must be below the high one".into()));
+            }
+            Ok(PolicySpec::Sporadic { budget_ns, period_ns, high, low, max_repl })
+        }
+        _ => Err(bad(
+            "unknown policy (background, foreground, fifo:PRIO, rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE], \
+             sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N])"
+                .into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse() {
+        assert_eq!(parse_policy("background").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Idle });
+        assert_eq!(parse_policy("foreground").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 99 } });
+        assert_eq!(parse_policy("rr:5").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Rr { priority: 5 } });
+        assert_eq!(parse_policy("other:-5").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Other { nice: -5 } });
+        assert_eq!(
+            parse_policy("deadline:1ms/10ms").unwrap(),
+            PolicySpec::Fixed { attr: SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 10_000_000, period_ns: 10_000_000 } }
+        );
+        assert_eq!(
+            parse_policy("sporadic:1ms/10ms:50/10:max-repl=3").unwrap(),
+            PolicySpec::Sporadic { budget_ns: 1_000_000, period_ns: 10_000_000, high: 50, low: Some(10), max_repl: 3 }
+        );
+    }
+
+    #[test]
+    fn bad_policies_name_the_value() {
+        for (text, says) in [
+            ("fifo:100", "outside 1..=99"),
+            ("fifo:0", "outside 1..=99"),
+            ("other:30", "outside -20..=19"),
+            ("deadline:10ms/1ms", "runtime <= deadline <= period"),
+            ("deadline:1ms", "expected deadline:"),
+            ("deadline:1ms/10ms/20ms", "runtime <= deadline <= period"),
+            ("sporadic:2ms/1ms", "must not exceed"),
+            ("sporadic:1ms/10ms:10/50", "below the high"),
+            ("realtime", "unknown policy"),
+        ] {
+            let e = parse_policy(text).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{text}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("--policy {text}: ")) && msg.contains(says), "{text}: {msg}");
+        }
+    }
+
+    #[test]
+    fn reads_and_restores_this_threads_attributes() {
+        let here = nix::unistd::gettid().as_raw();
+        let before = get(here).unwrap();
+        assert!(matches!(before, SchedAttr::Other { .. } | SchedAttr::Batch { .. } | SchedAttr::Idle), "{before:?}");
+        // Lowering the nice value's priority is always allowed.
+        set(here, SchedAttr::Other { nice: 19 }).unwrap();
+        assert_eq!(get(here).unwrap(), SchedAttr::Other { nice: 19 });
+        let _ = set(here, before);
+    }
+}
