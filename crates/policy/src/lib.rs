@@ -1,0 +1,14 @@
+//! The papers' policies as pure decision code: no I/O, no simulator
+//! types, time as `u64` nanoseconds. Inputs are observations (a thread ran
+//! from `start` to `end`, it woke, it blocked, a timer fired); outputs are
+//! decisions (run it at its high or its low level) and the timers to arm.
+//! The simulator (`irqlab-sim`) and the live controllers (`irqlab-live`)
+//! call the same code through thin adapters, so what the simulator
+//! predicts is what the machine is made to do.
+//!
+//! Today: the aperiodic servers of the load-bounds paper's driver
+//! configurations ([`server`]). The BH-threshold controller, the
+//! process-aware prediction and compensation, and the idletime state
+//! machine still live in `irqlab-sim` and move here next.
+
+pub mod server;
