@@ -262,7 +262,8 @@ fn agrees_with_cyclictest_on_the_same_cpu() {
         theirs.push(t);
     }
     report_side_by_side(&cpu);
-    let statistics: [(&str, fn(&Run) -> f64); 4] = [
+    type Statistic = (&'static str, fn(&Run) -> f64);
+    let statistics: [Statistic; 4] = [
         ("p1", |r| r.quantile(0.01)),
         ("p50", |r| r.quantile(0.50)),
         ("p99", |r| r.quantile(0.99)),

@@ -87,6 +87,30 @@ pub fn pin_to(cpus: &[usize]) -> Result<()> {
         .map_err(|e| Error::Invalid(format!("cannot run on CPU {}: {e} (is it online?)", format_cpu_list(cpus))))
 }
 
+/// The CPUs thread `tid` may run on.
+pub fn affinity(tid: i32) -> Result<Vec<usize>> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid))
+        .map_err(|e| Error::io(format!("reading the CPU affinity of thread {tid}"), std::io::Error::from(e)))?;
+    Ok((0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+}
+
+/// Lets thread `tid` run only on `cpus`. Per-CPU kthreads (ksoftirqd,
+/// per-CPU irq threads) refuse, and the error says so.
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu).map_err(|_| Error::Invalid(format!("cpu {cpu}: beyond what this machine supports")))?;
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set).map_err(|e| match e {
+        nix::errno::Errno::EINVAL => {
+            Error::Invalid(format!("thread {tid} cannot be pinned to CPU {}: it is bound to its own CPU, or those CPUs are offline", format_cpu_list(cpus)))
+        }
+        nix::errno::Errno::EPERM => Error::MissingPrivilege { capability: "CAP_SYS_NICE", purpose: format!("pin thread {tid}") },
+        nix::errno::Errno::ESRCH => Error::Failed(format!("thread {tid} is gone")),
+        e => Error::io(format!("pinning thread {tid} to CPU {}", format_cpu_list(cpus)), std::io::Error::from(e)),
+    })
+}
+
 /// Puts the calling thread in SCHED_FIFO at `priority` (1..=99), or leaves
 /// it in SCHED_OTHER when `priority` is 0, as cyclictest's `-p 0` does.
 pub fn set_fifo(priority: u8) -> Result<()> {

@@ -42,6 +42,10 @@ pub struct ThreadsArgs {
     /// `irqlab control revert ID`)
     #[arg(long)]
     persist: bool,
+    /// Also pin the threads to these CPUs (e.g. 1 or 0-3,6); restored with
+    /// the policy
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<String>,
     /// Write the irqlab/control/v1 document ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -75,7 +79,17 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
     let policy = sched::parse_policy(&args.policy)?;
     let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
-    let config = set_threads::Config { matched: args.matched.clone(), policy, duration_ns, persist: args.persist };
+    let cpus = match &args.cpu {
+        Some(list) => {
+            let cpus = irqlab_live::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
+            for &cpu in &cpus {
+                irqlab_live::rt::require_online(cpu, "--cpu")?;
+            }
+            Some(cpus)
+        }
+        None => None,
+    };
+    let config = set_threads::Config { matched: args.matched.clone(), policy, duration_ns, persist: args.persist, cpus };
     let stop = crate::signal::stop_flag();
     let report = set_threads::run(&config, &stop, |thread, old, new| {
         eprintln!("{} (tid {}): {old} -> {new}", thread.comm, thread.tid);
@@ -94,7 +108,42 @@ fn summary(r: &set_threads::Report) -> String {
         };
         t = t.row([o.thread.comm.clone(), o.thread.tid.to_string(), o.old.to_string(), o.new.to_string(), end]);
     }
-    format!("held {} ({}):\n{}", irqlab_analysis::format_ns(r.held_ns), r.ended_by, t.to_text())
+    let mut text = format!("held {} ({}):\n{}", irqlab_analysis::format_ns(r.held_ns), r.ended_by, t.to_text());
+    if let Some(server) = &r.server {
+        text.push_str(&server_summary(server));
+    }
+    text
+}
+
+/// The live sporadic server's figures: per thread, exhaustions, the
+/// reaction latency and the high-level service per period.
+fn server_summary(s: &irqlab_live::control::sporadic::ServerReport) -> String {
+    use irqlab_analysis::format_ns;
+    let p = &s.params;
+    let ns = |v: Option<u64>| v.map_or("-".to_string(), format_ns);
+    let mut t = Table::new(["THREAD", "EXHAUSTED", "REPLENISHED", "REACTION p50/p99/max", "SERVED PER PERIOD p50/p99/max"]);
+    for th in &s.threads {
+        t = t.row([
+            format!("{} ({})", th.comm, th.tid),
+            th.exhaustions.to_string(),
+            th.replenishments.to_string(),
+            format!("{}/{}/{}", ns(th.reaction.p50_ns), ns(th.reaction.p99_ns), ns(th.reaction.max_ns)),
+            format!("{}/{}/{}", ns(th.served_per_period.p50_ns), ns(th.served_per_period.p99_ns), ns(th.served_per_period.max_ns)),
+        ]);
+    }
+    let mut text = format!(
+        "sporadic server: budget {} per {}, at most {} pending replenishments, {} while budget lasts, {} after:\n{}",
+        format_ns(p.budget_ns),
+        format_ns(p.period_ns),
+        p.max_repl,
+        p.high,
+        p.low,
+        t.to_text()
+    );
+    if s.lost_events > 0 {
+        text.push_str(&format!("warning: the monitor lost {} events; the figures above are unreliable\n", s.lost_events));
+    }
+    text
 }
 
 #[derive(Serialize)]

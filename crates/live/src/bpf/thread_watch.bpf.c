@@ -43,7 +43,12 @@ static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 	e->kind = kind;
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	// Always wake the reader. With the default (adaptive) notification a
+	// record submitted while user space is mid-way through consuming wakes
+	// nobody; one live server run let its thread go 5 ms at its high level,
+	// as if the controller had slept through the thread's start. Not seen
+	// with forced wake-ups.
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
 SEC("tp_btf/sched_switch")

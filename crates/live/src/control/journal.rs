@@ -32,12 +32,15 @@ pub const DIR: &str = "/run/irqlab/control";
 pub enum Object {
     /// A thread's scheduling attributes.
     ThreadSched { thread: Thread },
+    /// The CPUs a thread may run on.
+    ThreadAffinity { thread: Thread },
 }
 
 impl std::fmt::Display for Object {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Object::ThreadSched { thread } => write!(f, "scheduling of {} (tid {})", thread.comm, thread.tid),
+            Object::ThreadAffinity { thread } => write!(f, "CPU affinity of {} (tid {})", thread.comm, thread.tid),
         }
     }
 }
@@ -47,6 +50,7 @@ impl Object {
     fn key(&self) -> String {
         match self {
             Object::ThreadSched { thread } => format!("thread-{}-{}", thread.tid, thread.start_ticks),
+            Object::ThreadAffinity { thread } => format!("affinity-{}-{}", thread.tid, thread.start_ticks),
         }
     }
 
@@ -54,22 +58,24 @@ impl Object {
     /// left to restore).
     pub fn exists(&self) -> bool {
         match self {
-            Object::ThreadSched { thread } => thread.alive(),
+            Object::ThreadSched { thread } | Object::ThreadAffinity { thread } => thread.alive(),
         }
     }
 }
 
 /// A setting of an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Value {
     Sched { attr: SchedAttr },
+    Cpus { cpus: Vec<usize> },
 }
 
 impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Value::Sched { attr } => write!(f, "{attr}"),
+            Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
         }
     }
 }
@@ -78,13 +84,16 @@ impl std::fmt::Display for Value {
 pub fn read(object: &Object) -> Result<Value> {
     match object {
         Object::ThreadSched { thread } => Ok(Value::Sched { attr: sched::get(thread.tid)? }),
+        Object::ThreadAffinity { thread } => Ok(Value::Cpus { cpus: crate::rt::affinity(thread.tid)? }),
     }
 }
 
 /// Applies `value` to `object`.
-pub fn write(object: &Object, value: Value) -> Result<()> {
+pub fn write(object: &Object, value: &Value) -> Result<()> {
     match (object, value) {
-        (Object::ThreadSched { thread }, Value::Sched { attr }) => sched::set(thread.tid, attr),
+        (Object::ThreadSched { thread }, Value::Sched { attr }) => sched::set(thread.tid, *attr),
+        (Object::ThreadAffinity { thread }, Value::Cpus { cpus }) => crate::rt::set_affinity(thread.tid, cpus),
+        (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
 
@@ -258,7 +267,7 @@ pub fn apply(object: Object, new: Value) -> Result<Applied> {
     let mut old = read(&object)?;
     for stale in entries().into_iter().filter(|e| e.object == object && e.state() == State::Leftover) {
         eprintln!("note: {} was left at {} by irqlab process {} (killed); its value before that was {}", stale.object, stale.new, stale.owner.pid, stale.old);
-        old = stale.old;
+        old = stale.old.clone();
         let _ = std::fs::remove_file(stale.path());
     }
     let entry = Entry {
@@ -271,7 +280,7 @@ pub fn apply(object: Object, new: Value) -> Result<Applied> {
         persistent: false,
     };
     save(&entry)?;
-    if let Err(e) = write(&entry.object, new) {
+    if let Err(e) = write(&entry.object, &entry.new) {
         // Nothing changed: nothing to remember.
         let _ = std::fs::remove_file(entry.path());
         return Err(e);
@@ -331,7 +340,7 @@ pub enum Restored {
 /// the entry. Idempotent.
 pub fn restore(entry: &Entry) -> Result<Restored> {
     let outcome = if entry.object.exists() {
-        write(&entry.object, entry.old)?;
+        write(&entry.object, &entry.old)?;
         Restored::Restored
     } else {
         Restored::Gone

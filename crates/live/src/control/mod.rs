@@ -13,4 +13,5 @@
 pub mod journal;
 pub mod sched;
 pub mod set_threads;
+pub mod sporadic;
 pub mod threads;

@@ -124,6 +124,12 @@ impl<'obj> ThreadWatch<'obj> {
         Ok(std::mem::take(&mut *self.received.borrow_mut()))
     }
 
+    /// The ring buffer's epoll fd: readable while events wait, for a
+    /// caller that sleeps with its own (ns-precision) timeout.
+    pub fn ring_epoll_fd(&self) -> i32 {
+        self.ring.epoll_fd()
+    }
+
     /// Takes the events already delivered, without waiting.
     pub fn drain(&mut self) -> Result<Vec<Event>> {
         self.ring.consume().map_err(bpf_err("reading the thread-watch events"))?;
