@@ -413,20 +413,9 @@ fn overlapping_runs_keep_the_limit_lifted_until_the_last_one_ends() {
     }
 }
 
-/// SIGKILL runs no exit hook, so a run killed while it had the limit
-/// lifted leaves it lifted: `irqlab doctor` says so, and the next probe
-/// run restores the original before it measures.
-#[test]
-fn a_killed_runs_lift_is_undone_by_the_next_run() {
-    if !live("a_killed_runs_lift_is_undone_by_the_next_run") {
-        return;
-    }
-    let _turn = rt_limit_turn();
-    let original = rt_runtime();
-    if original == "-1" {
-        eprintln!("a_killed_runs_lift_is_undone_by_the_next_run: skipped: this machine has no RT limit to lift");
-        return;
-    }
+/// Starts a probe run that lifts the RT limit and kills it with SIGKILL
+/// once the lift shows.
+fn kill_a_run_that_lifted_the_limit() {
     let mut victim = irqlab()
         .args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--lift-rt-limit", "--duration", "30s"])
         .stdout(std::process::Stdio::null())
@@ -441,6 +430,50 @@ fn a_killed_runs_lift_is_undone_by_the_next_run() {
     victim.kill().unwrap();
     victim.wait().unwrap();
     assert_eq!(rt_runtime(), "-1", "the killed run had not lifted the limit, or something restored it");
+}
+
+/// The same leftover through the control journal's commands: `control
+/// status` lists it, `control revert --all` restores the original.
+#[test]
+fn a_killed_runs_lift_is_listed_and_reverted_by_control() {
+    if !live("a_killed_runs_lift_is_listed_and_reverted_by_control") {
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let original = rt_runtime();
+    if original == "-1" {
+        eprintln!("a_killed_runs_lift_is_listed_and_reverted_by_control: skipped: this machine has no RT limit to lift");
+        return;
+    }
+    kill_a_run_that_lifted_the_limit();
+    let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let entry = doc["entries"].as_array().unwrap().iter().find(|e| e["id"] == "rt-limit").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(entry["state"], "leftover");
+    assert_eq!(entry["old"]["text"], original.as_str());
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_eq!(rt_runtime(), original, "control revert --all did not restore the killed run's lift");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&irqlab().args(["control", "status", "--json", "-"]).output().unwrap().stdout).unwrap();
+    assert!(doc["entries"].as_array().unwrap().iter().all(|e| e["id"] != "rt-limit"), "{doc}");
+}
+
+/// SIGKILL runs no exit hook, so a run killed while it had the limit
+/// lifted leaves it lifted: `irqlab doctor` says so, and the next probe
+/// run restores the original before it measures.
+#[test]
+fn a_killed_runs_lift_is_undone_by_the_next_run() {
+    if !live("a_killed_runs_lift_is_undone_by_the_next_run") {
+        return;
+    }
+    let _turn = rt_limit_turn();
+    let original = rt_runtime();
+    if original == "-1" {
+        eprintln!("a_killed_runs_lift_is_undone_by_the_next_run: skipped: this machine has no RT limit to lift");
+        return;
+    }
+    kill_a_run_that_lifted_the_limit();
 
     let doctor = common::doctor_report();
     let throttling = common::doctor_setting(&doctor, "RT throttling");

@@ -94,3 +94,52 @@ fn live_run_writes_json_and_prometheus() {
     let prom = std::fs::read_to_string(&prom).unwrap();
     assert!(prom.contains("# TYPE irqlab_cpu_seconds gauge") && prom.contains("irqlab_task_run_seconds{"));
 }
+
+/// `measure accounting --fig6` killed with SIGKILL leaves its layout in
+/// place (RPS steered to the measured CPU, the NAPI thread kept off it):
+/// `control status` names both as leftovers and `control revert --all`
+/// restores them.
+#[test]
+fn a_killed_fig6_run_leaves_leftovers_that_revert_restores() {
+    if !common::live_tests_enabled("a_killed_fig6_run_leaves_leftovers_that_revert_restores") {
+        return;
+    }
+    let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
+    let up = common::run(&["testbed", "up"]);
+    assert_eq!(up.status.code(), Some(0), "{}", common::stderr(&up));
+    let rps = "/sys/class/net/irqlab-b/queues/rx-0/rps_cpus";
+    let read_rps = || std::fs::read_to_string(rps).unwrap().trim().to_string();
+    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let (rps_before, cpus_before) = (read_rps(), irqlab_live::rt::affinity(napi).unwrap());
+
+    let mut child = irqlab()
+        .args(["measure", "accounting", "--fig6", "--rates", "2000", "--duration", "20s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while read_rps() == rps_before || irqlab_live::rt::affinity(napi).unwrap() == cpus_before {
+        assert!(start.elapsed().as_secs() < 30, "the Fig. 6 layout was not set up");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A real kill -9: nothing of irqlab runs after it.
+    assert!(std::process::Command::new("kill").args(["-9", &child.id().to_string()]).status().unwrap().success());
+    child.wait().unwrap();
+    assert_ne!(read_rps(), rps_before, "SIGKILL cannot have restored RPS");
+
+    let status = common::run(&["control", "status", "--json", "-"]);
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let leftover = |kind: &str| {
+        doc["entries"].as_array().unwrap().iter().any(|e| e["object"]["kind"] == kind && e["state"] == "leftover")
+    };
+    assert!(leftover("file") && leftover("thread-affinity"), "{doc}");
+
+    let revert = common::run(&["control", "revert", "--all"]);
+    assert_eq!(revert.status.code(), Some(0), "{}", common::stderr(&revert));
+    assert_eq!(read_rps(), rps_before);
+    assert_eq!(irqlab_live::rt::affinity(napi).unwrap(), cpus_before);
+    if made_testbed {
+        common::run(&["testbed", "down"]);
+    }
+}

@@ -1,15 +1,12 @@
 //! Undo actions that must run even when the process exits without
 //! unwinding (a second Ctrl-C calls `exit(130)`, which runs no destructors).
 //!
-//! A guard that changes the machine (testbed namespaces, a sysfs knob, a
-//! kernel thread's affinity) registers here what its `Drop` would undo and
+//! A guard that changes the machine (the control journal's `Applied`,
+//! testbed namespaces) registers here what its `Drop` would undo and
 //! holds the returned [`Registration`]; dropping the guard normally
 //! unregisters it. Whatever is still registered when the process exits runs
 //! from an `atexit` hook, newest first.
 
-use crate::error::{Error, Result};
-use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-use nix::unistd::Pid;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
@@ -63,58 +60,6 @@ pub fn run_pending() {
 
 extern "C" fn run_pending_at_exit() {
     run_pending();
-}
-
-/// Restores a file's content on drop (sysfs knobs), or at exit.
-pub struct RestoreFile {
-    path: String,
-    old: String,
-    _at_exit: Registration,
-}
-
-impl RestoreFile {
-    pub fn set(path: String, value: &str) -> Result<RestoreFile> {
-        let old = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
-        let old = old.trim().to_string();
-        let at_exit = {
-            let (path, old) = (path.clone(), old.clone());
-            at_exit(move || {
-                let _ = std::fs::write(&path, &old);
-            })
-        };
-        std::fs::write(&path, value).map_err(|e| Error::io(format!("writing {path}"), e))?;
-        Ok(RestoreFile { path, old, _at_exit: at_exit })
-    }
-}
-
-impl Drop for RestoreFile {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.path, &self.old);
-    }
-}
-
-/// Restores a thread's CPU affinity on drop, or at exit.
-pub struct RestoreAffinity {
-    pid: Pid,
-    old: CpuSet,
-    _at_exit: Registration,
-}
-
-impl RestoreAffinity {
-    pub fn set(pid: Pid, set: &CpuSet) -> Result<RestoreAffinity> {
-        let old = sched_getaffinity(pid).map_err(|e| Error::sys(format!("reading the affinity of {pid}"), e))?;
-        let at_exit = at_exit(move || {
-            let _ = sched_setaffinity(pid, &old);
-        });
-        sched_setaffinity(pid, set).map_err(|e| Error::sys(format!("setting the affinity of {pid}"), e))?;
-        Ok(RestoreAffinity { pid, old, _at_exit: at_exit })
-    }
-}
-
-impl Drop for RestoreAffinity {
-    fn drop(&mut self) {
-        let _ = sched_setaffinity(self.pid, &self.old);
-    }
 }
 
 #[cfg(test)]

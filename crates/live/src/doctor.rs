@@ -82,7 +82,7 @@ pub fn examine() -> Report {
         settings: settings(&machine),
         leftovers: crate::control::journal::leftovers()
             .into_iter()
-            .map(|e| format!("{} left at {} (was {}) by killed irqlab process {}: `irqlab control revert {}` or `--all`", e.object, e.new, e.old, e.owner.pid, e.id))
+            .map(|e| format!("{} left at {} (was {}) by killed {}: `irqlab control revert {}` or `--all`", e.object, e.new, e.old, e.owner.describe(), e.id))
             .collect(),
     }
 }

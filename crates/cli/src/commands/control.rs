@@ -177,7 +177,7 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
                 e.entry.id.clone(),
                 e.entry.object.to_string(),
                 format!("{} -> {}", e.entry.old, e.entry.new),
-                format!("pid {}", e.entry.owner.pid),
+                if e.entry.owner.pid > 0 { format!("pid {}", e.entry.owner.pid) } else { e.entry.owner.describe() },
                 state,
             ]);
         }

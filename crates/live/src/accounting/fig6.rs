@@ -20,14 +20,13 @@
 use super::names::{softirq_name, NET_RX};
 use super::procfs;
 use super::{Options, Report, Session, Storage};
-use crate::cleanup::{RestoreAffinity, RestoreFile};
+use crate::control::journal::{self, Object, Value};
+use crate::control::threads::Thread;
 use crate::error::{Error, Result};
 use crate::privilege::{self, Capability};
 use crate::testbed::{self, Side, Testbed};
 use crate::traffic::{self, Kind, Plan, Schedule};
 use crate::rt;
-use nix::sched::CpuSet;
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -127,14 +126,6 @@ pub struct Fig6Result {
     pub beneficiary_share_at_least_80pct: bool,
 }
 
-fn cpuset(cpus: impl IntoIterator<Item = usize>) -> Result<CpuSet> {
-    let mut set = CpuSet::new();
-    for c in cpus {
-        set.set(c).map_err(|e| Error::sys(format!("CPU {c} in a CPU set"), e))?;
-    }
-    Ok(set)
-}
-
 fn gettid() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
@@ -162,7 +153,6 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
     let cpu = config.cpu.unwrap_or(*online.last().expect("non-empty"));
     rt::require_online(cpu, "cpu")?;
     let others: Vec<usize> = online.iter().copied().filter(|&c| c != cpu).collect();
-    let other_set = cpuset(others.iter().copied())?;
 
     let bed = Testbed::up()?;
     let layout = bed.layout()?;
@@ -172,11 +162,16 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
         return Err(Error::Failed(format!("{target} is not a testbed address")));
     }
 
-    // Steer received packets to the measured CPU; keep the napi thread off it.
-    let _rps = RestoreFile::set(format!("/sys/class/net/{}/queues/rx-0/rps_cpus", host.root_device), &format!("{:x}", 1u64 << cpu))?;
+    // Steer received packets to the measured CPU; keep the napi thread off
+    // it. Both through the control journal: restored on every exit path,
+    // and named by `irqlab control status` / undone by `control revert`
+    // after a kill.
+    let rps = Object::File { path: format!("/sys/class/net/{}/queues/rx-0/rps_cpus", host.root_device) };
+    let _rps = journal::apply(rps, Value::Text { text: format!("{:x}", 1u64 << cpu) })?;
     let mut _napi = Vec::new();
     for t in testbed::napi_threads(&host.root_device) {
-        _napi.push(RestoreAffinity::set(Pid::from_raw(t.pid), &other_set)?);
+        let Some(thread) = Thread::of(t.pid) else { continue };
+        _napi.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: others.clone() })?);
     }
 
     // The UDP server: SCHED_OTHER on the measured CPU, alive for all rates.

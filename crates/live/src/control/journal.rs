@@ -34,6 +34,13 @@ pub enum Object {
     ThreadSched { thread: Thread },
     /// The CPUs a thread may run on.
     ThreadAffinity { thread: Thread },
+    /// A kernel knob: one sysfs or procfs file (e.g. a queue's rps_cpus).
+    File { path: String },
+    /// RT throttling (`kernel.sched_rt_runtime_us`), which interference
+    /// probes lift for their runs. Concurrent probes share one lift, so it
+    /// keeps its own lock protocol (`probe::rt_limit`); the journal shows a
+    /// lift a killed run left behind and reverts it.
+    RtLimit,
 }
 
 impl std::fmt::Display for Object {
@@ -41,6 +48,8 @@ impl std::fmt::Display for Object {
         match self {
             Object::ThreadSched { thread } => write!(f, "scheduling of {} (tid {})", thread.comm, thread.tid),
             Object::ThreadAffinity { thread } => write!(f, "CPU affinity of {} (tid {})", thread.comm, thread.tid),
+            Object::File { path } => write!(f, "{path}"),
+            Object::RtLimit => write!(f, "RT throttling (kernel.sched_rt_runtime_us)"),
         }
     }
 }
@@ -51,6 +60,8 @@ impl Object {
         match self {
             Object::ThreadSched { thread } => format!("thread-{}-{}", thread.tid, thread.start_ticks),
             Object::ThreadAffinity { thread } => format!("affinity-{}-{}", thread.tid, thread.start_ticks),
+            Object::File { path } => format!("file{}", path.replace(['/', '.'], "_")),
+            Object::RtLimit => "rt-limit".into(),
         }
     }
 
@@ -59,6 +70,9 @@ impl Object {
     pub fn exists(&self) -> bool {
         match self {
             Object::ThreadSched { thread } | Object::ThreadAffinity { thread } => thread.alive(),
+            // A device's files go with the device (a testbed taken down).
+            Object::File { path } => Path::new(path).exists(),
+            Object::RtLimit => true,
         }
     }
 }
@@ -69,6 +83,7 @@ impl Object {
 pub enum Value {
     Sched { attr: SchedAttr },
     Cpus { cpus: Vec<usize> },
+    Text { text: String },
 }
 
 impl std::fmt::Display for Value {
@@ -76,6 +91,7 @@ impl std::fmt::Display for Value {
         match self {
             Value::Sched { attr } => write!(f, "{attr}"),
             Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
+            Value::Text { text } => write!(f, "`{text}`"),
         }
     }
 }
@@ -85,6 +101,11 @@ pub fn read(object: &Object) -> Result<Value> {
     match object {
         Object::ThreadSched { thread } => Ok(Value::Sched { attr: sched::get(thread.tid)? }),
         Object::ThreadAffinity { thread } => Ok(Value::Cpus { cpus: crate::rt::affinity(thread.tid)? }),
+        Object::File { path } => {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+            Ok(Value::Text { text: text.trim().to_string() })
+        }
+        Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
     }
 }
 
@@ -93,6 +114,9 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
     match (object, value) {
         (Object::ThreadSched { thread }, Value::Sched { attr }) => sched::set(thread.tid, *attr),
         (Object::ThreadAffinity { thread }, Value::Cpus { cpus }) => crate::rt::set_affinity(thread.tid, cpus),
+        (Object::File { path }, Value::Text { text }) => std::fs::write(path, text).map_err(|e| Error::io(format!("writing {path}"), e)),
+        // Only ever restored, and only through its own protocol.
+        (Object::RtLimit, _) => crate::probe::rt_limit::repair_abandoned().map(|_| ()),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
@@ -111,6 +135,16 @@ impl Owner {
         let start_ticks = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| threads::start_ticks(&s)).unwrap_or(0);
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         Owner { pid, start_ticks, command }
+    }
+
+    /// "irqlab process N", or "an irqlab run" when the pid is unknown (an
+    /// RT-limit lift records none).
+    pub fn describe(&self) -> String {
+        if self.pid > 0 {
+            format!("irqlab process {}", self.pid)
+        } else {
+            "an irqlab run".into()
+        }
     }
 
     /// Whether that process (not a later one with its pid) still runs.
@@ -206,7 +240,23 @@ pub fn entries() -> Vec<Entry> {
         })
         .collect();
     found.sort_by(|a, b| (a.time_unix_ms, &a.id).cmp(&(b.time_unix_ms, &b.id)));
+    found.extend(abandoned_rt_lift());
     found
+}
+
+/// An RT-limit lift whose runs were all killed, as an entry (it lives in
+/// `probe::rt_limit`'s own files, not in the journal's).
+fn abandoned_rt_lift() -> Option<Entry> {
+    let old = crate::probe::rt_limit::abandoned_lift()?;
+    Some(Entry {
+        id: "rt-limit".into(),
+        object: Object::RtLimit,
+        old: Value::Text { text: old.to_string() },
+        new: Value::Text { text: "-1".into() },
+        owner: Owner { pid: 0, start_ticks: 0, command: "irqlab measure interference".into() },
+        time_unix_ms: 0,
+        persistent: false,
+    })
 }
 
 /// Entries whose owner died without restoring them.
@@ -266,7 +316,7 @@ pub fn apply(object: Object, new: Value) -> Result<Applied> {
     let lock = ObjectLock::acquire(&object)?;
     let mut old = read(&object)?;
     for stale in entries().into_iter().filter(|e| e.object == object && e.state() == State::Leftover) {
-        eprintln!("note: {} was left at {} by irqlab process {} (killed); its value before that was {}", stale.object, stale.new, stale.owner.pid, stale.old);
+        eprintln!("note: {} was left at {} by {} (killed); its value before that was {}", stale.object, stale.new, stale.owner.describe(), stale.old);
         old = stale.old.clone();
         let _ = std::fs::remove_file(stale.path());
     }

@@ -114,7 +114,34 @@ impl<'obj> ThreadWatch<'obj> {
             builder.build().map_err(bpf_err("reading the thread-watch events"))?
         };
         skel.attach().map_err(bpf_err("attaching the thread-watch programs"))?;
-        Ok(ThreadWatch { skel, ring, received })
+        let watch = ThreadWatch { skel, ring, received };
+        for &tid in tids {
+            watch.count_a_run_in_progress(tid)?;
+        }
+        Ok(watch)
+    }
+
+    /// A thread on a CPU when the watch attached shows no switch in until it
+    /// next leaves the CPU, and its run so far would be lost: a thread the
+    /// kernel calls runnable ('R') and that has not been seen switching is
+    /// counted as running from now. Were it only waiting on a run queue,
+    /// its switch in overwrites this start before any time is added.
+    fn count_a_run_in_progress(&self, tid: u32) -> Result<()> {
+        let runnable = std::fs::read_to_string(format!("/proc/{tid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(|state| state == "R")))
+            .unwrap_or(false);
+        let key = tid.to_ne_bytes();
+        let Some(bytes) = self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))? else {
+            return Ok(());
+        };
+        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        if runnable && field(1) == 0 && field(2) == 0 {
+            let mut value = bytes.clone();
+            value[8..16].copy_from_slice(&crate::rt::monotonic_ns().to_ne_bytes());
+            self.skel.maps.watched.update(&key, &value, MapFlags::EXIST).map_err(bpf_err("marking a running thread"))?;
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout` for events and returns those that came, oldest
