@@ -44,10 +44,9 @@
 
 use irqlab_live::accounting::procfs::{cpu_time_ns, CpuTime};
 use irqlab_live::accounting::{Options, Session, Storage};
-use irqlab_live::cleanup::{RestoreAffinity, RestoreFile};
+use irqlab_live::control::journal::{self, Applied, Object, Value};
+use irqlab_live::control::threads::Thread;
 use irqlab_live::testbed::{Side, Testbed};
-use nix::sched::CpuSet;
-use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -105,20 +104,17 @@ fn pin_to(cpu: usize) {
 }
 
 /// The testbed's NAPI threads for the flood's device pinned to one CPU
-/// for the whole run, their affinity restored when the guards drop (or at
-/// exit). Left to float, the NAPI thread lands on the sender's or the
+/// for the whole run through the control journal, their affinity
+/// restored when the guards drop (or at exit). Left to float, the NAPI thread lands on the sender's or the
 /// server's CPU from one slot to the next, and the flood's rate jumps with
 /// it.
-fn pin_napi(bed: &Testbed, cpu: usize) -> Vec<RestoreAffinity> {
-    let mut set = CpuSet::new();
-    if set.set(cpu).is_err() {
-        return Vec::new();
-    }
+fn pin_napi(bed: &Testbed, cpu: usize) -> Vec<Applied> {
     let Ok(layout) = bed.layout() else { return Vec::new() };
     let mut pinned = Vec::new();
     for host in layout.hosts.iter().filter(|h| h.side == Side::B) {
         for t in irqlab_live::testbed::napi_threads(&host.root_device) {
-            match RestoreAffinity::set(Pid::from_raw(t.pid), &set) {
+            let Some(thread) = Thread::of(t.pid) else { continue };
+            match journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![cpu] }) {
                 Ok(guard) => pinned.push(guard),
                 Err(e) => eprintln!("{} not pinned: {e}", t.comm),
             }
@@ -533,7 +529,8 @@ fn main() {
                     };
                     let last = cpus() - 1;
                     let device = bed.layout().ok().and_then(|l| l.hosts.into_iter().find(|h| h.side == Side::B)).map(|h| h.root_device);
-                    let _rps = device.and_then(|d| match RestoreFile::set(format!("/sys/class/net/{d}/queues/rx-0/rps_cpus"), &format!("{:x}", 1u64 << last)) {
+                    let rps = |d: String| Object::File { path: format!("/sys/class/net/{d}/queues/rx-0/rps_cpus") };
+                    let _rps = device.and_then(|d| match journal::apply(rps(d), Value::Text { text: format!("{:x}", 1u64 << last) }) {
                         Ok(guard) => Some(guard),
                         Err(e) => {
                             eprintln!("RPS not set: {e}");
