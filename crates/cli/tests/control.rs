@@ -29,6 +29,11 @@ fn bad_policies_and_matches_exit_2_naming_the_value() {
         (vec!["threads", "napi:x", "--policy", "sporadic:1ms/10ms", "--persist"], "the server lives only while irqlab runs"),
         (vec!["threads", "napi:x", "--policy", "idle", "--cpu", "9999"], "--cpu 9999: not an online CPU"),
         (vec!["threads", "napi:x", "--policy", "idle", "--cpu", "1-0"], "--cpu: "),
+        (vec!["napi", "nope0"], "no network device `nope0` (there are: "),
+        (vec!["napi", "lo", "--budget", "0"], "--budget"),
+        (vec!["napi", "lo", "--defer-hard-irqs", "3000000000"], "--defer-hard-irqs"),
+        (vec!["napi", "lo", "--gro-flush-timeout", "soon"], "--gro-flush-timeout"),
+        (vec!["napi", "lo", "--duration", "1s"], "need a setting to hold"),
     ] {
         let out = irqlab().arg("control").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -513,4 +518,86 @@ fn a_killed_sporadic_server_leaves_leftovers_that_revert_restores() {
     assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
     assert_eq!(napi.attr(), original);
     assert_eq!(irqlab_live::rt::affinity(napi.tid).unwrap(), original_cpus);
+}
+
+/// The testbed device's NAPI instance as `control napi` lists it (netlink).
+fn napi_listing() -> serde_json::Value {
+    let out = irqlab().args(["control", "napi", "irqlab-b", "--json", "-"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["napis"][0].clone()
+}
+
+fn netdev_budget() -> String {
+    std::fs::read_to_string("/proc/sys/net/core/netdev_budget").unwrap().trim().to_string()
+}
+
+/// `control napi` on the testbed's device: the listing names the NAPI
+/// instance's polling kthread; settings hold while the command runs and
+/// are back after SIGINT, and after SIGKILL + `control revert --all`.
+#[test]
+fn napi_settings_hold_and_are_restored() {
+    if !live_tests_enabled("napi_settings_hold_and_are_restored") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let napi = Napi::up();
+    let before = napi_listing();
+    if before.is_null() {
+        eprintln!("napi_settings_hold_and_are_restored: NOT CHECKED: no per-NAPI netlink view on this kernel");
+        return;
+    }
+    assert_eq!(before["pid"], napi.tid, "the listing's thread is not the testbed's NAPI kthread: {before}");
+    let budget = netdev_budget();
+    let hold = || {
+        irqlab()
+            .args(["control", "napi", "irqlab-b", "--defer-hard-irqs", "2", "--gro-flush-timeout", "20us", "--budget", "64"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let wait_held = || {
+        let start = Instant::now();
+        while napi_listing()["defer_hard_irqs"] != 2 {
+            assert!(start.elapsed() < Duration::from_secs(10), "the settings never showed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let now = napi_listing();
+        assert_eq!(now["gro_flush_timeout_ns"], 20_000, "{now}");
+        assert_eq!(netdev_budget(), "64");
+    };
+    let assert_restored = |how: &str| {
+        let now = napi_listing();
+        for key in ["defer_hard_irqs", "gro_flush_timeout_ns", "irq_suspend_timeout_ns", "threaded"] {
+            assert_eq!(now[key], before[key], "{key} not restored after {how}: {now}");
+        }
+        assert_eq!(netdev_budget(), budget, "netdev_budget not restored after {how}");
+    };
+
+    let mut child = hold();
+    wait_held();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    wait_at_most(&mut child, Duration::from_secs(10));
+    assert_restored("SIGINT");
+
+    let mut child = hold();
+    wait_held();
+    assert!(Command::new("kill").args(["-9", &child.id().to_string()]).status().unwrap().success());
+    wait_at_most(&mut child, Duration::from_secs(5));
+    assert_eq!(napi_listing()["defer_hard_irqs"], 2, "SIGKILL cannot have restored it");
+    let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let kinds: Vec<&str> = doc["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["state"] == "leftover")
+        .map(|e| e["object"]["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"napi") && kinds.contains(&"file"), "{doc}");
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_restored("SIGKILL and revert --all");
 }

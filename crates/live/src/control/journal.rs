@@ -13,6 +13,7 @@
 //! A new kind of change is a variant of [`Object`] and [`Value`] and its
 //! arms in [`read`] and [`write`].
 
+use super::netdev::{Knob, Netdev};
 use super::sched::{self, SchedAttr};
 use super::threads::{self, Thread};
 use crate::cleanup::{self, Registration};
@@ -36,6 +37,8 @@ pub enum Object {
     ThreadAffinity { thread: Thread },
     /// A kernel knob: one sysfs or procfs file (e.g. a queue's rps_cpus).
     File { path: String },
+    /// One setting of one NAPI instance (netdev netlink `napi-set`).
+    Napi { dev: String, ifindex: u32, id: u32, knob: Knob },
     /// RT throttling (`kernel.sched_rt_runtime_us`), which interference
     /// probes lift for their runs. Concurrent probes share one lift, so it
     /// keeps its own lock protocol (`probe::rt_limit`); the journal shows a
@@ -49,6 +52,7 @@ impl std::fmt::Display for Object {
             Object::ThreadSched { thread } => write!(f, "scheduling of {} (tid {})", thread.comm, thread.tid),
             Object::ThreadAffinity { thread } => write!(f, "CPU affinity of {} (tid {})", thread.comm, thread.tid),
             Object::File { path } => write!(f, "{path}"),
+            Object::Napi { dev, id, knob, .. } => write!(f, "{knob} of NAPI {id} ({dev})"),
             Object::RtLimit => write!(f, "RT throttling (kernel.sched_rt_runtime_us)"),
         }
     }
@@ -61,6 +65,7 @@ impl Object {
             Object::ThreadSched { thread } => format!("thread-{}-{}", thread.tid, thread.start_ticks),
             Object::ThreadAffinity { thread } => format!("affinity-{}-{}", thread.tid, thread.start_ticks),
             Object::File { path } => format!("file{}", path.replace(['/', '.'], "_")),
+            Object::Napi { ifindex, id, knob, .. } => format!("napi-{ifindex}-{id}-{knob}"),
             Object::RtLimit => "rt-limit".into(),
         }
     }
@@ -72,6 +77,7 @@ impl Object {
             Object::ThreadSched { thread } | Object::ThreadAffinity { thread } => thread.alive(),
             // A device's files go with the device (a testbed taken down).
             Object::File { path } => Path::new(path).exists(),
+            Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
             Object::RtLimit => true,
         }
     }
@@ -84,6 +90,7 @@ pub enum Value {
     Sched { attr: SchedAttr },
     Cpus { cpus: Vec<usize> },
     Text { text: String },
+    Uint { value: u64 },
 }
 
 impl std::fmt::Display for Value {
@@ -92,6 +99,7 @@ impl std::fmt::Display for Value {
             Value::Sched { attr } => write!(f, "{attr}"),
             Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
             Value::Text { text } => write!(f, "`{text}`"),
+            Value::Uint { value } => write!(f, "{value}"),
         }
     }
 }
@@ -105,6 +113,13 @@ pub fn read(object: &Object) -> Result<Value> {
             let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {path}"), e))?;
             Ok(Value::Text { text: text.trim().to_string() })
         }
+        Object::Napi { ifindex, id, knob, dev } => {
+            let napi = Netdev::open()?.napi(*ifindex, *id)?.ok_or_else(|| Error::Failed(format!("NAPI {id} of {dev} is gone")))?;
+            let value = knob.of(&napi).ok_or_else(|| {
+                Error::MissingKernelFeature { feature: format!("per-NAPI {knob}"), detail: "this kernel's napi-get does not report it".into() }
+            })?;
+            Ok(Value::Uint { value })
+        }
         Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
     }
 }
@@ -115,6 +130,7 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::ThreadSched { thread }, Value::Sched { attr }) => sched::set(thread.tid, *attr),
         (Object::ThreadAffinity { thread }, Value::Cpus { cpus }) => crate::rt::set_affinity(thread.tid, cpus),
         (Object::File { path }, Value::Text { text }) => std::fs::write(path, text).map_err(|e| Error::io(format!("writing {path}"), e)),
+        (Object::Napi { id, knob, .. }, Value::Uint { value }) => Netdev::open()?.set(*id, *knob, *value),
         // Only ever restored, and only through its own protocol.
         (Object::RtLimit, _) => crate::probe::rt_limit::repair_abandoned().map(|_| ()),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),

@@ -11,6 +11,8 @@
 //! module here with the shape `run(&Config, &stop, on_event) -> Result<Report>`.
 
 pub mod journal;
+pub mod netdev;
+pub mod set_napi;
 pub mod sched;
 pub mod set_threads;
 pub mod sporadic;
