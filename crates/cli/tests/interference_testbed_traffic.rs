@@ -218,6 +218,14 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
         } else if doc["complete"] == false {
             half_made_seen += 1;
             assert_eq!(out.status.code(), Some(1), "after {delay_ms} ms: {doc}");
+            // The control journal names it, and reverting it removes it.
+            let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+            let journal: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+            let entry = journal["entries"].as_array().unwrap().iter().find(|e| e["id"] == "testbed");
+            assert!(entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made"), "after {delay_ms} ms: {journal}");
+            let revert = irqlab().args(["control", "revert", "testbed"]).output().unwrap();
+            assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+            assert!(!std::path::Path::new("/run/netns/irqlab-a").exists() && !std::path::Path::new("/run/netns/irqlab-b").exists());
         }
         let down = irqlab().args(["testbed", "down"]).output().unwrap();
         assert_eq!(down.status.code(), Some(0), "{}", String::from_utf8_lossy(&down.stderr));

@@ -39,6 +39,10 @@ pub enum Object {
     File { path: String },
     /// One setting of one NAPI instance (netdev netlink `napi-set`).
     Napi { dev: String, ifindex: u32, id: u32, knob: Knob },
+    /// The testbed (network namespaces irqlab-a/b and their links), which
+    /// live commands share through their own protocol (`testbed`); shown
+    /// here when a killed run left it behind, and reverted by removing it.
+    Testbed,
     /// RT throttling (`kernel.sched_rt_runtime_us`), which interference
     /// probes lift for their runs. Concurrent probes share one lift, so it
     /// keeps its own lock protocol (`probe::rt_limit`); the journal shows a
@@ -54,6 +58,7 @@ impl std::fmt::Display for Object {
             Object::File { path } => write!(f, "{path}"),
             Object::Napi { dev, id, knob, .. } => write!(f, "{knob} of NAPI {id} ({dev})"),
             Object::RtLimit => write!(f, "RT throttling (kernel.sched_rt_runtime_us)"),
+            Object::Testbed => write!(f, "the testbed (namespaces irqlab-a, irqlab-b)"),
         }
     }
 }
@@ -67,6 +72,7 @@ impl Object {
             Object::File { path } => format!("file{}", path.replace(['/', '.'], "_")),
             Object::Napi { ifindex, id, knob, .. } => format!("napi-{ifindex}-{id}-{knob}"),
             Object::RtLimit => "rt-limit".into(),
+            Object::Testbed => "testbed".into(),
         }
     }
 
@@ -78,7 +84,7 @@ impl Object {
             // A device's files go with the device (a testbed taken down).
             Object::File { path } => Path::new(path).exists(),
             Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
-            Object::RtLimit => true,
+            Object::RtLimit | Object::Testbed => true,
         }
     }
 }
@@ -120,6 +126,7 @@ pub fn read(object: &Object) -> Result<Value> {
             })?;
             Ok(Value::Uint { value })
         }
+        Object::Testbed => Ok(Value::Text { text: if crate::testbed::Testbed::status()?.is_some() { "up" } else { "absent" }.into() }),
         Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
     }
 }
@@ -133,6 +140,7 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::Napi { id, knob, .. }, Value::Uint { value }) => Netdev::open()?.set(*id, *knob, *value),
         // Only ever restored, and only through its own protocol.
         (Object::RtLimit, _) => crate::probe::rt_limit::repair_abandoned().map(|_| ()),
+        (Object::Testbed, _) => crate::testbed::Testbed::down(),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
@@ -257,7 +265,23 @@ pub fn entries() -> Vec<Entry> {
         .collect();
     found.sort_by(|a, b| (a.time_unix_ms, &a.id).cmp(&(b.time_unix_ms, &b.id)));
     found.extend(abandoned_rt_lift());
+    found.extend(abandoned_testbed());
     found
+}
+
+/// A testbed a killed run left behind, as an entry.
+fn abandoned_testbed() -> Option<Entry> {
+    let layout = crate::testbed::abandoned()?;
+    let new = if layout.complete { "up, unused" } else { "half-made" };
+    Some(Entry {
+        id: "testbed".into(),
+        object: Object::Testbed,
+        old: Value::Text { text: "absent".into() },
+        new: Value::Text { text: new.into() },
+        owner: Owner { pid: 0, start_ticks: 0, command: "irqlab (testbed user)".into() },
+        time_unix_ms: 0,
+        persistent: false,
+    })
 }
 
 /// An RT-limit lift whose runs were all killed, as an entry (it lives in

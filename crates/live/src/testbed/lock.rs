@@ -22,6 +22,13 @@ impl SetupLock {
         flock(&file, libc::LOCK_EX).map_err(|e| Error::io(format!("locking {SETUP}"), e))?;
         Ok(SetupLock(file))
     }
+
+    /// The lock if nobody is creating or removing the testbed right now.
+    pub fn try_acquire() -> Option<SetupLock> {
+        let file = open(SETUP).ok()?;
+        flock(&file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+        Some(SetupLock(file))
+    }
 }
 
 /// One user's share of the testbed (released when dropped: closing the

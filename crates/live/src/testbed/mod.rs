@@ -259,6 +259,18 @@ fn release(users: &std::sync::Mutex<Option<lock::UsersLock>>) {
     }
 }
 
+/// A testbed nobody holds and nobody asked to keep: what a killed run left
+/// (half-made by a killed `testbed up`, or made by a run that was killed
+/// while using it). None while one is being made or removed, in use, or
+/// kept by `irqlab testbed up`. Shown by the control journal
+/// (`control status`, `doctor`) and removed by `control revert`.
+pub fn abandoned() -> Option<Layout> {
+    let _setup = lock::SetupLock::try_acquire()?;
+    let layout = layout_of(discover().ok()??).ok()?;
+    let kept = layout.complete && Path::new(PERSIST_MARKER).exists();
+    (!kept && !lock::in_use()).then_some(layout)
+}
+
 /// Whether a [`Testbed`] guard in any process holds the testbed now.
 pub fn in_use() -> bool {
     lock::in_use()
