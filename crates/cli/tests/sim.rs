@@ -67,6 +67,22 @@ fn bad_input_exits_2_with_location() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A misspelt socket name (the issue's `poll = "hearbeat"`) used to create
+/// a second, empty socket: every heartbeat lost, exit 0.
+#[test]
+fn a_socket_nothing_sends_to_is_a_located_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("typo.toml");
+    let scenario = common::repo_file("scenarios/load-bounds/traditional.toml");
+    let text = std::fs::read_to_string(scenario).unwrap().replace("poll = \"heartbeat\"", "poll = \"hearbeat\"");
+    std::fs::write(&f, text).unwrap();
+    let out = irqlab().arg("sim").arg(&f).args(["--duration", "100ms"]).output().unwrap();
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no traffic sends to socket `hearbeat`") && err.contains("heartbeat"), "{err}");
+    assert!(err.contains("typo.toml:42:"), "{err}");
+}
+
 #[test]
 fn prints_a_summary_and_json_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();

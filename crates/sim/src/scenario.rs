@@ -536,6 +536,8 @@ impl Scenario {
         }
 
         // Sockets: declared ones, then any name a task or source uses.
+        let mut read_sockets: Vec<&Spanned<String>> = Vec::new();
+        let mut fed_sockets: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         let mut socket_ids: BTreeMap<String, usize> = BTreeMap::new();
         for s in &self.raw.socket {
             let r = s.get_ref();
@@ -765,6 +767,7 @@ impl Scenario {
                 sim.tasks[id].rr_left = crate::sched::rt::RR_TIMESLICE_NS;
             }
             for s in [&r.socket, &r.poll].into_iter().flatten() {
+                read_sockets.push(s);
                 let sid = socket(&mut sim, s.get_ref());
                 if sim.sockets[sid].owner.is_none() {
                     sim.sockets[sid].owner = Some(id);
@@ -807,6 +810,7 @@ impl Scenario {
             };
             let mut proto_udp = |sim: &mut Sim| -> Result<Proto, InputError> {
                 let s = self.need(&r.socket, tr.span(), "socket")?;
+                fed_sockets.insert(s.get_ref().clone());
                 Ok(Proto::Udp { socket: socket(sim, s.get_ref()) as u16 })
             };
             let (arrivals, proto) = match kind {
@@ -852,6 +856,25 @@ impl Scenario {
                 stop: self.dur_or(&r.stop, Nanos::MAX)?,
                 sent: 0,
             });
+        }
+
+        // A socket a task reads that nothing sends to and no [[socket]]
+        // declares is a misspelt name (`poll = "hearbeat"`): every datagram
+        // would go to the other socket and the task would wait forever.
+        for s in &read_sockets {
+            let name = s.get_ref();
+            if !fed_sockets.contains(name) && !self.raw.socket.iter().any(|d| d.get_ref().name.get_ref() == name) {
+                let mut known: Vec<&str> = fed_sockets.iter().map(String::as_str).collect();
+                known.extend(self.raw.socket.iter().map(|d| d.get_ref().name.get_ref().as_str()));
+                let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                return Err(self.err(
+                    s.span(),
+                    format!(
+                        "no traffic sends to socket `{name}` and no [[socket]] declares it (sockets that exist: {known}); \
+                         declare it with [[socket]] if nothing is meant to arrive"
+                    ),
+                ));
+            }
         }
 
         // Metrics.
