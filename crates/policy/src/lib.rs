@@ -7,8 +7,10 @@
 //! predicts is what the machine is made to do.
 //!
 //! Today: the aperiodic servers of the load-bounds paper's driver
-//! configurations ([`server`]). The BH-threshold controller, the
-//! process-aware prediction and compensation, and the idletime state
-//! machine still live in `irqlab-sim` and move here next.
+//! configurations ([`server`]) and the BH-threshold paper's Bottom Half
+//! Scheduler ([`bh_threshold`]). The process-aware prediction and
+//! compensation, and the idletime state machine, still live in
+//! `irqlab-sim` and move here next.
 
+pub mod bh_threshold;
 pub mod server;
