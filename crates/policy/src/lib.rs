@@ -7,10 +7,11 @@
 //! predicts is what the machine is made to do.
 //!
 //! Today: the aperiodic servers of the load-bounds paper's driver
-//! configurations ([`server`]) and the BH-threshold paper's Bottom Half
-//! Scheduler ([`bh_threshold`]). The process-aware prediction and
-//! compensation, and the idletime state machine, still live in
-//! `irqlab-sim` and move here next.
+//! configurations ([`server`]), the BH-threshold paper's Bottom Half
+//! Scheduler ([`bh_threshold`]), and the process-aware paper's
+//! compensation and priority prediction ([`process_aware`]). The idletime
+//! state machine still lives in `irqlab-sim` and moves here next.
 
 pub mod bh_threshold;
+pub mod process_aware;
 pub mod server;

@@ -10,6 +10,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "thread_watch.h"
 
@@ -51,6 +52,12 @@ static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+static __always_inline __u64 runtime_since(struct watched *w, struct task_struct *p)
+{
+	__u64 rt = BPF_CORE_READ(p, se.sum_exec_runtime);
+	return rt > w->base_rt ? rt - w->base_rt : 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
@@ -60,13 +67,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct watched *w = bpf_map_lookup_elem(&watched, &prev_tid);
 
 	// A thread runs on one CPU at a time, so its entry has one writer.
-	if (w && w->on_since) {
-		w->ran_ns += now - w->on_since;
+	// The scheduler has brought prev's runtime clock up to date before
+	// this tracepoint.
+	if (w) {
+		w->ran_ns = runtime_since(w, prev);
 		w->on_since = 0;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
 	}
 	w = bpf_map_lookup_elem(&watched, &next_tid);
 	if (w) {
+		w->ran_ns = runtime_since(w, next);
 		w->on_since = now;
 		w->switches_in++;
 		emit(next_tid, WATCH_IN, now, w->ran_ns);

@@ -15,11 +15,17 @@ enum watch_kind {
 
 // Per watched thread, updated in the kernel.
 struct watched {
-	// Total on-CPU time of completed runs since watching started.
+	// On-CPU time since watching started, as of its last switch: its
+	// scheduler runtime clock (se.sum_exec_runtime) minus `base_rt`. The
+	// clock is exact at every switch, so a switch the kernel did not trace
+	// loses nothing (some guest kernels hide a few).
 	__u64 ran_ns;
 	// When its current run started; 0 while it is not running.
 	__u64 on_since;
 	__u64 switches_in;
+	// Its runtime clock when watching started (set by user space from
+	// /proc/TID/schedstat).
+	__u64 base_rt;
 };
 
 // One event, as the ring buffer delivers it.

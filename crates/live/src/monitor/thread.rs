@@ -82,6 +82,15 @@ fn decode(bytes: &[u8]) -> Option<Event> {
     Some(Event { ts_ns: u64_at(0)?, ran_ns: u64_at(8)?, tid: u32_at(16)?, kind, cpu: u32_at(24)? })
 }
 
+/// A thread's scheduler runtime clock (`se.sum_exec_runtime`, ns): the
+/// first field of /proc/TID/schedstat; 0 when it cannot be read.
+fn runtime_clock(tid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 impl<'obj> ThreadWatch<'obj> {
     /// Loads and attaches the watch for `tids` (at most [`MAX_THREADS`]).
     /// Exit 3 naming what is missing (BTF, CAP_BPF, CAP_PERFMON).
@@ -93,10 +102,12 @@ impl<'obj> ThreadWatch<'obj> {
         let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
         let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
         for &tid in tids {
-            // Zeroed `struct watched`: no time yet, not running.
+            // No time yet, not running; its runtime clock now is the base.
+            let mut value = [0u8; 32];
+            value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
             skel.maps
                 .watched
-                .update(&tid.to_ne_bytes(), &[0u8; 24], MapFlags::ANY)
+                .update(&tid.to_ne_bytes(), &value, MapFlags::ANY)
                 .map_err(bpf_err("adding a thread to the watch"))?;
         }
         let received = Rc::new(RefCell::new(Vec::new()));
