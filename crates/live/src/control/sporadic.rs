@@ -45,6 +45,11 @@ enum Seen {
 /// shared rules' decisions out. Pure: no clock, no I/O; the controller
 /// calls [`LiveServer::observe`] for each event and
 /// [`LiveServer::advance`] when [`LiveServer::next_action_at`] comes.
+///
+/// Consumption is measured from the events' timestamps (switch in to
+/// switch out). A kernel that does not trace a switch in (this Firecracker
+/// guest hides a few) leaves that run uncharged here; the monitor's own
+/// total (`ThreadWatch::ran_ns`, from the runtime clock) still has it.
 #[derive(Clone)]
 pub struct LiveServer {
     rules: SporadicServer,
