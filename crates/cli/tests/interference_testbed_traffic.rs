@@ -205,6 +205,13 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let _ = child.kill();
         let _ = child.wait();
+        // The `ip` commands it had started run on to their end: wait for
+        // them, or what they add would change the testbed under the checks.
+        let start = std::time::Instant::now();
+        while std::process::Command::new("pgrep").args(["-x", "ip"]).output().is_ok_and(|o| o.status.success()) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5), "an `ip` command did not end");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let out = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let hosts = doc["hosts"].as_array().cloned().unwrap_or_default();
@@ -222,7 +229,12 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
             let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
             let journal: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
             let entry = journal["entries"].as_array().unwrap().iter().find(|e| e["id"] == "testbed");
-            assert!(entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made"), "after {delay_ms} ms: {journal}");
+            assert!(
+                entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made"),
+                "after {delay_ms} ms: {journal}; in use {}, abandoned {:?}",
+                irqlab_live::testbed::in_use(),
+                irqlab_live::testbed::abandoned().map(|l| l.complete)
+            );
             let revert = irqlab().args(["control", "revert", "testbed"]).output().unwrap();
             assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
             assert!(!std::path::Path::new("/run/netns/irqlab-a").exists() && !std::path::Path::new("/run/netns/irqlab-b").exists());

@@ -23,10 +23,12 @@ impl SetupLock {
         Ok(SetupLock(file))
     }
 
-    /// The lock if nobody is creating or removing the testbed right now.
-    pub fn try_acquire() -> Option<SetupLock> {
+    /// A shared hold, to look at the testbed while nobody creates or
+    /// removes it (None while someone does). Lookers share it, so two
+    /// processes inspecting at once do not make each other see nothing.
+    pub fn try_inspect() -> Option<SetupLock> {
         let file = open(SETUP).ok()?;
-        flock(&file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+        flock(&file, libc::LOCK_SH | libc::LOCK_NB).ok()?;
         Some(SetupLock(file))
     }
 }

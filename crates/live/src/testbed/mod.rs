@@ -90,6 +90,8 @@ impl Side {
 pub const NS_DEVICE: &str = "eth0";
 const RUN_DIR: &str = "/run/irqlab";
 const PERSIST_MARKER: &str = "/run/irqlab/testbed.persistent";
+/// Written by `create` once every step is done (removed with the testbed).
+const BUILT_MARKER: &str = "/run/irqlab/testbed.built";
 const NETNS_DIR: &str = "/run/netns";
 
 /// A description of a testbed that is up, for `status` and JSON output.
@@ -265,7 +267,7 @@ fn release(users: &std::sync::Mutex<Option<lock::UsersLock>>) {
 /// kept by `irqlab testbed up`. Shown by the control journal
 /// (`control status`, `doctor`) and removed by `control revert`.
 pub fn abandoned() -> Option<Layout> {
-    let _setup = lock::SetupLock::try_acquire()?;
+    let _setup = lock::SetupLock::try_inspect()?;
     let layout = layout_of(discover().ok()??).ok()?;
     let kept = layout.complete && Path::new(PERSIST_MARKER).exists();
     (!kept && !lock::in_use()).then_some(layout)
@@ -356,11 +358,16 @@ fn discover() -> Result<Option<[u8; 3]>> {
     Ok(None)
 }
 
+/// Both hosts exist with their addresses, and `create` got to its end (its
+/// marker: a `testbed up` killed during the last steps left links that were
+/// addressed but without GRO, threaded NAPI or TSO off; those settings
+/// themselves are not checked, since a user may change them on purpose).
 fn is_complete(base: [u8; 3]) -> bool {
-    Side::BOTH.iter().all(|&s| {
-        netlink::netns_exists(s.netns())
-            && netlink::root_ipv4(s.netns()).ok().flatten() == Some(addr(base, s.offset() + 1))
-    })
+    Path::new(BUILT_MARKER).exists()
+        && Side::BOTH.iter().all(|&s| {
+            netlink::netns_exists(s.netns())
+                && netlink::root_ipv4(s.netns()).ok().flatten() == Some(addr(base, s.offset() + 1))
+        })
 }
 
 fn create(base: [u8; 3]) -> Result<()> {
@@ -389,7 +396,7 @@ fn create(base: [u8; 3]) -> Result<()> {
             .join()
             .map_err(|_| Error::Failed(format!("switching TSO off in {ns} panicked")))??;
     }
-    Ok(())
+    std::fs::write(BUILT_MARKER, b"").map_err(|e| Error::io(format!("writing {BUILT_MARKER}"), e))
 }
 
 fn remove_everything() -> Result<()> {
@@ -405,6 +412,7 @@ fn remove_everything() -> Result<()> {
         }
     }
     let _ = std::fs::remove_file(PERSIST_MARKER);
+    let _ = std::fs::remove_file(BUILT_MARKER);
     first_error.map_or(Ok(()), Err)
 }
 
