@@ -508,11 +508,11 @@ fn sporadic_server_holds_the_napi_thread_to_its_budget_under_a_flood() {
 }
 
 /// A killed sporadic server leaves the thread at whichever level it had and
-/// pinned: both changes are leftovers, and `revert --all` restores its own
-/// policy and CPUs.
+/// pinned: both changes are leftovers, and `doctor --repair` restores its
+/// own policy and CPUs.
 #[test]
-fn a_killed_sporadic_server_leaves_leftovers_that_revert_restores() {
-    if !live_tests_enabled("a_killed_sporadic_server_leaves_leftovers_that_revert_restores") {
+fn a_killed_sporadic_server_leaves_leftovers_that_doctor_repair_restores() {
+    if !live_tests_enabled("a_killed_sporadic_server_leaves_leftovers_that_doctor_repair_restores") {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -542,8 +542,14 @@ fn a_killed_sporadic_server_leaves_leftovers_that_revert_restores() {
         .collect();
     assert!(kinds.contains(&"thread-sched") && kinds.contains(&"thread-affinity"), "{doc}");
 
-    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
-    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    // The other way back (the deadline test uses `control revert --all`).
+    let repair = irqlab().args(["doctor", "--repair", "--json", "-"]).output().unwrap();
+    assert_eq!(repair.status.code(), Some(0), "{}", String::from_utf8_lossy(&repair.stderr));
+    let said = String::from_utf8_lossy(&repair.stderr);
+    assert!(said.contains(&format!("tid {}", napi.tid)) && said.contains("repaired:"), "doctor --repair said: {said}");
+    let doctor: serde_json::Value = serde_json::from_slice(&repair.stdout).unwrap();
+    let still = doctor["leftovers"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().contains(&format!("tid {}", napi.tid)));
+    assert!(!still, "doctor --repair still reports the leftover: {}", doctor["leftovers"]);
     assert_eq!(napi.attr(), original);
     assert_eq!(irqlab_live::rt::affinity(napi.tid).unwrap(), original_cpus);
 }

@@ -9,9 +9,10 @@
 //! Today: the aperiodic servers of the load-bounds paper's driver
 //! configurations ([`server`]), the BH-threshold paper's Bottom Half
 //! Scheduler ([`bh_threshold`]), and the process-aware paper's
-//! compensation and priority prediction ([`process_aware`]). The idletime
-//! state machine still lives in `irqlab-sim` and moves here next.
+//! compensation and priority prediction ([`process_aware`]), and the
+//! idletime dissertation's Variant-1 scheduler ([`idletime`]).
 
 pub mod bh_threshold;
+pub mod idletime;
 pub mod process_aware;
 pub mod server;

@@ -36,7 +36,9 @@ fn bucket_high(i: usize) -> u64 {
     let j = i - EXACT as usize;
     let shift = (j >> SUB_BITS) as u32 + 1;
     let top = (j & ((1 << SUB_BITS) - 1)) as u64 + (1 << SUB_BITS);
-    ((top + 1) << shift) - 1
+    // The last bucket's edge is 2^64 - 1: computed in u128, as 2^64 would
+    // overflow (a debug build panicked here; release wrapped to the right value).
+    (((top as u128 + 1) << shift) - 1).min(u64::MAX as u128) as u64
 }
 
 impl Histogram {

@@ -301,17 +301,29 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
         Some(id) => vec![id.clone()],
         None => journal::entries().into_iter().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
     };
-    let mut text = String::new();
-    for id in &ids {
-        let (entry, outcome) = journal::revert(id)?;
-        text.push_str(&match outcome {
-            Restored::Restored => format!("{}: back to {}\n", entry.object, entry.old),
-            Restored::Gone => format!("{}: gone, nothing to restore\n", entry.object),
-        });
-    }
+    let mut text: String = revert_ids(&ids)?.concat();
     if ids.is_empty() {
         text.push_str("nothing to revert\n");
     }
     output::print(&text)?;
     Ok(Status::Success)
+}
+
+/// Undoes what killed runs left (not the persisted changes): `irqlab doctor
+/// --repair`. One line per entry, as `control revert` prints them.
+pub fn revert_leftovers() -> Result<Vec<String>, CliError> {
+    let ids: Vec<String> = journal::entries().into_iter().filter(|e| e.state() == State::Leftover).map(|e| e.id).collect();
+    revert_ids(&ids)
+}
+
+fn revert_ids(ids: &[String]) -> Result<Vec<String>, CliError> {
+    let mut lines = Vec::new();
+    for id in ids {
+        let (entry, outcome) = journal::revert(id)?;
+        lines.push(match outcome {
+            Restored::Restored => format!("{}: back to {}\n", entry.object, entry.old),
+            Restored::Gone => format!("{}: gone, nothing to restore\n", entry.object),
+        });
+    }
+    Ok(lines)
 }

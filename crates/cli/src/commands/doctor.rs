@@ -13,10 +13,20 @@ pub struct Args {
     /// Write the irqlab/doctor/v1 document here ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// First undo what killed irqlab runs left changed (the leftovers `irqlab
+    /// control status` lists; persisted changes stay), then report
+    #[arg(long)]
+    pub repair: bool,
 }
 
 /// Exit 0 whatever it finds: it is a report, not a gate.
 pub fn run(args: Args) -> Result<Status, CliError> {
+    if args.repair {
+        // Said on stderr: the report (or `--json -`) owns stdout.
+        for line in crate::commands::control::revert_leftovers()? {
+            eprint!("repaired: {line}");
+        }
+    }
     json_or_summary(args.json.as_deref(), &doctor::examine(), text)?;
     Ok(Status::Success)
 }

@@ -11,7 +11,7 @@
 //! §6.1.2), so every switch between them costs a seek.
 
 use super::workload::IntensityPhase;
-use super::{merge_counters, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
+use super::{merge_counters, scheduler, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
 use crate::disk::drive::SECTOR_BYTES;
 use crate::disk::{CLookQueue, DiskGeometry, Drive};
 use crate::engine::{rng_stream, EventQueue, SourceRng};
@@ -199,7 +199,7 @@ impl<'a> Sim<'a> {
                 let wake = |t| {
                     self.q.schedule_at(t, Ev::IntervalEnd);
                 };
-                match sched.next_class(now, !fg.is_empty(), !bg.is_empty(), &mut self.wake_at, wake) {
+                match scheduler::next_class(sched, now, !fg.is_empty(), !bg.is_empty(), &mut self.wake_at, wake) {
                     Some(Class::Foreground) => fg.pop_next(head).map(|(_, r)| r),
                     Some(Class::Background) => bg.pop_next(head).map(|(_, r)| r),
                     None => None,

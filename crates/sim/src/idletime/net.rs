@@ -28,7 +28,7 @@
 
 use super::tcp::{AckAction, AckOutcome, TcpReceiver, TcpSender, MSS};
 use super::workload::IntensityPhase;
-use super::{merge_counters, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
+use super::{merge_counters, scheduler, Class, Discipline, IdletimeScheduler, IntervalStart, Mean, RunResult};
 use crate::engine::{rng_stream, EventQueue, SourceRng};
 use irqlab_analysis::Nanos;
 use rand::Rng;
@@ -520,7 +520,7 @@ impl<'a> Sim<'a> {
                 let wake = |t| {
                     self.q.schedule_at(t, Ev::IntervalEnd(h));
                 };
-                match sched.next_class(now, !fg.is_empty(), !bg.is_empty(), &mut host.wake_at, wake) {
+                match scheduler::next_class(sched, now, !fg.is_empty(), !bg.is_empty(), &mut host.wake_at, wake) {
                     Some(Class::Foreground) => fg.pop_front(),
                     Some(Class::Background) => bg.pop_front(),
                     None => None,

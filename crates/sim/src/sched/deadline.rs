@@ -99,7 +99,7 @@ impl DlClass {
         let (_, d, p) = params(policy);
         let st = self.st(t);
         st.throttled = true;
-        st.deadline - d + p
+        st.deadline + p - d
     }
 
     /// The replenishment timer fired: push the deadline forward a period
