@@ -60,9 +60,7 @@ fn bench(c: &mut Criterion) {
     assert_eq!(bounded, 1000, "every periodic task should have a bounded response time");
     let mut group = c.benchmark_group("rta");
     group.sample_size(10);
-    group.bench_function("1000 tasks + 5 curves, refined", |b| {
-        b.iter(|| response_times(black_box(&set), DemandBound::Refined))
-    });
+    group.bench_function("1000 tasks + 5 curves, refined", |b| b.iter(|| response_times(black_box(&set), DemandBound::Refined)));
     group.finish();
 }
 

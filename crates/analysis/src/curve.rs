@@ -46,14 +46,8 @@ impl Curve {
     /// header `window_ns,max_load`. Every point is checked
     /// ([`Curve::check_points`]); errors carry `file:line:col`.
     pub fn parse(file: &str, text: &str) -> Result<Curve, InputError> {
-        let curve = if text.trim_start().starts_with('{') {
-            Self::parse_json(file, text)?
-        } else {
-            Self::parse_csv(file, text)?
-        };
-        curve.check_points().map_err(|(index, message)| {
-            InputError::at(message, point_location(file, text, index))
-        })?;
+        let curve = if text.trim_start().starts_with('{') { Self::parse_json(file, text)? } else { Self::parse_csv(file, text)? };
+        curve.check_points().map_err(|(index, message)| InputError::at(message, point_location(file, text, index)))?;
         Ok(curve)
     }
 
@@ -80,12 +74,7 @@ impl Curve {
         let at = |line: usize, col: usize| Location { file: file.to_string(), line: line + 1, col };
         match lines.next() {
             Some((_, header)) if header.trim().replace(' ', "") == CSV_HEADER => {}
-            Some((n, _)) => {
-                return Err(InputError::at(
-                    format!("a CSV curve starts with the header `{CSV_HEADER}`"),
-                    at(n, 1),
-                ))
-            }
+            Some((n, _)) => return Err(InputError::at(format!("a CSV curve starts with the header `{CSV_HEADER}`"), at(n, 1))),
             None => return Err(InputError::at("empty curve file", Location::file_only(file))),
         }
         let mut points = Vec::new();
@@ -96,15 +85,13 @@ impl Curve {
                 return Err(InputError::at("expected two fields: window_ns,max_load", at(n, 1)));
             };
             let load_col = line.find(',').map_or(1, |i| i + 2);
-            let window_ns = window.parse::<u64>().map_err(|_| {
-                InputError::at(
-                    format!("window_ns `{window}` is not a whole number of nanoseconds"),
-                    at(n, 1),
-                )
-            })?;
-            let max_load = load_field.trim().parse::<f64>().map_err(|_| {
-                InputError::at(format!("max_load `{}` is not a number", load_field.trim()), at(n, load_col))
-            })?;
+            let window_ns = window
+                .parse::<u64>()
+                .map_err(|_| InputError::at(format!("window_ns `{window}` is not a whole number of nanoseconds"), at(n, 1)))?;
+            let max_load = load_field
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| InputError::at(format!("max_load `{}` is not a number", load_field.trim()), at(n, load_col)))?;
             points.push(CurvePoint { window_ns, max_load });
         }
         Ok(Curve::new(points))
@@ -122,10 +109,7 @@ impl Curve {
                 return Err((Some(i), format!("point {}: window_ns must be > 0", i + 1)));
             }
             if !p.max_load.is_finite() || !(0.0..=1.0).contains(&p.max_load) {
-                return Err((
-                    Some(i),
-                    format!("point {} (window_ns {}): max_load {} is outside [0, 1]", i + 1, p.window_ns, p.max_load),
-                ));
+                return Err((Some(i), format!("point {} (window_ns {}): max_load {} is outside [0, 1]", i + 1, p.window_ns, p.max_load)));
             }
         }
         Ok(())

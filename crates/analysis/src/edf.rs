@@ -54,11 +54,7 @@ pub fn edf_test(
         return EdfOutcome { schedulable: false, min_slack_ns: None, decided: true };
     }
     // Σ dbf(t) + I(t) ≤ U t + C, so nothing can fail beyond C / (1 - U).
-    let constant: f64 = intercept
-        + tasks
-            .iter()
-            .map(|t| t.utilization() * t.period_ns.saturating_sub(t.deadline_ns) as f64)
-            .sum::<f64>();
+    let constant: f64 = intercept + tasks.iter().map(|t| t.utilization() * t.period_ns.saturating_sub(t.deadline_ns) as f64).sum::<f64>();
     let last_deadline = tasks.iter().map(|t| t.deadline_ns).max().unwrap_or(0);
     let horizon = if utilization < 1.0 - 1e-12 {
         let bound = constant / (1.0 - utilization);
@@ -70,16 +66,11 @@ pub fn edf_test(
     } else if slope == 0.0 && intercept == 0.0 {
         // U = 1 without interference: the synchronous schedule repeats every
         // hyperperiod, so one hyperperiod past the last deadline decides.
-        tasks
-            .iter()
-            .try_fold(1u64, |h, t| lcm(h, t.period_ns))
-            .and_then(|h| h.checked_add(last_deadline))
-            .unwrap_or(Nanos::MAX)
+        tasks.iter().try_fold(1u64, |h, t| lcm(h, t.period_ns)).and_then(|h| h.checked_add(last_deadline)).unwrap_or(Nanos::MAX)
     } else {
         Nanos::MAX
     };
-    let mut next: BinaryHeap<Reverse<(Nanos, usize)>> =
-        tasks.iter().enumerate().map(|(i, t)| Reverse((t.deadline_ns, i))).collect();
+    let mut next: BinaryHeap<Reverse<(Nanos, usize)>> = tasks.iter().enumerate().map(|(i, t)| Reverse((t.deadline_ns, i))).collect();
     let mut demand: Nanos = 0;
     let mut min_slack = i64::MAX;
     let mut points = 0usize;

@@ -37,11 +37,8 @@ impl DemandEnvelope {
 
     /// See [`DemandEnvelope::from_curve`].
     pub fn from_points(points: &[CurvePoint]) -> Self {
-        let mut sorted: Vec<(Nanos, f64)> = points
-            .iter()
-            .filter(|p| p.window_ns > 0)
-            .map(|p| (p.window_ns, p.window_ns as f64 * p.max_load.clamp(0.0, 1.0)))
-            .collect();
+        let mut sorted: Vec<(Nanos, f64)> =
+            points.iter().filter(|p| p.window_ns > 0).map(|p| (p.window_ns, p.window_ns as f64 * p.max_load.clamp(0.0, 1.0))).collect();
         sorted.sort_by_key(|&(w, _)| w);
         let mut windows: Vec<Nanos> = Vec::with_capacity(sorted.len());
         let mut demands: Vec<f64> = Vec::with_capacity(sorted.len());
@@ -119,11 +116,7 @@ impl DemandEnvelope {
         if self.windows[next] == window {
             return self.demands[next];
         }
-        let (prev_w, prev_d) = if next == 0 {
-            (0, 0.0)
-        } else {
-            (self.windows[next - 1], self.demands[next - 1])
-        };
+        let (prev_w, prev_d) = if next == 0 { (0, 0.0) } else { (self.windows[next - 1], self.demands[next - 1]) };
         let rising = prev_d + (window - prev_w) as f64;
         rising.min(self.demands[next])
     }

@@ -44,7 +44,6 @@ pub enum FitError {
     PeriodTooLong { utilization: f64 },
 }
 
-
 /// Step 1 of the paper's fit (§4): "eliminate any upward jogs from the data
 /// by replacing each data value by the maximum of the values to the right
 /// of it, resulting in a downward staircase function". Sorted by window,
@@ -93,10 +92,7 @@ pub fn fit_hyperbola(points: &[CurvePoint]) -> Result<HyperbolaFit, FitError> {
         return Ok(HyperbolaFit { utilization: 0.0, period_ns: 0 });
     }
     let slope = u * (1.0 - u);
-    let needed = steps
-        .iter()
-        .map(|p| (p.max_load - u) * p.window_ns as f64 / slope)
-        .fold(0.0f64, f64::max);
+    let needed = steps.iter().map(|p| (p.max_load - u) * p.window_ns as f64 / slope).fold(0.0f64, f64::max);
     let too_long = FitError::PeriodTooLong { utilization: u };
     // `as` would saturate silently at u64::MAX. (`needed` is never NaN:
     // f64::max drops NaN, and the fold starts at 0.)
@@ -147,11 +143,8 @@ pub fn subtract_baseline(curve: &Curve, baseline: &Curve) -> Curve {
         let f = (w - a.window_ns) as f64 / (b.window_ns - a.window_ns) as f64;
         a.max_load + f * (b.max_load - a.max_load)
     };
-    let points = curve
-        .points
-        .iter()
-        .map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - at(p.window_ns)).max(0.0) })
-        .collect();
+    let points =
+        curve.points.iter().map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - at(p.window_ns)).max(0.0) }).collect();
     Curve::new(points)
 }
 
@@ -176,10 +169,8 @@ mod tests {
         // Points on u = 0.25, p = 8000 ns; the last point is at u's level
         // only in the limit, so use a long window where it is within 1e-4.
         let truth = HyperbolaFit { utilization: 0.25, period_ns: 8_000 };
-        let mut points: Vec<CurvePoint> = [2_000u64, 4_000, 10_000, 50_000]
-            .iter()
-            .map(|&w| CurvePoint { window_ns: w, max_load: truth.load(w) })
-            .collect();
+        let mut points: Vec<CurvePoint> =
+            [2_000u64, 4_000, 10_000, 50_000].iter().map(|&w| CurvePoint { window_ns: w, max_load: truth.load(w) }).collect();
         points.push(CurvePoint { window_ns: 1_000_000_000, max_load: 0.25 });
         let fit = fit_hyperbola(&points).unwrap();
         assert_eq!(fit.utilization, 0.25);

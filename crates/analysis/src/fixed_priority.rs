@@ -38,11 +38,7 @@ impl Horizon {
     /// A horizon of `factor` × max(deadline, period), generous for any task
     /// set whose utilisation is below 1.
     pub fn for_task(period: Nanos, deadline: Nanos) -> Self {
-        Horizon {
-            max_window: period.max(deadline).saturating_mul(10_000),
-            max_jobs: 100_000,
-            max_steps: 1_000_000,
-        }
+        Horizon { max_window: period.max(deadline).saturating_mul(10_000), max_jobs: 100_000, max_steps: 1_000_000 }
     }
 }
 
@@ -50,11 +46,7 @@ impl Horizon {
 /// fixed-point iteration `t ← work + interference(t)` (load-bounds paper
 /// eq. 3: the job is done once its own work and everything that can preempt
 /// it fit into the window). `None` if `t` would pass the horizon.
-pub fn smallest_window(
-    work: Nanos,
-    interference: &impl Fn(Nanos) -> Nanos,
-    horizon: &Horizon,
-) -> Option<Nanos> {
+pub fn smallest_window(work: Nanos, interference: &impl Fn(Nanos) -> Nanos, horizon: &Horizon) -> Option<Nanos> {
     let mut t = work;
     for _ in 0..horizon.max_steps {
         let next = work.saturating_add(interference(t));
@@ -80,12 +72,7 @@ pub fn smallest_window(
 /// `w_q = smallest t with (q+1) e + interference(t) ≤ t`, its response is
 /// `w_q - q p`, and the busy period ends at the first q with `w_q ≤ (q+1) p`.
 /// Returns `None` when the response time is unbounded (or beyond the horizon).
-pub fn response_time(
-    period: Nanos,
-    wcet: Nanos,
-    interference: impl Fn(Nanos) -> Nanos,
-    horizon: &Horizon,
-) -> Option<Nanos> {
+pub fn response_time(period: Nanos, wcet: Nanos, interference: impl Fn(Nanos) -> Nanos, horizon: &Horizon) -> Option<Nanos> {
     let mut worst: Nanos = 0;
     for q in 0..horizon.max_jobs {
         let work = (q + 1).checked_mul(wcet)?;
@@ -151,10 +138,7 @@ mod tests {
     #[test]
     fn overload_is_unbounded() {
         let hp = [(10u64, 6u64)];
-        assert_eq!(
-            response_time(10, 5, periodic(&hp, DemandBound::Traditional), &Horizon::for_task(10, 10)),
-            None
-        );
+        assert_eq!(response_time(10, 5, periodic(&hp, DemandBound::Traditional), &Horizon::for_task(10, 10)), None);
     }
 
     #[test]

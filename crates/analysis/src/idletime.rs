@@ -73,13 +73,9 @@ impl BaselineTable {
             let at = |col: usize| Location::at_offset(file, text, start + col);
             let fields: Vec<&str> = line.trim_end().split(',').collect();
             if fields.len() != 2 {
-                return Err(InputError::at(
-                    "expected two columns: intensity_pct,throughput",
-                    at(0),
-                ));
+                return Err(InputError::at("expected two columns: intensity_pct,throughput", at(0)));
             }
-            let (Ok(i_pct), Ok(r)) = (fields[0].trim().parse::<f64>(), fields[1].trim().parse::<f64>())
-            else {
+            let (Ok(i_pct), Ok(r)) = (fields[0].trim().parse::<f64>(), fields[1].trim().parse::<f64>()) else {
                 if points.is_empty() && fields[0].trim().parse::<f64>().is_err() {
                     continue; // header row
                 }
@@ -89,10 +85,7 @@ impl BaselineTable {
                 return Err(InputError::at("intensity must be in (0, 100] percent", at(0)));
             }
             if !(r.is_finite() && r >= 0.0) {
-                return Err(InputError::at(
-                    "throughput must be a non-negative number",
-                    at(fields[0].len() + 1),
-                ));
+                return Err(InputError::at("throughput must be a non-negative number", at(fields[0].len() + 1)));
             }
             if r > MAX_THROUGHPUT {
                 return Err(InputError::at(

@@ -32,4 +32,4 @@ pub use envelope::DemandEnvelope;
 pub use fit::{fit_hyperbola, subtract_baseline, HyperbolaFit};
 pub use task::{Hyperbola, Model, PeriodicTask, Server};
 pub use taskset::{parse_task_set, Task, TaskSet};
-pub use verdict::{analyze, response_times, Analysis, Test, TaskVerdict};
+pub use verdict::{analyze, response_times, Analysis, TaskVerdict, Test};

@@ -101,9 +101,7 @@ impl Model {
             Model::Periodic(t) => periodic_demand(bound, t.period_ns, t.wcet_ns, window),
             Model::Hyperbolic(h) => hyperbolic_demand(h.utilization, h.period_ns, window),
             Model::Curve(env) => env.demand_ns(window),
-            Model::PollingServer(s) | Model::SporadicServer(s) => {
-                periodic_demand(bound, s.period_ns, s.budget_ns, window)
-            }
+            Model::PollingServer(s) | Model::SporadicServer(s) => periodic_demand(bound, s.period_ns, s.budget_ns, window),
             Model::DeferrableServer(s) => deferrable_server_demand(*s, window, bound),
         }
     }
@@ -181,10 +179,7 @@ mod tests {
         assert_eq!(deferrable_server_demand(s, 14, DemandBound::Refined), 6);
         // Classic ceil((Δ + T - C)/T) C with jitter T - C.
         for w in [3u64, 4, 9, 12, 13, 25] {
-            assert_eq!(
-                deferrable_server_demand(s, w, DemandBound::Traditional),
-                ((w + 10 - 2).div_ceil(10) * 2).min(w)
-            );
+            assert_eq!(deferrable_server_demand(s, w, DemandBound::Traditional), ((w + 10 - 2).div_ceil(10) * 2).min(w));
         }
         // A polling server of the same budget interferes less.
         let polling = Model::PollingServer(s);

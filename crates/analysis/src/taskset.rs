@@ -115,20 +115,14 @@ impl Ctx<'_> {
     /// A duration field: a string with a unit, parsed by the shared parser.
     fn duration(&self, v: &Spanned<toml::Value>, field: &str) -> Result<Nanos, InputError> {
         match v.get_ref() {
-            toml::Value::String(s) => {
-                parse_duration_ns(s).map_err(|e| self.err(v, format!("{field}: {e}")))
+            toml::Value::String(s) => parse_duration_ns(s).map_err(|e| self.err(v, format!("{field}: {e}"))),
+            toml::Value::Integer(n) if *n < 0 => Err(self.err(v, format!("{field}: duration {n} is negative"))),
+            toml::Value::Integer(n) => {
+                Err(self.err(v, format!("{field}: duration {n} has no unit (write it as a string with a unit, e.g. \"{n}ms\")")))
             }
-            toml::Value::Integer(n) if *n < 0 => {
-                Err(self.err(v, format!("{field}: duration {n} is negative")))
+            toml::Value::Float(x) => {
+                Err(self.err(v, format!("{field}: duration {x} has no unit (write it as a string with a unit, e.g. \"{x}ms\")")))
             }
-            toml::Value::Integer(n) => Err(self.err(
-                v,
-                format!("{field}: duration {n} has no unit (write it as a string with a unit, e.g. \"{n}ms\")"),
-            )),
-            toml::Value::Float(x) => Err(self.err(
-                v,
-                format!("{field}: duration {x} has no unit (write it as a string with a unit, e.g. \"{x}ms\")"),
-            )),
             other => Err(self.err(v, format!("{field}: expected a duration such as \"10ms\", found {}", other.type_str()))),
         }
     }
@@ -157,9 +151,7 @@ pub fn parse_task_set(file: &str, source: &str, read_curve: &mut CurveReader<'_>
             return Err(ctx.err(name, format!("duplicate task name `{}` (first used at {first})", name.get_ref())));
         }
         names.push((name.get_ref().clone(), ctx.at(name)));
-        let missing = |field: &str| {
-            InputError::at(format!("task `{}` is missing the field `{field}`", name.get_ref()), table_at.clone())
-        };
+        let missing = |field: &str| InputError::at(format!("task `{}` is missing the field `{field}`", name.get_ref()), table_at.clone());
         let priority = match &t.priority {
             Some(p) => *p.get_ref(),
             None if with_priority > 0 => {
@@ -203,8 +195,11 @@ pub fn parse_task_set(file: &str, source: &str, read_curve: &mut CurveReader<'_>
                 if wcet_ns > period_ns {
                     return Err(ctx.err(
                         wcet_v,
-                        format!("wcet ({}) is longer than the period ({}): the task needs more than the whole CPU",
-                            crate::format_ns(wcet_ns), crate::format_ns(period_ns)),
+                        format!(
+                            "wcet ({}) is longer than the period ({}): the task needs more than the whole CPU",
+                            crate::format_ns(wcet_ns),
+                            crate::format_ns(period_ns)
+                        ),
                     ));
                 }
                 let deadline_ns = match &t.deadline {

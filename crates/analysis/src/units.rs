@@ -23,15 +23,8 @@ pub enum DurationError {
     Overflow(String),
 }
 
-const UNITS: &[(&str, u64)] = &[
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000),
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("min", 60_000_000_000),
-    ("h", 3_600_000_000_000),
-];
+const UNITS: &[(&str, u64)] =
+    &[("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000)];
 
 /// Parses `"10ms"`, `"2.5us"`, `"1s"`, `"0"` into nanoseconds.
 ///
@@ -49,9 +42,7 @@ pub fn parse_duration_ns(text: &str) -> Result<Nanos, DurationError> {
     if s.starts_with('-') {
         return Err(DurationError::Negative(s.to_string()));
     }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
     let (number, unit) = (s[..split].replace('_', ""), s[split..].trim());
     if number.is_empty() {
         return Err(DurationError::Malformed(s.to_string()));

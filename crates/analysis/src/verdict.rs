@@ -177,8 +177,7 @@ impl Scenario<'_> {
     fn rta(&self, k: usize) -> Option<Nanos> {
         let p = self.periodic(k)?;
         // Above utilisation 1 the level-k busy period never ends.
-        let utilization: f64 = p.utilization()
-            + self.set.interferers_of(k).map(|i| self.model(i).demand_line().0).sum::<f64>();
+        let utilization: f64 = p.utilization() + self.set.interferers_of(k).map(|i| self.model(i).demand_line().0).sum::<f64>();
         if utilization > 1.0 + 1e-12 {
             return None;
         }
@@ -220,10 +219,8 @@ impl Scenario<'_> {
     }
 
     fn edf_load_at(&self, window: Nanos) -> f64 {
-        let tasks: Nanos = (0..self.set.tasks.len())
-            .filter_map(|i| self.periodic(i))
-            .map(|p| edf_demand(&p, window))
-            .fold(0, Nanos::saturating_add);
+        let tasks: Nanos =
+            (0..self.set.tasks.len()).filter_map(|i| self.periodic(i)).map(|p| edf_demand(&p, window)).fold(0, Nanos::saturating_add);
         (tasks.saturating_add(self.edf_interference(window))) as f64 / window.max(1) as f64
     }
 
@@ -314,12 +311,7 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
             (None, Test::Load) => {
                 let interference = base.fp_interference(k);
                 let spare = minus(p.wcet_ns as u128 + interference(p.deadline_ns) as u128);
-                (
-                    base.fp_ok(k, test),
-                    base.rta(k),
-                    load_at_deadline(p.wcet_ns, p.deadline_ns, interference),
-                    Some(spare),
-                )
+                (base.fp_ok(k, test), base.rta(k), load_at_deadline(p.wcet_ns, p.deadline_ns, interference), Some(spare))
             }
             (None, _) => {
                 let r = base.rta(k);
@@ -333,10 +325,8 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
         };
         let limit = p.deadline_ns.min(p.period_ns);
         let protected: Vec<usize> = set.interfered_by(k).filter(|&j| base.fp_ok(j, test)).collect();
-        let margin = largest_wcet(limit, |wcet| {
-            Scenario { set, bound, scaled: Some((k, wcet)) }.margin_holds(k, test, &protected)
-        })
-        .map_or(0.0, |w| w as f64 / p.wcet_ns as f64);
+        let margin = largest_wcet(limit, |wcet| Scenario { set, bound, scaled: Some((k, wcet)) }.margin_holds(k, test, &protected))
+            .map_or(0.0, |w| w as f64 / p.wcet_ns as f64);
         tasks.push(TaskVerdict {
             name: task.name.clone(),
             priority: task.priority,
@@ -360,17 +350,12 @@ pub fn analyze(set: &TaskSet, test: Test, bound: DemandBound) -> Result<Analysis
     }
     if test != Test::Edf {
         for t in tasks.iter().filter(|t| t.response_time_ns.is_none()) {
-            notes.push(format!(
-                "{}: response time unbounded (its level's utilisation exceeds 1) or beyond the search horizon",
-                t.name
-            ));
+            notes.push(format!("{}: response time unbounded (its level's utilisation exceeds 1) or beyond the search horizon", t.name));
         }
     }
     if let Some(out) = &edf {
         if !out.decided {
-            notes.push(format!(
-                "EDF: stopped after {EDF_MAX_POINTS} deadlines without a decision; counted as not schedulable"
-            ));
+            notes.push(format!("EDF: stopped after {EDF_MAX_POINTS} deadlines without a decision; counted as not schedulable"));
         }
     }
     Ok(Analysis { schema: ANALYSIS_SCHEMA.to_string(), test, bound, schedulable, tasks, interferers, notes })
@@ -438,11 +423,9 @@ mod tests {
         // back to back (R = 9).
         let server = crate::task::Server { budget_ns: 2, period_ns: 10 };
         let below = periodic("t", 1, 20, 5, 20);
-        for (model, expected) in [
-            (Model::PollingServer(server), 7),
-            (Model::SporadicServer(server), 7),
-            (Model::DeferrableServer(server), 9),
-        ] {
+        for (model, expected) in
+            [(Model::PollingServer(server), 7), (Model::SporadicServer(server), 7), (Model::DeferrableServer(server), 9)]
+        {
             let set = TaskSet { tasks: vec![interferer("s", 0, model.clone()), below.clone()] };
             assert_eq!(response_times(&set, DemandBound::Refined)[1], Some(expected), "{}", model.kind());
         }
@@ -458,10 +441,7 @@ mod tests {
         let points: Vec<crate::curve::CurvePoint> = (1..=200u64)
             .map(|i| {
                 let w = i * 50;
-                crate::curve::CurvePoint {
-                    window_ns: w,
-                    max_load: crate::demand::periodic_load(DemandBound::Refined, p, e, w),
-                }
+                crate::curve::CurvePoint { window_ns: w, max_load: crate::demand::periodic_load(DemandBound::Refined, p, e, w) }
             })
             .collect();
         let curve = Model::Curve(DemandEnvelope::from_points(&points));

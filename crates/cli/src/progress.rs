@@ -10,9 +10,7 @@ pub fn bar(len: u64, what: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:40}] {percent:>3}% eta {eta}")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {percent:>3}% eta {eta}").expect("static template").progress_chars("=> "),
     );
     bar.set_message(what.to_string());
     bar

@@ -16,7 +16,7 @@ fn p7_e2_example_refined_vs_traditional() {
     let rta = irqlab(&["analyze", &set]);
     assert_eq!(rta.status.code(), Some(0), "{}", stderr(&rta));
     assert!(stdout(&rta).contains("7ms"), "{}", stdout(&rta)); // R2 = 7 ms
-    // Eq. 8 at d2 = 8 ms: 5 + 4 > 8 with eq. 4, 5 + 3 ≤ 8 with eq. 6.
+                                                               // Eq. 8 at d2 = 8 ms: 5 + 4 > 8 with eq. 4, 5 + 3 ≤ 8 with eq. 6.
     let trad = irqlab(&["analyze", &set, "--test", "load", "--bound", "traditional"]);
     assert_eq!(trad.status.code(), Some(1));
     assert!(stdout(&trad).contains("MISS"));
@@ -37,7 +37,7 @@ fn section5_orders_json_and_html() {
     let tau2 = doc["tasks"].as_array().unwrap().iter().find(|t| t["name"] == "tau2").unwrap();
     assert_eq!(tau2["schedulable"], false);
     assert!(tau2["response_time_ns"].is_null()); // utilisation 1.2: unbounded
-    // The paper's prediction: tau2 fits until e2 exceeds 1.2 ms = 0.24 × 5 ms.
+                                                 // The paper's prediction: tau2 fits until e2 exceeds 1.2 ms = 0.24 × 5 ms.
     let margin = tau2["wcet_scale_margin"].as_f64().unwrap();
     assert!((margin - 0.24).abs() < 1e-6, "{margin}");
 
@@ -132,12 +132,7 @@ fn bad_task_sets_are_located() {
         "5:12",
         &["--test", "load"],
     );
-    expect_input_error(
-        "[[task]]\nname = \"c\"\nkind = \"curve\"\nfile = \"missing.csv\"\n",
-        "cannot read curve file",
-        "4:8",
-        &[],
-    );
+    expect_input_error("[[task]]\nname = \"c\"\nkind = \"curve\"\nfile = \"missing.csv\"\n", "cannot read curve file", "4:8", &[]);
 }
 
 #[test]
@@ -154,13 +149,23 @@ fn bound_prints_the_papers_check_values_and_plots() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("b.svg");
     let out = irqlab(&[
-        "bound", "--period", "7ns", "--wcet", "2ns", "--from", "8ns", "--to", "9ns", "--rows", "2", "--svg",
+        "bound",
+        "--period",
+        "7ns",
+        "--wcet",
+        "2ns",
+        "--from",
+        "8ns",
+        "--to",
+        "9ns",
+        "--rows",
+        "2",
+        "--svg",
         svg.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    let row8: Vec<&str> =
-        text.lines().find(|l| l.trim_start().starts_with("8ns")).expect("row for 8ns").split_whitespace().collect();
+    let row8: Vec<&str> = text.lines().find(|l| l.trim_start().starts_with("8ns")).expect("row for 8ns").split_whitespace().collect();
     // window, traditional (eq. 4), refined (eq. 6), linear (eq. 7)
     assert_eq!(&row8[..4], ["8ns", "4ns", "3ns", "4ns"]);
     let svg = std::fs::read_to_string(&svg).unwrap();

@@ -12,12 +12,7 @@ use common::{irqlab, path_str, run, stderr, stdout};
 /// `irqlab ARGS`, killed after 30 s: a hang fails the test instead of
 /// hanging the suite.
 fn run_bounded(args: &[&str]) -> Output {
-    let mut child = irqlab()
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = irqlab().args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -87,11 +82,7 @@ fn bound_reaches_a_huge_to_in_order() {
     let out = run(&["bound", "--period", "7ms", "--wcet", "2ms", "--to", "10000000000s", "--rows", "9", "--svg", path_str(&svg)]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    let windows: Vec<f64> = text
-        .lines()
-        .skip(2)
-        .filter_map(|l| l.split_whitespace().next()?.strip_suffix('s')?.parse().ok())
-        .collect();
+    let windows: Vec<f64> = text.lines().skip(2).filter_map(|l| l.split_whitespace().next()?.strip_suffix('s')?.parse().ok()).collect();
     assert_eq!(windows.len(), 8, "{text}"); // the first row is in us
     assert!(windows.windows(2).all(|w| w[0] < w[1]), "not increasing: {windows:?}");
     assert_eq!(*windows.last().unwrap(), 1e10, "{text}");

@@ -197,10 +197,8 @@ fn a_thread_that_exits_mid_run_is_reported() {
         return;
     }
     let mut sleeper = Command::new("sleep").arg("1").spawn().unwrap();
-    let out = irqlab()
-        .args(["control", "threads", &format!("pid:{}", sleeper.id()), "--policy", "other:10", "--json", "-"])
-        .output()
-        .unwrap();
+    let out =
+        irqlab().args(["control", "threads", &format!("pid:{}", sleeper.id()), "--policy", "other:10", "--json", "-"]).output().unwrap();
     let _ = sleeper.wait();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -495,8 +493,7 @@ fn sporadic_server_holds_the_napi_thread_to_its_budget_under_a_flood() {
     let bound = |w: &Window| BUDGET + w.demotions * reaction_max + w.waited;
     let tightest = served.iter().min_by_key(|w| bound(w).saturating_sub(w.executed));
     eprintln!("the window closest to its bound: {tightest:?}, bound {:?} ns", tightest.map(bound));
-    let over: Vec<&Window> =
-        served.iter().filter(|w| w.executed > bound(w)).collect();
+    let over: Vec<&Window> = served.iter().filter(|w| w.executed > bound(w)).collect();
     assert!(
         over.is_empty(),
         "{} windows hold more than the budget {BUDGET} ns + their demotions x reaction max {reaction_max} ns + the waits \

@@ -108,12 +108,7 @@ fn promtool_accepts_the_output_and_series_stay_bounded() {
         .expect("promtool (Debian prometheus; scripts/install-deps.sh installs it)");
     promtool.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
     let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}\n{body}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "promtool: {}{}\n{body}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let task_series = body.lines().filter(|l| l.starts_with("irqlab_task_stolen_seconds{")).count();
     assert!(task_series <= 6, "{task_series} task series with --top 5:\n{body}");
     assert!(body.contains("irqlab_task_stolen_seconds{task=\"other\"}"), "{body}");
@@ -126,9 +121,8 @@ fn promtool_accepts_the_output_and_series_stay_bounded() {
     let _ = rude.read(&mut first);
     drop(rude);
     let answered: usize = std::thread::scope(|s| {
-        let clients: Vec<_> = (0..50)
-            .map(|_| s.spawn(|| (0..20).filter(|_| get(&exporter.addr, "/metrics", None).0.contains("200")).count()))
-            .collect();
+        let clients: Vec<_> =
+            (0..50).map(|_| s.spawn(|| (0..20).filter(|_| get(&exporter.addr, "/metrics", None).0.contains("200")).count())).collect();
         clients.into_iter().map(|c| c.join().unwrap()).sum()
     });
     assert_eq!(answered, 1000);

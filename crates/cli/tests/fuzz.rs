@@ -59,9 +59,36 @@ const EXTREMES: &[&str] = &[
 
 /// Flag values of every type the CLI parses.
 const FLAG_VALUES: &[&str] = &[
-    "0", "1", "-1", "7ms", "2ms", "0ns", "1ns", "1e9s", "10000000000s", "9223372036854775808ns", "18446744073709551615",
-    "1.5", "ms", "", "10us..100ms", "100ms..10us", "0..200ms", "1..100%", "0..0%", "1..1000%", "5", "100000000", "nan",
-    "inf", "1e308", "5e-324", "0-1", "é", "--", "-5ms",
+    "0",
+    "1",
+    "-1",
+    "7ms",
+    "2ms",
+    "0ns",
+    "1ns",
+    "1e9s",
+    "10000000000s",
+    "9223372036854775808ns",
+    "18446744073709551615",
+    "1.5",
+    "ms",
+    "",
+    "10us..100ms",
+    "100ms..10us",
+    "0..200ms",
+    "1..100%",
+    "0..0%",
+    "1..1000%",
+    "5",
+    "100000000",
+    "nan",
+    "inf",
+    "1e308",
+    "5e-324",
+    "0-1",
+    "é",
+    "--",
+    "-5ms",
 ];
 
 struct Case {
@@ -81,8 +108,7 @@ fn mutate(rng: &mut Pcg64Mcg, text: &str) -> Vec<u8> {
     match rng.gen_range(0..10) {
         // Replace a value (after `=` or between commas) with an extreme.
         0..=3 => {
-            let candidates: Vec<usize> =
-                (0..lines.len()).filter(|&i| lines[i].contains('=') || lines[i].contains(',')).collect();
+            let candidates: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains('=') || lines[i].contains(',')).collect();
             if let Some(&i) = candidates.choose(rng) {
                 let value = *EXTREMES.choose(rng).unwrap();
                 let line = &lines[i];
@@ -186,12 +212,9 @@ fn case(seed: u64, n: usize) -> Case {
         Case { args, input: Some((source, mutate(rng, &text))), sim_json }
     };
     match n % 6 {
-        0 | 1 => file_case(
-            &mut rng,
-            scenario_files(),
-            args(&["sim", "{}", "--duration", "200ms", "--seed", "7", "--json", "{json}"]),
-            true,
-        ),
+        0 | 1 => {
+            file_case(&mut rng, scenario_files(), args(&["sim", "{}", "--duration", "200ms", "--seed", "7", "--json", "{json}"]), true)
+        }
         2 => file_case(
             &mut rng,
             vec![
@@ -245,16 +268,33 @@ fn flag_case(rng: &mut Pcg64Mcg) -> Case {
             "--t-max".into(),
             v(),
         ],
-        2 => vec!["sim".into(), ping, "--duration".into(), {
-            // Only durations that end soon: the point is the parser.
-            let d = v();
-            if d.ends_with("ms") && d.trim_end_matches("ms").parse::<f64>().is_ok_and(|x| x > 200.0) {
-                "200ms".into()
-            } else {
-                d
-            }
-        }, "--seed".into(), v()],
-        _ => vec!["bound".into(), "--period".into(), "7ms".into(), "--wcet".into(), "2ms".into(), "--from".into(), v(), "--deadline".into(), v()],
+        2 => vec![
+            "sim".into(),
+            ping,
+            "--duration".into(),
+            {
+                // Only durations that end soon: the point is the parser.
+                let d = v();
+                if d.ends_with("ms") && d.trim_end_matches("ms").parse::<f64>().is_ok_and(|x| x > 200.0) {
+                    "200ms".into()
+                } else {
+                    d
+                }
+            },
+            "--seed".into(),
+            v(),
+        ],
+        _ => vec![
+            "bound".into(),
+            "--period".into(),
+            "7ms".into(),
+            "--wcet".into(),
+            "2ms".into(),
+            "--from".into(),
+            v(),
+            "--deadline".into(),
+            v(),
+        ],
     };
     Case { args: list, input: None, sim_json: false }
 }
@@ -318,8 +358,8 @@ fn run_case(case: &Case, dir: &Path) -> Result<(), String> {
         }
     }
     if code == 0 && case.sim_json {
-        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).map_err(|e| format!("no JSON: {e}"))?)
-            .map_err(|e| format!("bad JSON: {e}"))?;
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&json).map_err(|e| format!("no JSON: {e}"))?).map_err(|e| format!("bad JSON: {e}"))?;
         let c = &doc["conservation"];
         for check in ["cpu_time_ok", "packets_ok", "devices_ok"] {
             if c[check] != true {
@@ -377,9 +417,7 @@ fn truncate(s: &str, n: usize) -> String {
 #[test]
 fn the_mutator_changes_its_input_and_is_deterministic() {
     let text = "[[task]]\nname = \"a\"\nperiod = \"10ms\"\nwcet = \"2ms\"\n";
-    let changed = (0..50)
-        .filter(|&k| mutate(&mut Pcg64Mcg::seed_from_u64(k), text) != text.as_bytes())
-        .count();
+    let changed = (0..50).filter(|&k| mutate(&mut Pcg64Mcg::seed_from_u64(k), text) != text.as_bytes()).count();
     assert!(changed >= 40, "only {changed} of 50 mutations changed the input");
     let a = case(1, 5);
     let b = case(1, 5);

@@ -39,7 +39,9 @@ fn model_bad_input_exits_2_with_location() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("error: ") && err.contains("t.csv:3:1"), "{err}");
-    for args in [vec!["--resource", "disk", "--p", "5ms..1ms"], vec!["--resource", "udp", "--i", "0..50%"], vec!["--resource", "/nonexistent.csv"]] {
+    for args in
+        [vec!["--resource", "disk", "--p", "5ms..1ms"], vec!["--resource", "udp", "--i", "0..50%"], vec!["--resource", "/nonexistent.csv"]]
+    {
         let out = irqlab().arg("idletime-model").args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -72,20 +74,23 @@ const KNOWN_MISSES: &[(&str, Option<f64>, &str)] = &[
 fn quick_reproduction_checks_every_relation() {
     let dir = tempfile::tempdir().unwrap();
     let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
-    let out = irqlab()
-        .args(["reproduce", "idletime", "--quick", "--json"])
-        .arg(&json)
-        .arg("--html")
-        .arg(&html)
-        .output()
-        .unwrap();
+    let out = irqlab().args(["reproduce", "idletime", "--quick", "--json"]).arg(&json).arg("--html").arg(&html).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema"], "irqlab/reproduce/v1");
     assert_eq!(doc["paper"], "idletime");
     assert_eq!(doc["complete"], true);
     let names: Vec<&str> = doc["details"]["experiments"].as_array().unwrap().iter().map(|x| x["spec"]["name"].as_str().unwrap()).collect();
-    for want in ["disk-random", "disk-sequential", "gige-udp-udp", "gige-udp-tcp", "gige-tcp-udp", "gige-tcp-tcp", "lan100-tcp-udp", "wan10ms-tcp-udp"] {
+    for want in [
+        "disk-random",
+        "disk-sequential",
+        "gige-udp-udp",
+        "gige-udp-tcp",
+        "gige-tcp-udp",
+        "gige-tcp-tcp",
+        "lan100-tcp-udp",
+        "wan10ms-tcp-udp",
+    ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     for x in doc["details"]["experiments"].as_array().unwrap() {

@@ -47,10 +47,8 @@ fn bad_flags_exit_2() {
 
 #[test]
 fn a_missing_baseline_file_exits_2_before_measuring() {
-    let out = irqlab()
-        .args(["measure", "interference", "--duration", "1s", "--baseline", "/nonexistent/irqlab-baseline.json"])
-        .output()
-        .unwrap();
+    let out =
+        irqlab().args(["measure", "interference", "--duration", "1s", "--baseline", "/nonexistent/irqlab-baseline.json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -114,8 +112,7 @@ fn measures_a_curve_that_irqlab_reads_back() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let isolated: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("isolated.json")).unwrap()).unwrap();
+    let isolated: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("isolated.json")).unwrap()).unwrap();
     assert!(isolated["baseline"].is_string());
     assert_eq!(isolated["points"].as_array().unwrap().len(), isolated["points_before_baseline"].as_array().unwrap().len());
 }
@@ -133,12 +130,7 @@ fn rt_limit_is_lifted_by_default_and_marked_when_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (default, kept) = (dir.path().join("default.json"), dir.path().join("kept.json"));
     for (json, extra) in [(&default, None), (&kept, Some("--keep-rt-limit"))] {
-        let out = irqlab()
-            .args(["measure", "interference", "--duration", "1200ms", "--json"])
-            .arg(json)
-            .args(extra)
-            .output()
-            .unwrap();
+        let out = irqlab().args(["measure", "interference", "--duration", "1200ms", "--json"]).arg(json).args(extra).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     }
     if !limits {
@@ -217,7 +209,10 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
         let hosts = doc["hosts"].as_array().cloned().unwrap_or_default();
         for h in &hosts {
             let ns = h["netns"].as_str().unwrap();
-            assert!(std::path::Path::new(&format!("/run/netns/{ns}")).exists(), "after {delay_ms} ms: lists {ns}, which does not exist: {doc}");
+            assert!(
+                std::path::Path::new(&format!("/run/netns/{ns}")).exists(),
+                "after {delay_ms} ms: lists {ns}, which does not exist: {doc}"
+            );
         }
         let both = ["irqlab-a", "irqlab-b"].iter().all(|n| std::path::Path::new(&format!("/run/netns/{n}")).exists());
         if doc["up"] == true {
@@ -498,14 +493,14 @@ fn a_killed_runs_lift_is_undone_by_the_next_run() {
     let doctor = common::doctor_report();
     let throttling = common::doctor_setting(&doctor, "RT throttling");
     assert!(
-        throttling.contains(&format!("left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}")),
+        throttling.contains(&format!(
+            "left lifted by an irqlab run that was killed; the next `irqlab measure interference` restores sched_rt_runtime_us {original}"
+        )),
         "{throttling}"
     );
 
-    let next = irqlab()
-        .args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--duration", "200ms"])
-        .output()
-        .unwrap();
+    let next =
+        irqlab().args(["measure", "interference", "--policy", "other", "--windows", "10us..1ms", "--duration", "200ms"]).output().unwrap();
     assert_eq!(next.status.code(), Some(0), "{}", String::from_utf8_lossy(&next.stderr));
     assert_eq!(rt_runtime(), original, "the next run did not restore the killed run's lift");
 }

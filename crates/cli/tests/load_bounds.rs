@@ -35,15 +35,22 @@ fn sim_curve_fit_and_analyze_pipeline() {
     // τ1 (2 ms / 10 ms) below the driver, once with the curve itself and
     // once with its fitted hyperbola: the driver leaves room for it, and a
     // task needing 9.5 ms of every 10 ms cannot fit beside the driver.
-    for driver in [
-        format!("kind = \"curve\"\nfile = \"{}\"\n", s(&curve)),
-        format!("kind = \"hyperbolic\"\nutilization = {u}\nperiod = \"{p}ns\"\n"),
-    ] {
+    for driver in
+        [format!("kind = \"curve\"\nfile = \"{}\"\n", s(&curve)), format!("kind = \"hyperbolic\"\nutilization = {u}\nperiod = \"{p}ns\"\n")]
+    {
         let set = dir.path().join("set.toml");
-        std::fs::write(&set, format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"tau1\"\nperiod = \"10ms\"\nwcet = \"2ms\"\n")).unwrap();
+        std::fs::write(
+            &set,
+            format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"tau1\"\nperiod = \"10ms\"\nwcet = \"2ms\"\n"),
+        )
+        .unwrap();
         let a = irqlab(&["analyze", s(&set)]);
         assert_eq!(a.status.code(), Some(0), "{driver}: {}{}", String::from_utf8_lossy(&a.stdout), stderr(&a));
-        std::fs::write(&set, format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"big\"\nperiod = \"10ms\"\nwcet = \"9.5ms\"\n")).unwrap();
+        std::fs::write(
+            &set,
+            format!("[[task]]\nname = \"driver\"\n{driver}\n[[task]]\nname = \"big\"\nperiod = \"10ms\"\nwcet = \"9.5ms\"\n"),
+        )
+        .unwrap();
         let a = irqlab(&["analyze", s(&set)]);
         assert_eq!(a.status.code(), Some(1), "{driver}: {}", String::from_utf8_lossy(&a.stdout));
     }
@@ -83,7 +90,8 @@ fn reproduce_quick_json_and_html() {
     }
     // The analysis (fitted driver curve + τ1) is never contradicted by the
     // simulation: no swept e2 predicted safe misses a deadline.
-    let safe = doc["rows"].as_array().unwrap().iter().find(|r| r["metric"].as_str().unwrap().starts_with("every analysis prediction")).unwrap();
+    let safe =
+        doc["rows"].as_array().unwrap().iter().find(|r| r["metric"].as_str().unwrap().starts_with("every analysis prediction")).unwrap();
     assert_eq!(safe["holds"], true, "{safe}");
     let page = std::fs::read_to_string(&html).unwrap();
     for fig in ["Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 9", "Fig. 10"] {

@@ -41,7 +41,15 @@ fn without_cap_bpf_it_exits_3_naming_it() {
     let root = euid == "0";
     let out = if root && std::path::Path::new("/usr/bin/setpriv").exists() {
         Command::new("setpriv")
-            .args(["--inh-caps=-all", "--bounding-set=-bpf,-perfmon", env!("CARGO_BIN_EXE_irqlab"), "measure", "accounting", "--duration", "1s"])
+            .args([
+                "--inh-caps=-all",
+                "--bounding-set=-bpf,-perfmon",
+                env!("CARGO_BIN_EXE_irqlab"),
+                "measure",
+                "accounting",
+                "--duration",
+                "1s",
+            ])
             .output()
             .unwrap()
     } else if !root {
@@ -130,9 +138,7 @@ fn a_killed_fig6_run_leaves_leftovers_that_revert_restores() {
 
     let status = common::run(&["control", "status", "--json", "-"]);
     let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let leftover = |kind: &str| {
-        doc["entries"].as_array().unwrap().iter().any(|e| e["object"]["kind"] == kind && e["state"] == "leftover")
-    };
+    let leftover = |kind: &str| doc["entries"].as_array().unwrap().iter().any(|e| e["object"]["kind"] == kind && e["state"] == "leftover");
     assert!(leftover("file") && leftover("thread-affinity"), "{doc}");
 
     let revert = common::run(&["control", "revert", "--all"]);

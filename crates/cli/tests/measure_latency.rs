@@ -8,13 +8,9 @@ use common::{irqlab, live_tests_enabled};
 
 #[test]
 fn bad_flags_exit_2_with_a_message() {
-    for args in [
-        vec!["--interval", "1"],
-        vec!["--interval", "1us"],
-        vec!["--cpu", "9999"],
-        vec!["--cpu", "1-0"],
-        vec!["--duration", "soon"],
-    ] {
+    for args in
+        [vec!["--interval", "1"], vec!["--interval", "1us"], vec!["--cpu", "9999"], vec!["--cpu", "1-0"], vec!["--duration", "soon"]]
+    {
         let out = irqlab().args(["measure", "latency"]).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
@@ -248,8 +244,7 @@ fn agrees_with_cyclictest_on_the_same_cpu() {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         let run_ours = || irqlab_run(irqlab_command(&cpu, SECONDS, false, &json).output().unwrap(), &json);
-        let run_theirs =
-            || parse_cyclictest(&String::from_utf8_lossy(&cyclictest_command(&cpu, SECONDS, false).output().unwrap().stdout));
+        let run_theirs = || parse_cyclictest(&String::from_utf8_lossy(&cyclictest_command(&cpu, SECONDS, false).output().unwrap().stdout));
         let (o, t) = if round % 2 == 0 {
             let o = run_ours();
             (o, run_theirs())
@@ -263,12 +258,8 @@ fn agrees_with_cyclictest_on_the_same_cpu() {
     }
     report_side_by_side(&cpu);
     type Statistic = (&'static str, fn(&Run) -> f64);
-    let statistics: [Statistic; 4] = [
-        ("p1", |r| r.quantile(0.01)),
-        ("p50", |r| r.quantile(0.50)),
-        ("p99", |r| r.quantile(0.99)),
-        ("mean", |r| r.avg),
-    ];
+    let statistics: [Statistic; 4] =
+        [("p1", |r| r.quantile(0.01)), ("p50", |r| r.quantile(0.50)), ("p99", |r| r.quantile(0.99)), ("mean", |r| r.avg)];
     let failures: Vec<String> = statistics
         .into_iter()
         .filter_map(|(what, f)| {

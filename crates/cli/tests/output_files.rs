@@ -40,8 +40,7 @@ fn a_fifo_output_is_written_through_not_replaced() {
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
     // Read-write and non-blocking: irqlab's open for writing finds a
     // reader at once, and reading afterwards never waits.
-    let mut reader =
-        OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
+    let mut reader = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&fifo).unwrap();
     let out = run(&["fit", &curve(), "--json", path_str(&fifo)]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");

@@ -155,12 +155,8 @@ struct Bpftrace(Child);
 
 impl Bpftrace {
     fn start() -> Option<Bpftrace> {
-        let mut child = Command::new("bpftrace")
-            .args(["-e", BPFTRACE_SOFTIRQ_SUM])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
+        let mut child =
+            Command::new("bpftrace").args(["-e", BPFTRACE_SOFTIRQ_SUM]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
         // bpftrace prints "Attaching N probes..." once its programs are in.
         let stdout = child.stdout.take()?;
         let mut line = String::new();
@@ -341,9 +337,7 @@ fn measure(config: Config, flood: &dyn Fn() -> Sample) -> Option<Sample> {
 
 /// Runs and run time of every loaded BPF program, by id.
 fn program_counters() -> BTreeMap<u32, (String, u64, u64)> {
-    libbpf_rs::query::ProgInfoIter::default()
-        .map(|p| (p.id, (p.name.to_string_lossy().into_owned(), p.run_cnt, p.run_time_ns)))
-        .collect()
+    libbpf_rs::query::ProgInfoIter::default().map(|p| (p.id, (p.name.to_string_lossy().into_owned(), p.run_cnt, p.run_time_ns))).collect()
 }
 
 /// `kernel.bpf_stats_enabled` on for a profile slot, restored on drop. The
@@ -401,7 +395,11 @@ fn profile(flood: &dyn Fn() -> Sample) {
             }
             let per_datagram = runs as f64 / seconds / sample.rate.max(1.0);
             total_ns_per_datagram += ns as f64 / seconds / sample.rate.max(1.0);
-            println!("    {name:<20} {:>9.0} runs/s {per_datagram:>6.2} per datagram {:>7.1} ns per run", runs as f64 / seconds, ns as f64 / runs as f64);
+            println!(
+                "    {name:<20} {:>9.0} runs/s {per_datagram:>6.2} per datagram {:>7.1} ns per run",
+                runs as f64 / seconds,
+                ns as f64 / runs as f64
+            );
         }
         println!(
             "    all programs: {total_ns_per_datagram:.0} ns per datagram of {:.0} ns busy ({:.1}%)",
@@ -538,7 +536,8 @@ fn main() {
                         }
                     });
                     let _napi = pin_napi(&bed, 0);
-                    let title = format!("Fig. 6 flood ({what} from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
+                    let title =
+                        format!("Fig. 6 flood ({what} from irqlab-b, RPS to the server's CPU {last}, NAPI thread and sender on CPU 0)");
                     run(&title, rounds, &|| testbed_flood(&bed, slot, pace))
                 }
                 Err(e) => eprintln!("Fig. 6 flood not measured: {e}"),
@@ -560,4 +559,3 @@ fn main() {
         }
     }
 }
-

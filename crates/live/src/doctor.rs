@@ -65,10 +65,7 @@ pub struct MachineContext {
 /// The [`MachineContext`] of this machine, now.
 pub fn machine_context() -> MachineContext {
     let machine = Machine::read();
-    MachineContext {
-        kernel: machine.kernel(),
-        settings: settings(&machine).into_iter().map(|s| (s.name.to_string(), s.value)).collect(),
-    }
+    MachineContext { kernel: machine.kernel(), settings: settings(&machine).into_iter().map(|s| (s.name.to_string(), s.value)).collect() }
 }
 
 /// Examines this machine. Reads only; the trial runs (SCHED_FIFO in a
@@ -82,7 +79,16 @@ pub fn examine() -> Report {
         settings: settings(&machine),
         leftovers: crate::control::journal::leftovers()
             .into_iter()
-            .map(|e| format!("{} left at {} (was {}) by killed {}: `irqlab control revert {}` or `--all`", e.object, e.new, e.old, e.owner.describe(), e.id))
+            .map(|e| {
+                format!(
+                    "{} left at {} (was {}) by killed {}: `irqlab control revert {}` or `--all`",
+                    e.object,
+                    e.new,
+                    e.old,
+                    e.owner.describe(),
+                    e.id
+                )
+            })
             .collect(),
     }
 }
@@ -108,11 +114,7 @@ fn commands() -> Vec<Readiness> {
         readiness("measure accounting", accounting_check, skipped),
         readiness("measure accounting --fig6", accounting::fig6::check_prerequisites(), None),
         readiness("testbed, traffic, load net --testbed", testbed::check_prerequisites(), None),
-        readiness(
-            "traffic ping-flood",
-            privilege::require(&[Capability::NetRaw], "open a raw ICMP socket for the ping flood"),
-            None,
-        ),
+        readiness("traffic ping-flood", privilege::require(&[Capability::NetRaw], "open a raw ICMP socket for the ping flood"), None),
         readiness(
             "stimulus run (ICMP path)",
             StimulusSocket::open(PathKind::Icmp, SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), 0).map(drop),
@@ -281,10 +283,11 @@ fn preemption_from(m: &Machine, realtime: Option<&str>, debugfs_modes: Option<&s
             return format!("{} (dynamic, from debugfs)", current.trim_matches(['(', ')']));
         }
     }
-    let built = [("PREEMPT_RT", "rt"), ("PREEMPT", "full"), ("PREEMPT_LAZY", "lazy"), ("PREEMPT_VOLUNTARY", "voluntary"), ("PREEMPT_NONE", "none")]
-        .into_iter()
-        .find(|(key, _)| m.config(key) == Some("y"))
-        .map(|(_, mode)| mode);
+    let built =
+        [("PREEMPT_RT", "rt"), ("PREEMPT", "full"), ("PREEMPT_LAZY", "lazy"), ("PREEMPT_VOLUNTARY", "voluntary"), ("PREEMPT_NONE", "none")]
+            .into_iter()
+            .find(|(key, _)| m.config(key) == Some("y"))
+            .map(|(_, mode)| mode);
     let dynamic = m.config("PREEMPT_DYNAMIC") == Some("y") || m.version.contains("PREEMPT_DYNAMIC");
     match (m.boot_param("preempt"), built, dynamic) {
         (Some(mode), _, true) => format!("{mode} (dynamic, boot option preempt={mode})"),

@@ -115,7 +115,8 @@ struct Figures(Snapshot);
 impl Collector for Figures {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
         let f = &self.0;
-        let by_mode: Vec<_> = f.cpu_seconds.iter().map(|(cpu, mode, s)| ([("cpu", cpu.to_string()), ("mode", mode.to_string())], *s)).collect();
+        let by_mode: Vec<_> =
+            f.cpu_seconds.iter().map(|(cpu, mode, s)| ([("cpu", cpu.to_string()), ("mode", mode.to_string())], *s)).collect();
         counters(
             &mut encoder,
             "irqlab_cpu_seconds",
@@ -162,10 +163,8 @@ impl Collector for Figures {
 /// OpenMetrics read): a counter family's HELP and TYPE name its `_total`
 /// series, and there is no `# EOF`. Samples are the same lines.
 pub fn classic_text(openmetrics: &str) -> String {
-    let counters: std::collections::HashSet<&str> = openmetrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
-        .collect();
+    let counters: std::collections::HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
     let mut out = String::with_capacity(openmetrics.len());
     for line in openmetrics.lines() {
         if line == "# EOF" || line.starts_with("# UNIT ") {
@@ -249,10 +248,8 @@ fn answer_scrapes(server: &tiny_http::Server, current: &Mutex<String>, scrapes: 
                 let text = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 // Prometheus asks for OpenMetrics; everyone else gets the
                 // classic format.
-                let wants_openmetrics = request
-                    .headers()
-                    .iter()
-                    .any(|h| h.field.equiv("Accept") && h.value.as_str().contains("application/openmetrics-text"));
+                let wants_openmetrics =
+                    request.headers().iter().any(|h| h.field.equiv("Accept") && h.value.as_str().contains("application/openmetrics-text"));
                 if wants_openmetrics {
                     request.respond(tiny_http::Response::from_string(text).with_header(openmetrics.clone()))
                 } else {

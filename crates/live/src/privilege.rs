@@ -69,8 +69,7 @@ impl Capability {
 
 /// The effective capability set of this process (bit i = capability i).
 pub fn effective() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")
-        .map_err(|e| Error::io("reading /proc/self/status", e))?;
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| Error::io("reading /proc/self/status", e))?;
     parse_cap_eff(&status).ok_or_else(|| Error::MissingKernelFeature {
         feature: "CapEff in /proc/self/status".into(),
         detail: "cannot tell which capabilities this process has".into(),
@@ -78,10 +77,7 @@ pub fn effective() -> Result<u64> {
 }
 
 fn parse_cap_eff(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+    status.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
 }
 
 /// Whether this process holds `cap` in its effective set.
@@ -105,19 +101,14 @@ pub fn require_path(path: &Path, feature: &str) -> Result<()> {
     if path.exists() {
         Ok(())
     } else {
-        Err(Error::MissingKernelFeature {
-            feature: feature.to_string(),
-            detail: format!("{} does not exist", path.display()),
-        })
+        Err(Error::MissingKernelFeature { feature: feature.to_string(), detail: format!("{} does not exist", path.display()) })
     }
 }
 
 /// Succeeds when the external program `name` is on PATH; otherwise a
 /// missing-feature error pointing at `scripts/install-deps.sh`.
 pub fn require_program(name: &str) -> Result<()> {
-    let found = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|p| p.join(name).is_file()))
-        .unwrap_or(false);
+    let found = std::env::var_os("PATH").map(|paths| std::env::split_paths(&paths).any(|p| p.join(name).is_file())).unwrap_or(false);
     if found {
         Ok(())
     } else {

@@ -102,9 +102,10 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> Result<()> {
         set.set(cpu).map_err(|_| Error::Invalid(format!("cpu {cpu}: beyond what this machine supports")))?;
     }
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set).map_err(|e| match e {
-        nix::errno::Errno::EINVAL => {
-            Error::Invalid(format!("thread {tid} cannot be pinned to CPU {}: it is bound to its own CPU, or those CPUs are offline", format_cpu_list(cpus)))
-        }
+        nix::errno::Errno::EINVAL => Error::Invalid(format!(
+            "thread {tid} cannot be pinned to CPU {}: it is bound to its own CPU, or those CPUs are offline",
+            format_cpu_list(cpus)
+        )),
         nix::errno::Errno::EPERM => Error::MissingPrivilege { capability: "CAP_SYS_NICE", purpose: format!("pin thread {tid}") },
         nix::errno::Errno::ESRCH => Error::Failed(format!("thread {tid} is gone")),
         e => Error::io(format!("pinning thread {tid} to CPU {}", format_cpu_list(cpus)), std::io::Error::from(e)),
@@ -182,10 +183,8 @@ pub fn monotonic_ns() -> u64 {
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (absolute), resuming
 /// after signals, as cyclictest's default mode does.
 pub fn sleep_until_ns(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
-    };
+    let ts =
+        libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
     loop {
         // SAFETY: valid timespec; no remainder is needed with TIMER_ABSTIME.
         let rc = unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };

@@ -108,7 +108,16 @@ fn accounting_is_consistent_on_this_kernel() {
         let err = c.unaccounted_ns.unsigned_abs() as f64 / c.wall_ns as f64;
         eprintln!(
             "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%) anomalies {} hidden switches {}",
-            c.cpu, c.wall_ns, c.run_ns, c.idle_ns, c.hardirq_ns, c.softirq_ns, c.unaccounted_ns, err * 100.0, c.anomalies, c.hidden_switches
+            c.cpu,
+            c.wall_ns,
+            c.run_ns,
+            c.idle_ns,
+            c.hardirq_ns,
+            c.softirq_ns,
+            c.unaccounted_ns,
+            err * 100.0,
+            c.anomalies,
+            c.hidden_switches
         );
         assert!(c.wall_ns >= 3_000_000_000, "cpu{} wall {} shorter than the load", c.cpu, c.wall_ns);
         assert!(err < 0.01, "cpu{}: {:.3}% of wall time unaccounted", c.cpu, err * 100.0);
@@ -120,7 +129,13 @@ fn accounting_is_consistent_on_this_kernel() {
     let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
     let ours = report.totals.softirq_ns + nested;
     let err = (ours as f64 - reference as f64).abs() / reference as f64;
-    eprintln!("softirq: accounting {} + nested hardirq {} vs plain sum {} ({:.4}%)", report.totals.softirq_ns, nested, reference, err * 100.0);
+    eprintln!(
+        "softirq: accounting {} + nested hardirq {} vs plain sum {} ({:.4}%)",
+        report.totals.softirq_ns,
+        nested,
+        reference,
+        err * 100.0
+    );
     assert!(report.totals.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0) > 0, "the UDP flood caused no NET_RX time");
     assert!(err < 0.01, "softirq totals differ by {:.3}%", err * 100.0);
 
@@ -129,7 +144,13 @@ fn accounting_is_consistent_on_this_kernel() {
     let spinner = report.task(load.spinner_tid).expect("spinner accounted");
     let seen = spinner.run_ns + spinner.stolen_ns;
     let err = (seen as f64 - load.spinner_cpu_ns as f64).abs() / load.spinner_cpu_ns as f64;
-    eprintln!("spinner: run {} stolen {} vs thread cputime {} ({:.3}%)", spinner.run_ns, spinner.stolen_ns, load.spinner_cpu_ns, err * 100.0);
+    eprintln!(
+        "spinner: run {} stolen {} vs thread cputime {} ({:.3}%)",
+        spinner.run_ns,
+        spinner.stolen_ns,
+        load.spinner_cpu_ns,
+        err * 100.0
+    );
     assert!(err < 0.02, "spinner run+stolen differs from its CPU clock by {:.2}%", err * 100.0);
     assert!(spinner.exited, "the spinner thread has exited by the time of the report");
 

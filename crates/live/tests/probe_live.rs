@@ -21,9 +21,7 @@ fn live() -> bool {
     if std::env::var("IRQLAB_LIVE_TESTS").as_deref() == Ok("1") {
         return true;
     }
-    eprintln!(
-        "skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root to run SCHED_FIFO threads)"
-    );
+    eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root to run SCHED_FIFO threads)");
     false
 }
 
@@ -82,7 +80,12 @@ fn within_three_attempts(what: &str, attempt: impl Fn() -> Result<(), String>) {
         }
     }
     if clean_failures == 0 {
-        eprintln!("{what}: NOT CHECKED: the hypervisor stole more than {} ms from CPU {} in each of {} tries: {reasons:?}", STEAL_VOIDS_NS / 1_000_000, test_cpu(), reasons.len());
+        eprintln!(
+            "{what}: NOT CHECKED: the hypervisor stole more than {} ms from CPU {} in each of {} tries: {reasons:?}",
+            STEAL_VOIDS_NS / 1_000_000,
+            test_cpu(),
+            reasons.len()
+        );
         return;
     }
     panic!("{what}: every attempt failed: {reasons:?}");
@@ -111,24 +114,13 @@ fn injected_interference_gives_the_expected_curve() {
         // The machine's own interference first (the paper's idle baseline),
         // so the fit can isolate the injected load as the paper isolates the
         // driver's (load-bounds paper §4).
-        let baseline = run(
-            &config(800_000_000, 400_000_000),
-            Arc::new(AtomicBool::new(false)),
-            |_| {},
-        )
-        .unwrap();
-        let injector =
-            Injector::start(test_cpu(), INJECT_PRIORITY, INJECT_RUN_NS, INJECT_PERIOD_NS).unwrap();
+        let baseline = run(&config(800_000_000, 400_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let injector = Injector::start(test_cpu(), INJECT_PRIORITY, INJECT_RUN_NS, INJECT_PERIOD_NS).unwrap();
         // 0.8 s: shorter than both bandwidth mechanisms' onset (RT throttling
         // after 950 ms of a 1 s period, the fair server's zero-laxity deferral
         // of ~950 ms), so the curve holds only the injected load and the VM's
         // own noise; lifted anyway in case the period boundary falls inside.
-        let c = run(
-            &config(800_000_000, 400_000_000),
-            Arc::new(AtomicBool::new(false)),
-            |_| {},
-        )
-        .unwrap();
+        let c = run(&config(800_000_000, 400_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
         let activations = injector.activations();
         drop(injector);
         eprintln!(
@@ -136,49 +128,28 @@ fn injected_interference_gives_the_expected_curve() {
             c.sampling_period_ns,
             c.gaps,
             c.mean_load,
-            c.points
-                .iter()
-                .map(|p| (p.window_ns, (p.max_load * 1000.0).round() / 1000.0))
-                .collect::<Vec<_>>()
+            c.points.iter().map(|p| (p.window_ns, (p.max_load * 1000.0).round() / 1000.0)).collect::<Vec<_>>()
         );
         check!(c.complete, "run incomplete");
         check!(activations >= 70, "injector ran {activations} times");
         // Load ≈ 1 for Δ ≤ 1 ms: some window of that length lies inside one
         // injected millisecond.
         for p in c.points.iter().filter(|p| p.window_ns <= 1_000_000) {
-            check!(
-                p.max_load >= 0.98,
-                "load {} at {} ns, expected ≈ 1",
-                p.max_load,
-                p.window_ns
-            );
+            check!(p.max_load >= 0.98, "load {} at {} ns, expected ≈ 1", p.max_load, p.window_ns);
         }
         // ≈ 0.1 + small for long windows (small: the VM's own gaps).
         for p in c.points.iter().filter(|p| p.window_ns >= 100_000_000) {
-            check!(
-                (0.095..=0.15).contains(&p.max_load),
-                "load {} at {} ns, expected ≈ 0.1",
-                p.max_load,
-                p.window_ns
-            );
+            check!((0.095..=0.15).contains(&p.max_load), "load {} at {} ns, expected ≈ 0.1", p.max_load, p.window_ns);
         }
-        check!(
-            (0.095..=0.13).contains(&c.mean_load),
-            "mean load {}",
-            c.mean_load
-        );
+        check!((0.095..=0.13).contains(&c.mean_load), "mean load {}", c.mean_load);
         let raw_fit = fit_hyperbola(&c.points).unwrap();
         let isolated = subtract_baseline(&c.curve(), &baseline.curve());
         let fit = fit_hyperbola(&isolated.points).unwrap();
         eprintln!(
-        "fit: u = {:.4}, p = {} ns (before subtracting the baseline, mean load {:.4}: u = {:.4})",
-        fit.utilization, fit.period_ns, baseline.mean_load, raw_fit.utilization
-    );
-        check!(
-            (fit.utilization - 0.1).abs() <= 0.02,
-            "fitted u = {}",
-            fit.utilization
+            "fit: u = {:.4}, p = {} ns (before subtracting the baseline, mean load {:.4}: u = {:.4})",
+            fit.utilization, fit.period_ns, baseline.mean_load, raw_fit.utilization
         );
+        check!((fit.utilization - 0.1).abs() <= 0.02, "fitted u = {}", fit.utilization);
         Ok(())
     });
 }
@@ -189,28 +160,12 @@ fn oslat_over_100us_per_s(cpu: usize, seconds: u64, priority: i32) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("oslat.json");
     let out = std::process::Command::new("oslat")
-        .args([
-            "-c",
-            &cpu.to_string(),
-            "-D",
-            &seconds.to_string(),
-            "-f",
-            &priority.to_string(),
-            "-b",
-            "1024",
-            "-q",
-            "-z",
-        ])
+        .args(["-c", &cpu.to_string(), "-D", &seconds.to_string(), "-f", &priority.to_string(), "-b", "1024", "-q", "-z"])
         .arg(format!("--json={}", json.display()))
         .output()
         .expect("oslat from rt-tests (scripts/install-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "oslat failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(out.status.success(), "oslat failed: {}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let thread = &doc["thread"]["0"];
     let over: u64 = thread["histogram"]
         .as_object()
@@ -254,18 +209,12 @@ fn probe_and_oslat_count_the_same_long_gaps() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let _lift = LiftedRtLimit::lift().ok();
     within_three_attempts("probe vs oslat", || {
-        let injector =
-            Injector::start(test_cpu(), INJECT_PRIORITY, INJECT_RUN_NS, INJECT_PERIOD_NS).unwrap();
+        let injector = Injector::start(test_cpu(), INJECT_PRIORITY, INJECT_RUN_NS, INJECT_PERIOD_NS).unwrap();
         // oslat before and after the probe: how far oslat strays from
         // itself on this machine, now, is the tolerance (the VM's own long
         // stalls come and go with the host's load).
         let before = oslat_over_100us_per_s(test_cpu(), 3, PROBE_PRIORITY);
-        let c = run(
-            &config(3_000_000_000, 10_000_000),
-            Arc::new(AtomicBool::new(false)),
-            |_| {},
-        )
-        .unwrap();
+        let c = run(&config(3_000_000_000, 10_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
         let after = oslat_over_100us_per_s(test_cpu(), 3, PROBE_PRIORITY);
         drop(injector);
         let probe = c.gaps_over_100us_per_s;
@@ -284,11 +233,7 @@ fn probe_and_oslat_count_the_same_long_gaps() {
             before.min(after),
             before.max(after)
         );
-        check!(
-            c.sampling_period_ns < 100.0,
-            "sampling period {} ns",
-            c.sampling_period_ns
-        );
+        check!(c.sampling_period_ns < 100.0, "sampling period {} ns", c.sampling_period_ns);
         Ok(())
     });
 }
@@ -309,11 +254,7 @@ fn lifted_rt_limit_is_restored_and_marked() {
         seen_during.get_or_insert(RtBandwidth::read().unwrap());
     })
     .unwrap();
-    assert_eq!(
-        RtBandwidth::read().unwrap(),
-        before,
-        "sched_rt_runtime_us not restored"
-    );
+    assert_eq!(RtBandwidth::read().unwrap(), before, "sched_rt_runtime_us not restored");
     let during = seen_during.expect("one progress tick per second");
     if !before.limits() {
         eprintln!("lifted_rt_limit_is_restored_and_marked: lifting not checked: this machine has no RT bandwidth limit");
@@ -329,11 +270,7 @@ fn lifted_rt_limit_is_restored_and_marked() {
     assert_eq!(c.rt_throttling.limited, before.limits());
     assert!(!c.rt_throttling.lifted);
     if before.limits() {
-        assert!(
-            c.rt_throttling.note.contains("throttled_windows_ns"),
-            "{}",
-            c.rt_throttling.note
-        );
+        assert!(c.rt_throttling.note.contains("throttled_windows_ns"), "{}", c.rt_throttling.note);
         // A 10 us window can always be all throttle.
         assert!(c.rt_throttling.throttled_windows_ns.contains(&10_000), "{:?}", c.rt_throttling.throttled_windows_ns);
     }
@@ -377,10 +314,6 @@ fn stopping_early_keeps_what_was_measured() {
     let c = run(&config(20_000_000_000, 10_000_000), stop, |_| {}).unwrap();
     stopper.join().unwrap();
     assert!(!c.complete);
-    assert!(
-        c.duration_ns >= 200_000_000 && c.duration_ns < 5_000_000_000,
-        "ran {} ns",
-        c.duration_ns
-    );
+    assert!(c.duration_ns >= 200_000_000 && c.duration_ns < 5_000_000_000, "ran {} ns", c.duration_ns);
     assert!(!c.points.is_empty());
 }

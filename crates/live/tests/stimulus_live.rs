@@ -1,9 +1,7 @@
 //! The stimulus generator against a real responder (live: needs
 //! IRQLAB_LIVE_TESTS=1 and root for the raw ICMP socket and SCHED_FIFO).
 
-use irqlab_live::stimulus::{
-    generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig,
-};
+use irqlab_live::stimulus::{generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,8 +35,7 @@ fn loopback_run_answers_every_stimulus_and_logs_every_record() {
     if !live_tests_enabled("loopback_run_answers_every_stimulus_and_logs_every_record") {
         return;
     }
-    let r = responder::bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), priority: 50, cpu: None })
-        .unwrap();
+    let r = responder::bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0), priority: 50, cpu: None }).unwrap();
     let port = r.local_addr().unwrap().port();
     let stop_responder = AtomicBool::new(false);
     let dir = tempfile::tempdir().unwrap();
@@ -48,8 +45,7 @@ fn loopback_run_answers_every_stimulus_and_logs_every_record() {
         let _stop = StopOnDrop([&stop_responder]);
         let mut log = RecordLog::create(&log_path, LogFormat::Csv).unwrap();
         let mut calls = 0;
-        let report = generator::run(&config(port, 2000, 500_000), &AtomicBool::new(false), Some(&mut log), &mut |_| calls += 1)
-            .unwrap();
+        let report = generator::run(&config(port, 2000, 500_000), &AtomicBool::new(false), Some(&mut log), &mut |_| calls += 1).unwrap();
         stop_responder.store(true, Ordering::Relaxed);
         let answered_by_responder = served.join().unwrap().unwrap();
 
@@ -58,8 +54,17 @@ fn loopback_run_answers_every_stimulus_and_logs_every_record() {
         for p in &report.paths {
             eprintln!(
                 "{}: sent {} answered {} lost {} late {} min {:?} p50 {:?} max {:?} stamps hw/sw/user {}/{}/{}",
-                p.path.name(), p.sent, p.answered, p.lost, p.late, p.latency.min_ns, p.latency.p50_ns, p.latency.max_ns,
-                p.hardware_stamps, p.software_stamps, p.user_stamps
+                p.path.name(),
+                p.sent,
+                p.answered,
+                p.lost,
+                p.late,
+                p.latency.min_ns,
+                p.latency.p50_ns,
+                p.latency.max_ns,
+                p.hardware_stamps,
+                p.software_stamps,
+                p.user_stamps
             );
             assert_eq!(p.sent, 2000);
             assert_eq!(p.lost, 0, "{}", p.path.name());

@@ -6,9 +6,9 @@ use irqlab_live::load::{self, LoadKind, NetLoad};
 use irqlab_live::stimulus::{
     generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig, StimulusReport,
 };
-use std::path::PathBuf;
 use irqlab_live::testbed::{Side, Testbed};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod common;
@@ -85,7 +85,16 @@ fn show(label: &str, r: &StimulusReport) {
         let l = &p.latency;
         eprintln!(
             "{label} {}: sent {} answered {} lost {} late {} | min {:?} p50 {:?} p99 {:?} p99.9 {:?} max {:?} ns",
-            p.path.name(), p.sent, p.answered, p.lost, p.late, l.min_ns, l.p50_ns, l.p99_ns, l.p999_ns, l.max_ns
+            p.path.name(),
+            p.sent,
+            p.answered,
+            p.lost,
+            p.late,
+            l.min_ns,
+            l.p50_ns,
+            l.p99_ns,
+            l.p999_ns,
+            l.max_ns
         );
     }
 }
@@ -96,8 +105,7 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
         return;
     }
     let bed = Testbed::up().unwrap();
-    let r = responder::bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9761), priority: 80, cpu: None })
-        .unwrap();
+    let r = responder::bind(&ResponderConfig { bind: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9761), priority: 80, cpu: None }).unwrap();
     let stop_responder = AtomicBool::new(false);
     let stop_load = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -188,7 +196,11 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
                     report?
                 };
                 assert!(report.paths.iter().all(|p| p.sent == 1000));
-                if block % 2 == 0 { quiet_logs.push(log) } else { loaded_logs.push(log) }
+                if block % 2 == 0 {
+                    quiet_logs.push(log)
+                } else {
+                    loaded_logs.push(log)
+                }
             }
             // The tail (99th percentile) grows on both paths.
             for kind in ["icmp", "udp"] {
@@ -201,7 +213,10 @@ fn task_path_is_slower_than_softirq_path_and_load_grows_the_tail() {
                 }
                 eprintln!(
                     "{kind}: quiet p50 {} p99 {} ns | under net load p50 {} p99 {} ns",
-                    q[q.len() / 2], p99(&q), l[l.len() / 2], p99(&l)
+                    q[q.len() / 2],
+                    p99(&q),
+                    l[l.len() / 2],
+                    p99(&l)
                 );
                 if p99(&l) <= p99(&q) {
                     return Err(format!("{kind}: p99 under load {} ns <= quiet {} ns", p99(&l), p99(&q)));

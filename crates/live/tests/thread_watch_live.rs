@@ -72,7 +72,10 @@ fn events_follow_a_spinning_and_sleeping_thread() {
     }
     let blocked = events.iter().filter(|e| e.kind == Kind::Blocked).count();
     let wakeups = events.iter().filter(|e| e.kind == Kind::Wakeup).count();
-    eprintln!("{} events, {blocked} blocks, {wakeups} wake-ups; on CPU {ran_ns} ns by the watch, {cpu_ns} ns by the thread's clock", events.len());
+    eprintln!(
+        "{} events, {blocked} blocks, {wakeups} wake-ups; on CPU {ran_ns} ns by the watch, {cpu_ns} ns by the thread's clock",
+        events.len()
+    );
     assert!(blocked >= 3 && wakeups >= 3, "{events:?}");
     assert_eq!(events.last().map(|e| e.ran_ns - ran_before), Some(ran_ns), "the last event's runtime is not the map's");
     // The watch reads the scheduler's runtime clock, which the thread's CPU

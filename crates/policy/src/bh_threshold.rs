@@ -57,11 +57,7 @@ impl ThresholdController {
     /// Ends period k with its measurements and returns T(k+1).
     pub fn update(&mut self, consumed_ns: Nanos, processed: u64, pending: u64) -> f64 {
         let c = consumed_ns as f64;
-        let e = if processed > 0 {
-            pending as f64 * c / processed as f64
-        } else {
-            pending as f64 * self.default_cost_ns
-        };
+        let e = if processed > 0 { pending as f64 * c / processed as f64 } else { pending as f64 * self.default_cost_ns };
         push_window(&mut self.c_hist, c, self.window);
         push_window(&mut self.e_hist, e, self.window);
         let dc = c - mean(&self.c_hist);

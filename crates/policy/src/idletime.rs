@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(s.dispatch(3, Some(Fg)), Decision::StartForeground);
         assert_eq!(s.state(), State::F);
         assert!(s.interval_running(12)); // restarted at 3, ends at 13
-        // F --b--> P without consuming b; the interval holds B back.
+                                         // F --b--> P without consuming b; the interval holds B back.
         s.on_completion(5);
         assert_eq!(s.dispatch(5, Some(Bg)), Decision::WaitUntil(13));
         assert_eq!(s.state(), State::P);

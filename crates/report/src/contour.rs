@@ -119,10 +119,7 @@ impl HeatMap {
                 let (x, y) = (c as f64, r as f64);
                 let g = if v.is_finite() { self.shade(v) } else { 255 };
                 chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)],
-                        RGBColor(g, g, g).filled(),
-                    )))
+                    .draw_series(std::iter::once(Rectangle::new([(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)], RGBColor(g, g, g).filled())))
                     .map_err(|e| fail(&e))?;
                 if v.is_finite() {
                     let ink = if g < 128 { WHITE } else { BLACK };
@@ -143,9 +140,7 @@ impl HeatMap {
                 }
             }
             let style = ("sans-serif", 12).into_font().color(&red);
-            chart
-                .draw_series(std::iter::once(Text::new(label.clone(), (-0.45, *pos + 0.08), style)))
-                .map_err(|e| fail(&e))?;
+            chart.draw_series(std::iter::once(Text::new(label.clone(), (-0.45, *pos + 0.08), style))).map_err(|e| fail(&e))?;
         }
         Ok(())
     }
@@ -199,9 +194,14 @@ mod tests {
     #[test]
     fn renders_cells_ticks_and_marker() {
         let svg = side_by_side_svg(&[
-            HeatMap::new("FG", vec!["1%".into(), "100%".into()], vec!["0".into(), "20ms".into()], vec![vec![0.5, 0.52], vec![1.0, f64::NAN]])
-                .labels("intensity", "p")
-                .marker(0.5, "service time"),
+            HeatMap::new(
+                "FG",
+                vec!["1%".into(), "100%".into()],
+                vec!["0".into(), "20ms".into()],
+                vec![vec![0.5, 0.52], vec![1.0, f64::NAN]],
+            )
+            .labels("intensity", "p")
+            .marker(0.5, "service time"),
             HeatMap::new("BG", vec!["1%".into()], vec!["0".into()], vec![vec![0.9]]),
         ])
         .unwrap();

@@ -51,8 +51,7 @@ impl Table {
         let line = |cells: &[String]| {
             // Padded by hand: `format!("{c:<w$}")` panics for widths over
             // u16::MAX (a 100 KB task name in a user's file).
-            let padded: Vec<String> =
-                cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
+            let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
             format!("  {}\n", padded.join("  ").trim_end())
         };
         std::iter::once(&self.headers).chain(&self.rows).map(|r| line(r)).collect()
@@ -64,13 +63,21 @@ impl Table {
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Block {
     /// Text, escaped.
-    Paragraph { text: String },
+    Paragraph {
+        text: String,
+    },
     /// Preformatted text (logs, commands), escaped.
-    Pre { text: String },
-    Table { table: Table },
+    Pre {
+        text: String,
+    },
+    Table {
+        table: Table,
+    },
     /// An SVG document (e.g. from [`crate::plot::LinePlot::to_svg`]),
     /// embedded as is. Only pass SVG that irqlab generated.
-    Svg { svg: String },
+    Svg {
+        svg: String,
+    },
 }
 
 /// A headed part of the page.

@@ -163,15 +163,12 @@ impl LinePlot {
         chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).light_line_style(WHITE).draw()?;
         for (i, s) in self.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let data: Vec<(f64, f64)> =
-                s.points.iter().copied().filter(|(a, b)| a.is_finite() && b.is_finite()).collect();
+            let data: Vec<(f64, f64)> = s.points.iter().copied().filter(|(a, b)| a.is_finite() && b.is_finite()).collect();
             let anno = match s.style {
                 Style::Line => chart.draw_series(LineSeries::new(data, color.stroke_width(2)))?,
                 Style::Points => chart.draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled())))?,
             };
-            anno.label(s.name.clone()).legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-            });
+            anno.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
         }
         if !self.series.is_empty() {
             chart

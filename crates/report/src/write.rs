@@ -73,10 +73,7 @@ fn replace(target: &Path, bytes: &[u8], existing: Option<&Metadata>) -> std::io:
     std::fs::create_dir_all(dir)?;
     // The mode goes to open(2), which applies the umask: a new file ends up
     // as a shell redirection would make it, not tempfile's private 0600.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".irqlab-")
-        .permissions(Permissions::from_mode(0o666))
-        .tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".irqlab-").permissions(Permissions::from_mode(0o666)).tempfile_in(dir)?;
     if let Some(meta) = existing {
         // Owner first: chown clears set-id bits, the chmod puts them back.
         // Only root may give a file away; anyone else replacing another

@@ -33,9 +33,7 @@ fn bench(c: &mut Criterion) {
     );
     let mut g = c.benchmark_group("sim");
     g.sample_size(10);
-    g.bench_function("ping_flood_100s", |b| {
-        b.iter(|| run_scenario(&sc, p, false, &stop, |_| {}).expect("run").result.events)
-    });
+    g.bench_function("ping_flood_100s", |b| b.iter(|| run_scenario(&sc, p, false, &stop, |_| {}).expect("run").result.events));
     g.finish();
 }
 

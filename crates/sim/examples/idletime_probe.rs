@@ -26,6 +26,13 @@ fn main() {
     let mut e = NetExperiment::new(setup, proto(&a[2]), proto(&a[3]), Some(i), bg, d);
     e.duration_ns = (secs * 1e9) as u64;
     let r = net::run(&e);
-    println!("fg {:.2} bg {:.2} {} fg_lat {:.1}us bg_lat {:.1}us", r.foreground, r.background, r.unit, r.fg_latency_mean_ns / 1e3, r.bg_latency_mean_ns / 1e3);
+    println!(
+        "fg {:.2} bg {:.2} {} fg_lat {:.1}us bg_lat {:.1}us",
+        r.foreground,
+        r.background,
+        r.unit,
+        r.fg_latency_mean_ns / 1e3,
+        r.bg_latency_mean_ns / 1e3
+    );
     println!("{:?}", r.counters);
 }

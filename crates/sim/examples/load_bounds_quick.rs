@@ -13,7 +13,13 @@ fn main() {
     for c in &r.details.configs {
         println!("{}: fit {:?} predicted {} meets {:?}", c.name, c.driver_fit, c.predicted_max_e2_ns, c.meets_up_to_e2_ns);
         for p in &c.points {
-            println!("  e2 {} miss {:.1}% hb missed {}/{}", p.e2_ns, p.tau2_miss_pct, p.heartbeats_missed, p.heartbeats_missed + p.heartbeats_received);
+            println!(
+                "  e2 {} miss {:.1}% hb missed {}/{}",
+                p.e2_ns,
+                p.tau2_miss_pct,
+                p.heartbeats_missed,
+                p.heartbeats_missed + p.heartbeats_received
+            );
         }
     }
     for row in &r.rows {

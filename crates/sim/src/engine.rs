@@ -57,13 +57,7 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue {
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-            now: 0,
-            cancelled: Default::default(),
-            popped: 0,
-        }
+        EventQueue { heap: BinaryHeap::new(), next_seq: 0, now: 0, cancelled: Default::default(), popped: 0 }
     }
 
     /// The current simulated time: the time of the last popped event.

@@ -29,7 +29,17 @@ pub struct IrqSource {
 
 impl IrqSource {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(name: String, id: usize, line: usize, interval: Nanos, poisson: bool, handler: Nanos, bh_cost: Nanos, vector: u32, rng: SourceRng) -> Self {
+    pub fn new(
+        name: String,
+        id: usize,
+        line: usize,
+        interval: Nanos,
+        poisson: bool,
+        handler: Nanos,
+        bh_cost: Nanos,
+        vector: u32,
+        rng: SourceRng,
+    ) -> Self {
         IrqSource { name, id, line, interval, poisson, handler, bh_cost, vector, rng, raised: 0, handled: 0, bh_done: 0 }
     }
 

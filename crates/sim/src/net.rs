@@ -115,15 +115,7 @@ pub struct Socket {
 
 impl Socket {
     pub fn new(name: impl Into<String>, rcvbuf: u64) -> Self {
-        Socket {
-            name: name.into(),
-            owner: None,
-            queue: VecDeque::new(),
-            bytes: 0,
-            rcvbuf,
-            waiter: None,
-            stats: SocketStats::default(),
-        }
+        Socket { name: name.into(), owner: None, queue: VecDeque::new(), bytes: 0, rcvbuf, waiter: None, stats: SocketStats::default() }
     }
 
     /// Queues a datagram unless the receive buffer is full (counted drop).
@@ -150,12 +142,20 @@ impl Socket {
 /// How a source spaces its packets.
 #[derive(Debug, Clone, Copy)]
 pub enum Arrivals {
-    Constant { interval: Nanos },
-    Poisson { mean: Nanos },
+    Constant {
+        interval: Nanos,
+    },
+    Poisson {
+        mean: Nanos,
+    },
     /// Two-state MMPP as the process-aware paper's bursty client:
     /// geometric bursts of mean `burst` packets spaced exponentially with
     /// mean `spacing`, exponential gaps of mean `gap` between bursts.
-    Mmpp2 { burst: f64, spacing: Nanos, gap: Nanos },
+    Mmpp2 {
+        burst: f64,
+        spacing: Nanos,
+        gap: Nanos,
+    },
 }
 
 pub struct Source {

@@ -170,10 +170,7 @@ mod tests {
 
     /// Brute force over every integer window start.
     fn brute(gaps: &[(Nanos, Nanos)], w: Nanos, end: Nanos) -> Nanos {
-        (0..=end.saturating_sub(w))
-            .map(|a| gaps.iter().map(|&(s, e)| e.min(a + w).saturating_sub(s.max(a))).sum())
-            .max()
-            .unwrap_or(0)
+        (0..=end.saturating_sub(w)).map(|a| gaps.iter().map(|&(s, e)| e.min(a + w).saturating_sub(s.max(a))).sum()).max().unwrap_or(0)
     }
 
     #[test]

@@ -278,11 +278,10 @@ impl Scenario {
     }
 
     pub fn name(&self) -> String {
-        self.raw.name.clone().unwrap_or_else(|| {
-            std::path::Path::new(&self.file)
-                .file_stem()
-                .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
-        })
+        self.raw
+            .name
+            .clone()
+            .unwrap_or_else(|| std::path::Path::new(&self.file).file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned()))
     }
 
     /// Whether a run produces a probe curve.
@@ -426,7 +425,9 @@ impl Scenario {
                         let g = r.granularity.as_ref().expect("checked");
                         return Err(self.err(g.span(), "with accounting = \"tick\" the granularity is the timer tick (omit granularity)"));
                     }
-                    Some(("tick", _)) => Accounting::TickSampled { tick: 1_000_000_000 / (*self.raw.machine.get_ref().hz.get_ref()).max(1) as Nanos },
+                    Some(("tick", _)) => {
+                        Accounting::TickSampled { tick: 1_000_000_000 / (*self.raw.machine.get_ref().hz.get_ref()).max(1) as Nanos }
+                    }
                     Some((a, span)) => return Err(self.err(span, format!("unknown accounting `{a}` (exact, tick)"))),
                 };
                 Box::new(Sporadic::new(task, high, low, budget, period, max_repl, accounting))
@@ -476,18 +477,14 @@ impl Scenario {
             }),
             "threaded" => Box::new(softirq::Threaded),
             _ => {
-                return Err(self.err(
-                    m.softirq.span(),
-                    format!("unknown softirq model `{model_name}` (linux-2.4, linux-2.6, linux-modern, threaded)"),
-                ))
+                return Err(self
+                    .err(m.softirq.span(), format!("unknown softirq model `{model_name}` (linux-2.4, linux-2.6, linux-modern, threaded)")))
             }
         };
         let fair = match m.scheduler.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
             None | Some(("cfs", _)) => FairKind::Cfs,
             Some(("linux-2.4", _)) => FairKind::Linux24,
-            Some((other, span)) => {
-                return Err(self.err(span, format!("unknown scheduler `{other}` (cfs, linux-2.4)")))
-            }
+            Some((other, span)) => return Err(self.err(span, format!("unknown scheduler `{other}` (cfs, linux-2.4)"))),
         };
         let threaded = model.threaded();
         let mut sim = Sim::new(cfg, fair, model, p.seed);
@@ -497,7 +494,13 @@ impl Scenario {
             Some(n) if (-20..=19).contains(n.get_ref()) => *n.get_ref() as i8,
             Some(n) => return Err(self.err(n.span(), "nice must be -20..19")),
             // 2.4 ran ksoftirqd at nice 19; 2.6 and later at nice 0.
-            None => if model_name == "linux-2.4" { 19 } else { 0 },
+            None => {
+                if model_name == "linux-2.4" {
+                    19
+                } else {
+                    0
+                }
+            }
         };
         for name in self.raw.threads.keys() {
             if !["net_rx", "net_tx", "nic_irq", "ksoftirqd"].contains(&name.as_str()) {
@@ -510,7 +513,8 @@ impl Scenario {
                 None => Ok((default, None)),
                 Some(t) => {
                     let r = t.get_ref();
-                    let pol = self.policy_of(t.span(), &Some(r.policy.clone()), &r.priority, &r.nice, (&r.runtime, &r.deadline, &r.period))?;
+                    let pol =
+                        self.policy_of(t.span(), &Some(r.policy.clone()), &r.priority, &r.nice, (&r.runtime, &r.deadline, &r.period))?;
                     Ok((pol, r.server.as_ref()))
                 }
             }
@@ -623,9 +627,7 @@ impl Scenario {
                 Some(("hi", _)) => softirq::HI,
                 Some(("timer", _)) => softirq::TIMER,
                 Some(("block", _)) => softirq::BLOCK,
-                Some((other, span)) => {
-                    return Err(self.err(span, format!("unknown vector `{other}` (hi, timer, block, tasklet)")))
-                }
+                Some((other, span)) => return Err(self.err(span, format!("unknown vector `{other}` (hi, timer, block, tasklet)"))),
             };
             let id = sim.devices.len();
             let name = r.name.get_ref().clone();
@@ -737,9 +739,7 @@ impl Scenario {
                     let pattern = match r.pattern.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
                         None | Some(("random", _)) => ReadPattern::Random,
                         Some(("sequential", _)) => ReadPattern::Sequential,
-                        Some((other, span)) => {
-                            return Err(self.err(span, format!("unknown pattern `{other}` (random, sequential)")))
-                        }
+                        Some((other, span)) => return Err(self.err(span, format!("unknown pattern `{other}` (random, sequential)"))),
                     };
                     let intensity = match &r.intensity {
                         None => 1.0,
@@ -837,10 +837,9 @@ impl Scenario {
                     (arrivals, proto)
                 }
                 k => {
-                    return Err(self.err(
-                        r.kind.span(),
-                        format!("unknown traffic kind `{k}` (ping-flood, heartbeat, constant, poisson, mmpp2)"),
-                    ))
+                    return Err(
+                        self.err(r.kind.span(), format!("unknown traffic kind `{k}` (ping-flood, heartbeat, constant, poisson, mmpp2)"))
+                    )
                 }
             };
             let name = r.name.clone().unwrap_or_else(|| format!("{kind}-{i}"));

@@ -67,7 +67,15 @@ pub struct Sporadic {
 }
 
 impl Sporadic {
-    pub fn new(task: TaskId, high: Policy, low: Option<Policy>, budget: Nanos, period: Nanos, max_repl: usize, accounting: Accounting) -> Self {
+    pub fn new(
+        task: TaskId,
+        high: Policy,
+        low: Option<Policy>,
+        budget: Nanos,
+        period: Nanos,
+        max_repl: usize,
+        accounting: Accounting,
+    ) -> Self {
         Sporadic { task, high, low, rules: SporadicServer::new(budget, period, max_repl, accounting) }
     }
 

@@ -154,10 +154,16 @@ pub enum PollDev {
 /// One bottom-half job.
 #[derive(Debug, Clone, Copy)]
 pub enum JobWhat {
-    Packet { from: PollDev, pkt: Packet },
+    Packet {
+        from: PollDev,
+        pkt: Packet,
+    },
     /// A device-defined job (disk completion, ...): `token` goes back to
     /// the device's `bh_done`.
-    Device { dev: usize, token: u64 },
+    Device {
+        dev: usize,
+        token: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -171,9 +177,15 @@ pub struct Job {
 
 #[derive(Debug, Clone, Copy)]
 pub enum Handler {
-    NetRx { budget: i64, limit_jiffy: u64, quota: i64 },
+    NetRx {
+        budget: i64,
+        limit_jiffy: u64,
+        quota: i64,
+    },
     /// Runs the queued jobs of a vector until its queue is empty.
-    Queue { vector: u32 },
+    Queue {
+        vector: u32,
+    },
 }
 
 /// Where a run executes.
@@ -204,16 +216,7 @@ pub struct SoftirqRun {
 
 impl SoftirqRun {
     pub fn new(start: Nanos, serves: u32) -> Self {
-        SoftirqRun {
-            start,
-            rounds: 0,
-            round_left: 0,
-            not_yet_run: u32::MAX,
-            serves,
-            handler: None,
-            job: None,
-            job_left: 0,
-        }
+        SoftirqRun { start, rounds: 0, round_left: 0, not_yet_run: u32::MAX, serves, handler: None, job: None, job_left: 0 }
     }
 }
 
@@ -224,7 +227,9 @@ pub enum Admit {
     /// Stop this run here: the job stays at the head of its queue and its
     /// vector stays pending. `wake_ksoftirqd` hands the rest to ksoftirqd
     /// now; otherwise it waits for the next activation.
-    Defer { wake_ksoftirqd: bool },
+    Defer {
+        wake_ksoftirqd: bool,
+    },
 }
 
 /// The plug point for bottom-half policies (BH-threshold controller,

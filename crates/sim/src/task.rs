@@ -108,9 +108,13 @@ pub enum TaskKind {
     Ksoftirqd,
     /// A softirq thread (threaded model: net-rx, net-tx, ...) serving the
     /// vectors in the mask.
-    SoftirqThread { vectors: u32 },
+    SoftirqThread {
+        vectors: u32,
+    },
     /// A threaded IRQ handler for one line.
-    IrqThread { line: usize },
+    IrqThread {
+        line: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

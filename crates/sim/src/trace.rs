@@ -45,9 +45,7 @@ impl Trace {
         let mut ev: Vec<Value> = self
             .tracks
             .iter()
-            .map(|(name, tid)| {
-                json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}})
-            })
+            .map(|(name, tid)| json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": name}}))
             .collect();
         for (tid, name, s, e) in &self.events {
             ev.push(json!({"name": name, "ph": "X", "pid": 1, "tid": tid,

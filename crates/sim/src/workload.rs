@@ -404,7 +404,15 @@ enum ReaderState {
 }
 
 impl DiskReader {
-    pub fn new(dev: usize, disk_sectors: u64, block_sectors: u64, pattern: ReadPattern, intensity: f64, issue_cost: Nanos, rng: SourceRng) -> Self {
+    pub fn new(
+        dev: usize,
+        disk_sectors: u64,
+        block_sectors: u64,
+        pattern: ReadPattern,
+        intensity: f64,
+        issue_cost: Nanos,
+        rng: SourceRng,
+    ) -> Self {
         DiskReader {
             dev,
             disk_sectors,

@@ -86,7 +86,9 @@ fn fifo_task_above_threaded_net_rx_is_not_preempted_by_packets() {
     assert!(resp.max_ns <= 5_000_000 + 5_000_000 / 10_000 * 2_000 + 20_000, "{resp:?}");
 
     // The same task under the vanilla model loses time to softirqs.
-    let vanilla = text.replace("softirq = \"threaded\"", "softirq = \"linux-2.6\"").replace("[threads.net_rx]\npolicy = \"fifo\"\npriority = 50\n[threads.nic_irq]\npolicy = \"fifo\"\npriority = 50\n", "");
+    let vanilla = text
+        .replace("softirq = \"threaded\"", "softirq = \"linux-2.6\"")
+        .replace("[threads.net_rx]\npolicy = \"fifo\"\npriority = 50\n[threads.nic_irq]\npolicy = \"fifo\"\npriority = 50\n", "");
     let v = run(&vanilla);
     assert!(task(&v, "rt").stolen_softirq_ns > 1_000_000);
 }

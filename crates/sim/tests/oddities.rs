@@ -170,4 +170,3 @@ fn timer_expiries_go_through_the_hrtimer_interrupt() {
     assert!(free.irq_lines.iter().all(|l| l.name != "hrtimer"));
     assert_eq!(task(&free, "rt").response.as_ref().unwrap().min_ns, 100_000);
 }
-

@@ -19,9 +19,7 @@ fn task_set() -> impl Strategy<Value = Vec<(u64, u64)>> {
         let raw: Vec<(u64, f64)> = v.iter().map(|&(i, w)| (PERIODS_MS[i] * 1_000_000, w as f64)).collect();
         let weight: f64 = raw.iter().map(|&(_, w)| w).sum();
         let target = 0.95 * (v.len() as f64 / 5.0).clamp(0.5, 1.0);
-        raw.iter()
-            .map(|&(p, w)| (p, ((target * w / weight) * p as f64).max(1.0) as u64))
-            .collect()
+        raw.iter().map(|&(p, w)| (p, ((target * w / weight) * p as f64).max(1.0) as u64)).collect()
     })
 }
 

@@ -53,10 +53,9 @@ fn as_decision(a: ServerAction, low: Option<Policy>, high: Policy) -> Decision {
 
 #[test]
 fn the_simulator_decides_what_the_shared_rules_decide() {
-    for (accounting, low) in [
-        (Accounting::Exact { granularity: 1 }, Some(Policy::Fifo(1))),
-        (Accounting::Exact { granularity: 100_000 }, None),
-    ] {
+    for (accounting, low) in
+        [(Accounting::Exact { granularity: 1 }, Some(Policy::Fifo(1))), (Accounting::Exact { granularity: 100_000 }, None)]
+    {
         let (high, budget, period) = (Policy::Fifo(50), MS, 10 * MS);
         let mut rules = SporadicServer::new(budget, period, 2, accounting);
         let mut sim = Sporadic::new(0, high, low, budget, period, 2, accounting);
@@ -71,9 +70,7 @@ fn the_simulator_decides_what_the_shared_rules_decide() {
                     assert_eq!(rules.budget_left(e), sim.budget_left(e), "{obs:?}");
                     continue;
                 }
-                Observation::Block(t) => {
-                    (rules.on_block(t, &mut rules_timers), as_decision(sim.on_block(t, &mut sim_timers), low, high))
-                }
+                Observation::Block(t) => (rules.on_block(t, &mut rules_timers), as_decision(sim.on_block(t, &mut sim_timers), low, high)),
                 Observation::Exhausted(t) => {
                     (rules.exhausted(t, &mut rules_timers), as_decision(sim.exhausted(t, &mut sim_timers), low, high))
                 }

@@ -112,9 +112,8 @@ fn signed_ns(v: Option<i64>) -> String {
 }
 
 fn rows(result: &Analysis) -> Table {
-    let mut table = Table::new([
-        "task", "priority", "period", "wcet", "deadline", "response", "slack", "load at d", "wcet margin", "verdict",
-    ]);
+    let mut table =
+        Table::new(["task", "priority", "period", "wcet", "deadline", "response", "slack", "load at d", "wcet margin", "verdict"]);
     for t in &result.tasks {
         let response = match result.test {
             Test::Edf => "-".to_string(),
@@ -141,10 +140,7 @@ fn summary(path: &Path, result: &Analysis) -> String {
     let mut out = format!("{}: test {}, {} bound\n", path.display(), result.test.name(), result.bound.name());
     out.push_str(&rows(result).to_text());
     for i in &result.interferers {
-        out.push_str(&format!(
-            "  interferer {} ({}, priority {}, long-run load {:.3})\n",
-            i.name, i.kind, i.priority, i.utilization
-        ));
+        out.push_str(&format!("  interferer {} ({}, priority {}, long-run load {:.3})\n", i.name, i.kind, i.priority, i.utilization));
     }
     for note in &result.notes {
         out.push_str(&format!("  note: {note}\n"));
@@ -176,19 +172,14 @@ fn html_page(path: &Path, set: &TaskSet, result: &Analysis) -> Result<String, Cl
                 if task.model.as_periodic().is_none() {
                     continue;
                 }
-                let pts = windows
-                    .iter()
-                    .filter_map(|&w| load_seen_by(set, k, result.bound, w).map(|l| (ms(w), l.min(2.0))))
-                    .collect();
+                let pts = windows.iter().filter_map(|&w| load_seen_by(set, k, result.bound, w).map(|l| (ms(w), l.min(2.0)))).collect();
                 plot = plot.series(Series::line(task.name.clone(), pts));
             }
         }
     }
-    let deadlines =
-        result.tasks.iter().map(|t| (ms(t.deadline_ns), t.load_at_deadline.min(2.0))).collect();
-    plot = plot
-        .series(Series::points("load at each deadline", deadlines))
-        .series(Series::line("capacity", vec![(0.0, 1.0), (ms(to), 1.0)]));
+    let deadlines = result.tasks.iter().map(|t| (ms(t.deadline_ns), t.load_at_deadline.min(2.0))).collect();
+    plot =
+        plot.series(Series::points("load at each deadline", deadlines)).series(Series::line("capacity", vec![(0.0, 1.0), (ms(to), 1.0)]));
     let svg = plot.to_svg().map_err(|e| fail(&e))?;
     let mut interferers = Table::new(["interferer", "kind", "priority", "long-run load"]);
     for i in &result.interferers {

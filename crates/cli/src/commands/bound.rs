@@ -57,11 +57,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         return Err(CliError::Usage("--period and --wcet must be longer than 0".into()));
     }
     if wcet > period {
-        return Err(CliError::Usage(format!(
-            "--wcet {} is longer than --period {}",
-            format_ns(wcet),
-            format_ns(period)
-        )));
+        return Err(CliError::Usage(format!("--wcet {} is longer than --period {}", format_ns(wcet), format_ns(period))));
     }
     let from = args.from.as_deref().map(|f| crate::flags::duration("from", f)).transpose()?.unwrap_or((wcet / 4).max(1)).max(1);
     let to = args.to.as_deref().map(|t| crate::flags::duration("to", t)).transpose()?.unwrap_or(period.saturating_mul(8));
@@ -132,13 +128,7 @@ fn windows(period: Nanos, wcet: Nanos, from: Nanos, to: Nanos) -> Vec<Nanos> {
     w
 }
 
-fn plots(
-    period: Nanos,
-    wcet: Nanos,
-    task: Option<PeriodicTask>,
-    from: Nanos,
-    to: Nanos,
-) -> Result<String, irqlab_report::plot::PlotError> {
+fn plots(period: Nanos, wcet: Nanos, task: Option<PeriodicTask>, from: Nanos, to: Nanos) -> Result<String, irqlab_report::plot::PlotError> {
     // Axis unit: the largest unit in which the period is at least 1.
     let (scale, unit) = match period {
         p if p >= 1_000_000_000 => (1e9, "s"),
@@ -149,13 +139,9 @@ fn plots(
     let x = |w: Nanos| w as f64 / scale;
     let ws = windows(period, wcet, from, to);
     let u = wcet as f64 / period as f64;
-    let mut demand = LinePlot::new(format!(
-        "Demand bounds, p = {}, e = {} (load-bounds paper Fig. 1)",
-        format_ns(period),
-        format_ns(wcet)
-    ))
-    .x_label(format!("window Δ ({unit})"))
-    .y_label(format!("demand ({unit})"));
+    let mut demand = LinePlot::new(format!("Demand bounds, p = {}, e = {} (load-bounds paper Fig. 1)", format_ns(period), format_ns(wcet)))
+        .x_label(format!("window Δ ({unit})"))
+        .y_label(format!("demand ({unit})"));
     let names = ["traditional (eq. 4)", "refined (eq. 6)", "linear (eq. 7)"];
     for (b, name) in BOUNDS.iter().zip(names) {
         let pts = ws
@@ -175,19 +161,14 @@ fn plots(
         let pts = ws.iter().map(|&w| (x(w), edf_demand(t, w) as f64 / scale)).collect();
         demand = demand.series(Series::line("EDF dbf (deadline)", pts));
     }
-    let load_of = |b: DemandBound| -> Vec<(f64, f64)> {
-        ws.iter().map(|&w| (x(w), periodic_load(b, period, wcet, w).min(1.5))).collect()
-    };
+    let load_of = |b: DemandBound| -> Vec<(f64, f64)> { ws.iter().map(|&w| (x(w), periodic_load(b, period, wcet, w).min(1.5))).collect() };
     let load = LinePlot::new("Load bounds (load-bounds paper Fig. 2)")
         .x_label(format!("window Δ ({unit})"))
         .y_label("load")
         .y_range(0.0..1.2)
         .series(Series::line("traditional load", load_of(DemandBound::Traditional)))
         .series(Series::line("refined load (eq. 9)", load_of(DemandBound::Refined)))
-        .series(Series::line(
-            "hyperbolic (eq. 10)",
-            ws.iter().map(|&w| (x(w), hyperbolic_load(u, period, w))).collect(),
-        ))
+        .series(Series::line("hyperbolic (eq. 10)", ws.iter().map(|&w| (x(w), hyperbolic_load(u, period, w))).collect()))
         .series(Series::line(format!("u = {u:.3}"), vec![(x(from), u), (x(to), u)]));
     stacked_svg(&[demand, load])
 }

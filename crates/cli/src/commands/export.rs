@@ -25,8 +25,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let listen: SocketAddr =
-        args.listen.parse().map_err(|_| CliError::Usage(format!("--listen {}: not an ADDRESS:PORT", args.listen)))?;
+    let listen: SocketAddr = args.listen.parse().map_err(|_| CliError::Usage(format!("--listen {}: not an ADDRESS:PORT", args.listen)))?;
     let interval_ns = flags::positive_duration("interval", &args.interval)?;
     let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
     let config = Config { listen, interval_ns, top: args.top as usize, ..Config::default() };

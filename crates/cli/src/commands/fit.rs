@@ -53,10 +53,8 @@ fn warn_if_throttled(path: &Path, text: &str) {
     if t["limited"] != true {
         return;
     }
-    let windows: Vec<String> = t["throttled_windows_ns"]
-        .as_array()
-        .map(|w| w.iter().filter_map(|v| v.as_u64()).map(format_ns).collect())
-        .unwrap_or_default();
+    let windows: Vec<String> =
+        t["throttled_windows_ns"].as_array().map(|w| w.iter().filter_map(|v| v.as_u64()).map(format_ns).collect()).unwrap_or_default();
     eprintln!(
         "warning: {} was measured with RT throttling active ({} ms per period): {}; the fit counts them as interference (measure again without --keep-rt-limit)",
         path.display(),
@@ -80,9 +78,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         Some(b) => subtract_baseline(&measured, b),
         None => measured.clone(),
     };
-    let fit = fit_hyperbola(&curve.points).map_err(|e| {
-        CliError::Input(InputError::at(e.to_string(), Location::file_only(&args.curve.display().to_string())))
-    })?;
+    let fit = fit_hyperbola(&curve.points)
+        .map_err(|e| CliError::Input(InputError::at(e.to_string(), Location::file_only(&args.curve.display().to_string()))))?;
     let wcet_ns = (fit.utilization * fit.period_ns as f64).round() as u64;
     let doc = FitDocument {
         schema: FIT_SCHEMA,
@@ -95,8 +92,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     };
     json_or_summary(args.json.as_deref(), &doc, summary)?;
     if let Some(path) = &args.svg {
-        let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit)
-            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit).map_err(|e| CliError::Failed(e.to_string()))?;
         write_text(path, &svg)?;
     }
     Ok(Status::Success)

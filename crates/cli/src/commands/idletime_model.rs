@@ -106,10 +106,7 @@ fn steps(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 
 pub fn run(args: Args) -> Result<Status, CliError> {
     let table_file = Some(std::path::Path::new(&args.resource)).filter(|_| !matches!(args.resource.as_str(), "disk" | "udp"));
-    crate::output::refuse_clashes(
-        &[("--resource", table_file)],
-        &[("--svg", args.svg.as_deref()), ("--json", args.json.as_deref())],
-    )?;
+    crate::output::refuse_clashes(&[("--resource", table_file)], &[("--svg", args.svg.as_deref()), ("--json", args.json.as_deref())])?;
     let (table, mut params, default_p) = match args.resource.as_str() {
         "disk" => (Resource::Disk.table(), Resource::Disk.params(), "0..200ms"),
         "udp" => (Resource::Udp.table(), Resource::Udp.params(), "0..5ms"),

@@ -67,11 +67,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
     let stop = crate::signal::stop_flag();
     let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
-    let config = accounting::Config {
-        duration_ns,
-        tick_ns: live_view.then_some(interval_ns),
-        reference_softirq_sum: args.check,
-    };
+    let config = accounting::Config { duration_ns, tick_ns: live_view.then_some(interval_ns), reference_softirq_sum: args.check };
     let report = accounting::measure(&config, &stop, |report| {
         let mut out = std::io::stdout().lock();
         let _ = write!(out, "\x1b[H\x1b[2J{}", render::table(report, &args.pids, args.top));

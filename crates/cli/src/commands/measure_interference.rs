@@ -77,9 +77,8 @@ enum PolicyArg {
 }
 
 fn windows_flag(text: &str, per_decade: u32) -> Result<Vec<u64>, CliError> {
-    let (from, to) = text
-        .split_once("..")
-        .ok_or_else(|| CliError::Usage(format!("--windows `{text}`: expected FROM..TO, e.g. 10us..1s")))?;
+    let (from, to) =
+        text.split_once("..").ok_or_else(|| CliError::Usage(format!("--windows `{text}`: expected FROM..TO, e.g. 10us..1s")))?;
     let (from, to) = (flags::duration("windows", from)?, flags::duration("windows", to)?);
     if from == 0 || to < from || per_decade == 0 {
         return Err(CliError::Usage(format!("--windows `{text}`: need 0 < FROM <= TO and --per-decade > 0")));
@@ -97,10 +96,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         args.overlay.iter().filter_map(|o| o.split_once('=')).map(|(_, file)| std::path::Path::new(file)).collect();
     let mut inputs = vec![("--baseline", args.baseline.as_deref())];
     inputs.extend(overlay_files.iter().map(|&f| ("--overlay", Some(f))));
-    output::refuse_clashes(
-        &inputs,
-        &[("--json", args.json.as_deref()), ("--raw", args.raw.as_deref()), ("--svg", args.svg.as_deref())],
-    )?;
+    output::refuse_clashes(&inputs, &[("--json", args.json.as_deref()), ("--raw", args.raw.as_deref()), ("--svg", args.svg.as_deref())])?;
     // Read every input before measuring: a bad file must not cost a run.
     let overlays = args.overlay.iter().map(|o| read_overlay(o)).collect::<Result<Vec<_>, _>>()?;
     let baseline = match &args.baseline {
@@ -163,8 +159,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
 }
 
 fn show(s: &Snapshot) {
-    let loads: Vec<String> =
-        s.loads.iter().map(|(w, l)| format!("{}:{:.3}", irqlab_analysis::format_ns(*w), l)).collect();
+    let loads: Vec<String> = s.loads.iter().map(|(w, l)| format!("{}:{:.3}", irqlab_analysis::format_ns(*w), l)).collect();
     eprintln!(
         "{:>5.1}s  gaps {:>8}  max gap {:>10}  max load {}",
         s.elapsed_ns as f64 / 1e9,
@@ -194,8 +189,7 @@ fn summary(c: &InterferenceCurve) -> String {
         f(c.max_gap_ns),
         c.mean_load
     );
-    let hist: Vec<String> =
-        c.histogram.iter().map(|b| format!("{}..{}: {}", f(b.from_ns), f(b.to_ns), b.count)).collect();
+    let hist: Vec<String> = c.histogram.iter().map(|b| format!("{}..{}: {}", f(b.from_ns), f(b.to_ns), b.count)).collect();
     let _ = writeln!(out, "# gap histogram: {}", if hist.is_empty() { "no gaps".to_string() } else { hist.join(", ") });
     let _ = writeln!(out, "# {}", c.rt_throttling.note);
     if let Some(b) = &c.baseline {
@@ -217,9 +211,7 @@ fn summary(c: &InterferenceCurve) -> String {
 }
 
 fn read_overlay(spec: &str) -> Result<(String, Curve), CliError> {
-    let (name, file) = spec
-        .split_once('=')
-        .ok_or_else(|| CliError::Usage(format!("--overlay `{spec}`: expected NAME=FILE")))?;
+    let (name, file) = spec.split_once('=').ok_or_else(|| CliError::Usage(format!("--overlay `{spec}`: expected NAME=FILE")))?;
     let text = output::read_text(std::path::Path::new(file))?;
     Ok((name.to_string(), Curve::parse(file, &text)?))
 }

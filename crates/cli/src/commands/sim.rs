@@ -51,7 +51,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         Some(d) => {
             let d = crate::flags::positive_duration("duration", d)?;
             if d > irqlab_sim::scenario::MAX_DURATION_NS {
-                return Err(CliError::Usage(format!("--duration {}: at most 1000000s (11.6 days simulated)", args.duration.as_deref().unwrap_or(""))));
+                return Err(CliError::Usage(format!(
+                    "--duration {}: at most 1000000s (11.6 days simulated)",
+                    args.duration.as_deref().unwrap_or("")
+                )));
             }
             Some(d)
         }
@@ -59,9 +62,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     };
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;
     if args.curve.is_some() && !sc.has_probe() {
-        return Err(CliError::Input(InputError::new(format!(
-            "--curve needs a probe task or a [[metric]] kind = \"probe\" in {file}"
-        ))));
+        return Err(CliError::Input(InputError::new(format!("--curve needs a probe task or a [[metric]] kind = \"probe\" in {file}"))));
     }
     let stop = crate::signal::stop_flag();
     let bar = crate::progress::bar(params.duration / 1_000_000, "simulating");
@@ -175,9 +176,7 @@ fn cpu_table(r: &SimResult) -> Table {
 }
 
 fn task_table(r: &SimResult) -> Table {
-    let mut tasks = Table::new([
-        "task", "policy", "cpu (ms)", "stolen (ms)", "utime (ms)", "stime (ms)", "jobs", "misses", "max response",
-    ]);
+    let mut tasks = Table::new(["task", "policy", "cpu (ms)", "stolen (ms)", "utime (ms)", "stime (ms)", "jobs", "misses", "max response"]);
     for t in &r.tasks {
         tasks.push_row([
             t.name.clone(),
@@ -221,12 +220,7 @@ fn html_page(r: &SimResult) -> Result<String, CliError> {
         .section(Section::new("Network").table(nic_table(r)));
     let plot_err = |e: irqlab_report::plot::PlotError| CliError::Failed(e.to_string());
     if let Some(series) = &r.bh_time {
-        let pts = series
-            .values_ns
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (i as f64 * series.interval_ns as f64 / 1e6, *v as f64 / 1e3))
-            .collect();
+        let pts = series.values_ns.iter().enumerate().map(|(i, v)| (i as f64 * series.interval_ns as f64 / 1e6, *v as f64 / 1e3)).collect();
         let svg = LinePlot::new("Bottom-half time per interval")
             .x_label("time (ms)")
             .y_label(format!("bottom-half time per {} (us)", format_ns(series.interval_ns)))

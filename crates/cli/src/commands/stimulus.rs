@@ -4,8 +4,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_live::stimulus::{
-    display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog,
-    ResponderConfig, StimulusReport,
+    display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog, ResponderConfig, StimulusReport,
 };
 use std::io::{IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -195,7 +194,14 @@ fn generate(args: RunArgs) -> Result<Status, CliError> {
 fn summary(report: &StimulusReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let _ = writeln!(out, "target {} ({} pattern), timestamps: {} — {}", report.target, report.pattern.kind.name(), report.timestamps, report.timestamps_note);
+    let _ = writeln!(
+        out,
+        "target {} ({} pattern), timestamps: {} — {}",
+        report.target,
+        report.pattern.kind.name(),
+        report.timestamps,
+        report.timestamps_note
+    );
     for p in &report.paths {
         let l = &p.latency;
         let us = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1000.0));
@@ -216,7 +222,12 @@ fn summary(report: &StimulusReport) -> String {
         );
     }
     if report.late_sends > 0 {
-        let _ = writeln!(out, "note: {} stimuli left more than one interval late (max lag {:.1} us)", report.late_sends, report.max_send_lag_ns as f64 / 1000.0);
+        let _ = writeln!(
+            out,
+            "note: {} stimuli left more than one interval late (max lag {:.1} us)",
+            report.late_sends,
+            report.max_send_lag_ns as f64 / 1000.0
+        );
     }
     if !report.complete {
         let _ = writeln!(out, "stopped early: partial result");

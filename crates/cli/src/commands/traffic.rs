@@ -72,9 +72,9 @@ fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
         "root" => bed.root_addr(from),
         other => match Side::parse(other) {
             Some(side) => bed.host_addr(side),
-            None => other.parse::<Ipv4Addr>().map_err(|_| {
-                CliError::Usage(format!("--to `{other}`: expected root, a, b or an IPv4 address of the testbed"))
-            })?,
+            None => other
+                .parse::<Ipv4Addr>()
+                .map_err(|_| CliError::Usage(format!("--to `{other}`: expected root, a, b or an IPv4 address of the testbed")))?,
         },
     };
     if !bed.allows_target(ip) {
@@ -87,8 +87,7 @@ fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let from = Side::parse(&args.from)
-        .ok_or_else(|| CliError::Usage(format!("--from `{}`: expected a or b", args.from)))?;
+    let from = Side::parse(&args.from).ok_or_else(|| CliError::Usage(format!("--from `{}`: expected a or b", args.from)))?;
     let duration_ns = flags::duration("duration", &args.duration)?;
     let default_interval = match args.kind {
         KindArg::PingFlood | KindArg::Mmpp => "10us",
@@ -127,10 +126,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         traffic::send_from(&bed, from, plan, stop)?.join()
     } else {
         if kind == Kind::PingFlood {
-            irqlab_live::privilege::require(
-                &[irqlab_live::privilege::Capability::NetRaw],
-                "open a raw ICMP socket for the ping flood",
-            )?;
+            irqlab_live::privilege::require(&[irqlab_live::privilege::Capability::NetRaw], "open a raw ICMP socket for the ping flood")?;
         }
         bed.spawn_in(from, move || -> irqlab_live::Result<Counters> {
             if let Some(cpu) = cpu {

@@ -19,11 +19,7 @@ pub fn run(args: &[&str]) -> Output {
 
 /// A file of the repository, by path from its root.
 pub fn repo_file(relative: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-        .to_string_lossy()
-        .into_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative).to_string_lossy().into_owned()
 }
 
 pub fn stdout(o: &Output) -> String {
@@ -36,8 +32,7 @@ pub fn stderr(o: &Output) -> String {
 
 /// A JSON document irqlab wrote.
 pub fn json(path: &Path) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
 }
 
@@ -58,9 +53,7 @@ pub fn live_tests_enabled(test: &str) -> bool {
 pub fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     // /proc/self belongs to the process's effective uid.
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false)
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
 /// Runs irqlab without any capability: as root through setpriv (uid

@@ -24,9 +24,9 @@ use crate::control::journal::{self, Object, Value};
 use crate::control::threads::Thread;
 use crate::error::{Error, Result};
 use crate::privilege::{self, Capability};
+use crate::rt;
 use crate::testbed::{self, Side, Testbed};
 use crate::traffic::{self, Kind, Plan, Schedule};
-use crate::rt;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -58,7 +58,15 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { rates_pps: vec![5_000, 20_000, 50_000], duration_ns: 3_000_000_000, cpu: None, payload: 512, hog_priority: 50, sender_nice: -10, port: 9_716 }
+        Config {
+            rates_pps: vec![5_000, 20_000, 50_000],
+            duration_ns: 3_000_000_000,
+            cpu: None,
+            payload: 512,
+            hog_priority: 50,
+            sender_nice: -10,
+            port: 9_716,
+        }
     }
 }
 
@@ -220,7 +228,10 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
     outcome?;
     server_result?;
 
-    let stolen: Vec<StolenAtRate> = points.iter().map(|p| StolenAtRate { achieved_pps: p.achieved_pps, all_ns: p.hog_stolen_ns, net_rx_ns: p.hog_stolen_net_rx_ns }).collect();
+    let stolen: Vec<StolenAtRate> = points
+        .iter()
+        .map(|p| StolenAtRate { achieved_pps: p.achieved_pps, all_ns: p.hog_stolen_ns, net_rx_ns: p.hog_stolen_net_rx_ns })
+        .collect();
     let (stolen_grows_with_rate, network_stolen_grows_with_rate) = stolen_growth(&stolen);
     let beneficiary_share_at_least_80pct = !points.is_empty() && points.iter().all(|p| p.cpu_beneficiary_share >= 0.8);
     Ok(Fig6Result {
@@ -391,7 +402,20 @@ pub fn table(result: &Fig6Result) -> String {
     let _ = writeln!(
         out,
         "{:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>10} {:>8} {:>8}",
-        "RATE/s", "SENT/s", "RECV", "HOG-RUN", "HOG-STOLEN", "OF-NET_RX", "NET_RX@CPU", "TO-SERVER", "SHARE", "ALL-CPUS", "/PROC", "PROC-ERR", "ORPHAN", "STEAL"
+        "RATE/s",
+        "SENT/s",
+        "RECV",
+        "HOG-RUN",
+        "HOG-STOLEN",
+        "OF-NET_RX",
+        "NET_RX@CPU",
+        "TO-SERVER",
+        "SHARE",
+        "ALL-CPUS",
+        "/PROC",
+        "PROC-ERR",
+        "ORPHAN",
+        "STEAL"
     );
     for p in &result.points {
         let _ = writeln!(
@@ -413,15 +437,27 @@ pub fn table(result: &Fig6Result) -> String {
             ms(p.cpu_steal_ns)
         );
     }
-    let _ = writeln!(out, "(times in ms; OF-NET_RX = the part of HOG-STOLEN that was NET_RX softirq; SHARE = NET_RX time on CPU {}", result.cpu);
+    let _ = writeln!(
+        out,
+        "(times in ms; OF-NET_RX = the part of HOG-STOLEN that was NET_RX softirq; SHARE = NET_RX time on CPU {}",
+        result.cpu
+    );
     let _ = writeln!(out, " attributed to the server; ALL-CPUS also counts the sender-side RPS hand-off on the other CPUs;");
     let _ = writeln!(out, " PROC-ERR = (/proc utime+stime - true run) / true run of the CPU-bound task;");
-    let _ = writeln!(out, " STEAL = time the hypervisor took from CPU {}, which /proc leaves out of the task's charge and the true run includes)", result.cpu);
+    let _ = writeln!(
+        out,
+        " STEAL = time the hypervisor took from CPU {}, which /proc leaves out of the task's charge and the true run includes)",
+        result.cpu
+    );
     let _ = writeln!(
         out,
         "stolen time grows with rate: {} (its NET_RX part at every step, all of it from the lowest to the highest rate){}",
         if result.network_stolen_grows_with_rate { "yes" } else { "NO" },
-        if result.stolen_grows_with_rate { "" } else { "; all of it at every step: no, it includes the timer tick, whose cost is not rate-driven" }
+        if result.stolen_grows_with_rate {
+            ""
+        } else {
+            "; all of it at every step: no, it includes the timer tick, whose cost is not rate-driven"
+        }
     );
     let _ = writeln!(
         out,

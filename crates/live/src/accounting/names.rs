@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 
 /// Softirq vector names, in `enum { HI_SOFTIRQ, ... }` order
 /// (include/linux/interrupt.h), as /proc/softirqs prints them.
-pub const SOFTIRQ_NAMES: [&str; 10] =
-    ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
+pub const SOFTIRQ_NAMES: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
 
 /// The vector whose beneficiary attribution the Fig. 6 check is about.
 pub const NET_RX: usize = 3;

@@ -181,7 +181,10 @@ mod tests {
         s.cpus = vec![
             (CpuState { initialised: true, last_ts: 9_000, cur_tid: 7, soft_vec: Some(3), ..Default::default() }, CpuTotals::default()),
             (CpuState::default(), CpuTotals::default()),
-            (CpuState { initialised: true, last_ts: 10_500, cur_tid: 8, hard_irq: Some(24), soft_vec: Some(3), ..Default::default() }, CpuTotals::default()),
+            (
+                CpuState { initialised: true, last_ts: 10_500, cur_tid: 8, hard_irq: Some(24), soft_vec: Some(3), ..Default::default() },
+                CpuTotals::default(),
+            ),
         ];
         s
     }

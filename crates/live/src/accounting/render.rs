@@ -42,11 +42,7 @@ fn clip(text: &str, width: usize) -> String {
 pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
     let mut out = String::new();
     let secs = report.duration_ns as f64 / 1e9;
-    let _ = writeln!(
-        out,
-        "irqlab accounting over {secs:.2} s{}  (times in ms)",
-        if report.complete { "" } else { " (partial)" }
-    );
+    let _ = writeln!(out, "irqlab accounting over {secs:.2} s{}  (times in ms)", if report.complete { "" } else { " (partial)" });
     let _ = writeln!(
         out,
         "{:>7} {:>7} {:<16} {:<11} {:>10} {:>9} {:>8} {:>9} {:<24} {:>9} {:>9} {:>8}",

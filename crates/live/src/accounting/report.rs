@@ -149,12 +149,7 @@ pub struct Context<'a> {
 }
 
 fn by_vector(values: &[u64]) -> BTreeMap<String, u64> {
-    values
-        .iter()
-        .enumerate()
-        .filter(|(_, &v)| v > 0)
-        .map(|(i, &v)| (softirq_name(i), v))
-        .collect()
+    values.iter().enumerate().filter(|(_, &v)| v > 0).map(|(i, &v)| (softirq_name(i), v)).collect()
 }
 
 impl Report {

@@ -222,8 +222,17 @@ impl<'obj> Session<'obj> {
         };
 
         seed_socket_owners(&skel)?;
-        let mut session =
-            Session { skel, reference, start_ns: 0, online: crate::rt::online_cpus()?, baseline_ticks: HashMap::new(), steal_baseline_ns: HashMap::new(), missing, service_tids: Default::default(), machine: crate::doctor::machine_context() };
+        let mut session = Session {
+            skel,
+            reference,
+            start_ns: 0,
+            online: crate::rt::online_cpus()?,
+            baseline_ticks: HashMap::new(),
+            steal_baseline_ns: HashMap::new(),
+            missing,
+            service_tids: Default::default(),
+            machine: crate::doctor::machine_context(),
+        };
         session.refresh_service_threads()?;
 
         if let Some(r) = session.reference.as_mut() {

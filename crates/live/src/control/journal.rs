@@ -121,8 +121,9 @@ pub fn read(object: &Object) -> Result<Value> {
         }
         Object::Napi { ifindex, id, knob, dev } => {
             let napi = Netdev::open()?.napi(*ifindex, *id)?.ok_or_else(|| Error::Failed(format!("NAPI {id} of {dev} is gone")))?;
-            let value = knob.of(&napi).ok_or_else(|| {
-                Error::MissingKernelFeature { feature: format!("per-NAPI {knob}"), detail: "this kernel's napi-get does not report it".into() }
+            let value = knob.of(&napi).ok_or_else(|| Error::MissingKernelFeature {
+                feature: format!("per-NAPI {knob}"),
+                detail: "this kernel's napi-get does not report it".into(),
             })?;
             Ok(Value::Uint { value })
         }
@@ -329,7 +330,9 @@ impl ObjectLock {
                 holder.trim()
             )));
         }
-        file.set_len(0).and_then(|_| write!(file, "{}", std::process::id())).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        file.set_len(0)
+            .and_then(|_| write!(file, "{}", std::process::id()))
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         Ok(ObjectLock { _file: file })
     }
 }
@@ -356,7 +359,13 @@ pub fn apply(object: Object, new: Value) -> Result<Applied> {
     let lock = ObjectLock::acquire(&object)?;
     let mut old = read(&object)?;
     for stale in entries().into_iter().filter(|e| e.object == object && e.state() == State::Leftover) {
-        eprintln!("note: {} was left at {} by {} (killed); its value before that was {}", stale.object, stale.new, stale.owner.describe(), stale.old);
+        eprintln!(
+            "note: {} was left at {} by {} (killed); its value before that was {}",
+            stale.object,
+            stale.new,
+            stale.owner.describe(),
+            stale.old
+        );
         old = stale.old.clone();
         let _ = std::fs::remove_file(stale.path());
     }

@@ -12,8 +12,8 @@
 
 pub mod journal;
 pub mod netdev;
-pub mod set_napi;
 pub mod sched;
+pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;
 pub mod threads;

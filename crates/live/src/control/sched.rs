@@ -49,13 +49,9 @@ impl std::fmt::Display for SchedAttr {
             SchedAttr::Idle => write!(f, "SCHED_IDLE"),
             SchedAttr::Fifo { priority } => write!(f, "SCHED_FIFO {priority}"),
             SchedAttr::Rr { priority } => write!(f, "SCHED_RR {priority}"),
-            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => write!(
-                f,
-                "SCHED_DEADLINE {}/{}/{}",
-                format_ns(runtime_ns),
-                format_ns(deadline_ns),
-                format_ns(period_ns)
-            ),
+            SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns } => {
+                write!(f, "SCHED_DEADLINE {}/{}/{}", format_ns(runtime_ns), format_ns(deadline_ns), format_ns(period_ns))
+            }
         }
     }
 }
@@ -145,7 +141,13 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
         p.parse::<u32>().ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| bad(format!("priority `{p}` is outside 1..=99")))
     };
     let duration = |d: &str| -> Result<u64> {
-        parse_duration_ns(d).map_err(|e| bad(format!("`{d}`: {e}"))).and_then(|ns| if ns == 0 { Err(bad(format!("`{d}` is zero"))) } else { Ok(ns) })
+        parse_duration_ns(d).map_err(|e| bad(format!("`{d}`: {e}"))).and_then(|ns| {
+            if ns == 0 {
+                Err(bad(format!("`{d}` is zero")))
+            } else {
+                Ok(ns)
+            }
+        })
     };
     let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
     let fixed = |attr| Ok(PolicySpec::Fixed { attr });
@@ -156,7 +158,8 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
         ("rr", p) => fixed(SchedAttr::Rr { priority: priority(p)? }),
         ("other", "") => fixed(SchedAttr::Other { nice: 0 }),
         ("other", n) => {
-            let nice = n.parse::<i32>().ok().filter(|n| (-20..=19).contains(n)).ok_or_else(|| bad(format!("nice `{n}` is outside -20..=19")))?;
+            let nice =
+                n.parse::<i32>().ok().filter(|n| (-20..=19).contains(n)).ok_or_else(|| bad(format!("nice `{n}` is outside -20..=19")))?;
             fixed(SchedAttr::Other { nice })
         }
         ("deadline", spec) => {
@@ -188,7 +191,11 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
             let (mut high, mut low, mut max_repl) = (90, None, 2);
             for field in fields {
                 if let Some(n) = field.strip_prefix("max-repl=") {
-                    max_repl = n.parse::<u32>().ok().filter(|n| (1..=1024).contains(n)).ok_or_else(|| bad(format!("max-repl `{n}` is outside 1..=1024")))?;
+                    max_repl = n
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=1024).contains(n))
+                        .ok_or_else(|| bad(format!("max-repl `{n}` is outside 1..=1024")))?;
                 } else if let Some((h, l)) = field.split_once('/') {
                     high = priority(h)?;
                     low = if l == "none" { None } else { Some(priority(l)?) };
@@ -201,11 +208,11 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
             }
             Ok(PolicySpec::Sporadic { budget_ns, period_ns, high, low, max_repl })
         }
-        _ => Err(bad(
-            "unknown policy (background, foreground, fifo:PRIO, rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE], \
+        _ => {
+            Err(bad("unknown policy (background, foreground, fifo:PRIO, rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE], \
              sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N])"
-                .into(),
-        )),
+                .into()))
+        }
     }
 }
 

@@ -117,10 +117,14 @@ impl Match {
             Match::Ksoftirqd(_) => "ksoftirqd/",
             _ => "",
         };
-        let mut candidates: Vec<&str> = all.iter().map(|t| t.comm.as_str()).filter(|c| !prefix.is_empty() && c.starts_with(prefix)).collect();
+        let mut candidates: Vec<&str> =
+            all.iter().map(|t| t.comm.as_str()).filter(|c| !prefix.is_empty() && c.starts_with(prefix)).collect();
         candidates.dedup();
         Err(Error::Invalid(if candidates.is_empty() {
-            format!("MATCH {text} matches no thread{}", if prefix.is_empty() { String::new() } else { format!(" (no {prefix}* threads here)") })
+            format!(
+                "MATCH {text} matches no thread{}",
+                if prefix.is_empty() { String::new() } else { format!(" (no {prefix}* threads here)") }
+            )
         } else {
             format!("MATCH {text} matches no thread; these exist: {}", candidates.join(", "))
         }))

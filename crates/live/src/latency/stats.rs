@@ -32,8 +32,7 @@ impl LatencyStats {
             min_ns: u64::MAX,
             max_ns: 0,
             sum_ns: 0,
-            hist: hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_TRACKED_NS, 3)
-                .expect("static histogram bounds are valid"),
+            hist: hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_TRACKED_NS, 3).expect("static histogram bounds are valid"),
         }
     }
 
@@ -102,11 +101,7 @@ impl LatencyStats {
     /// The summary written to JSON, with a histogram of `bucket_ns` bins up
     /// to the maximum (at most `max_buckets` of them).
     pub fn summary(&self, bucket_ns: u64, max_buckets: usize) -> StatsSummary {
-        let limit = if self.count == 0 {
-            bucket_ns
-        } else {
-            (self.max_ns + 1).min(bucket_ns.saturating_mul(max_buckets as u64))
-        };
+        let limit = if self.count == 0 { bucket_ns } else { (self.max_ns + 1).min(bucket_ns.saturating_mul(max_buckets as u64)) };
         StatsSummary {
             count: self.count,
             min_ns: self.min_ns(),

@@ -4,9 +4,9 @@
 //! next multiple of the interval and records how late it woke up.
 
 use super::realtime::DmaLatencyHold;
-use crate::rt::{self, monotonic_ns, sleep_until_ns};
 use super::stats::{LatencyStats, StatsSummary};
 use crate::error::{Error, Result};
+use crate::rt::{self, monotonic_ns, sleep_until_ns};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -133,12 +133,7 @@ impl ThreadResult {
             priority,
             interval_ns,
             self.cycles,
-            [
-                l.min_ns.unwrap_or(0),
-                self.act_ns,
-                l.mean_ns.unwrap_or(0.0).round() as u64,
-                l.max_ns.unwrap_or(0),
-            ],
+            [l.min_ns.unwrap_or(0), self.act_ns, l.mean_ns.unwrap_or(0.0).round() as u64, l.max_ns.unwrap_or(0)],
         )
     }
 
@@ -154,10 +149,7 @@ impl ThreadResult {
         let us = |ns: Option<u64>| ns.unwrap_or(0) / 1000;
         out.push_str(&format!("# Total: {:09}\n", self.latency.count));
         out.push_str(&format!("# Min Latencies: {:05}\n", us(self.latency.min_ns)));
-        out.push_str(&format!(
-            "# Avg Latencies: {:05}\n",
-            (self.latency.mean_ns.unwrap_or(0.0) / 1000.0).round() as u64
-        ));
+        out.push_str(&format!("# Avg Latencies: {:05}\n", (self.latency.mean_ns.unwrap_or(0.0) / 1000.0).round() as u64));
         out.push_str(&format!("# Max Latencies: {:05}\n", us(self.latency.max_ns)));
         out.push_str(&format!("# Histogram Overflows: {:05}\n", h.overflow));
         out

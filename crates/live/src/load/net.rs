@@ -46,18 +46,19 @@ impl NetLoad {
         }
         let Some(side) = self.via_testbed else {
             let sent = std::thread::scope(|s| {
-                let senders: Vec<_> =
-                    (0..self.threads).map(|_| s.spawn(|| traffic::send(&plan(Ipv4Addr::LOCALHOST), stop))).collect();
-                senders.into_iter().map(|h| h.join().map_err(|_| Error::Failed("a net load sender panicked".into()))?.map(|c| c.sent)).sum::<Result<u64>>()
+                let senders: Vec<_> = (0..self.threads).map(|_| s.spawn(|| traffic::send(&plan(Ipv4Addr::LOCALHOST), stop))).collect();
+                senders
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| Error::Failed("a net load sender panicked".into()))?.map(|c| c.sent))
+                    .sum::<Result<u64>>()
             })?;
             return Ok((sent, "datagrams", format!("{} thread(s), loopback to 127.0.0.1", self.threads)));
         };
         let bed = Testbed::up()?;
         let target = bed.root_addr(side);
         let inner_stop = Arc::new(AtomicBool::new(false));
-        let handles = (0..self.threads)
-            .map(|_| traffic::send_from(&bed, side, plan(target), inner_stop.clone()))
-            .collect::<Result<Vec<_>>>()?;
+        let handles =
+            (0..self.threads).map(|_| traffic::send_from(&bed, side, plan(target), inner_stop.clone())).collect::<Result<Vec<_>>>()?;
         // Forward our stop flag to the senders inside the namespace.
         while !handles.iter().all(|h| h.is_finished()) {
             if stop.load(Ordering::Relaxed) {

@@ -105,10 +105,7 @@ impl<'obj> ThreadWatch<'obj> {
             // No time yet, not running; its runtime clock now is the base.
             let mut value = [0u8; 32];
             value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
-            skel.maps
-                .watched
-                .update(&tid.to_ne_bytes(), &value, MapFlags::ANY)
-                .map_err(bpf_err("adding a thread to the watch"))?;
+            skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))?;
         }
         let received = Rc::new(RefCell::new(Vec::new()));
         let ring = {
@@ -177,8 +174,7 @@ impl<'obj> ThreadWatch<'obj> {
     /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
     /// (CLOCK_MONOTONIC); None when `tid` is not watched.
     pub fn ran_ns(&self, tid: u32, now_ns: u64) -> Result<Option<u64>> {
-        let Some(bytes) =
-            self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?
+        let Some(bytes) = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?
         else {
             return Ok(None);
         };
@@ -189,8 +185,7 @@ impl<'obj> ThreadWatch<'obj> {
 
     /// Whether `tid` is on a CPU right now, as the last switch left it.
     pub fn running(&self, tid: u32) -> Result<bool> {
-        let bytes =
-            self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
+        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
         Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
     }
 

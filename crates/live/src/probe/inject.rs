@@ -3,8 +3,8 @@
 
 use super::clock::monotonic_ns;
 use super::sched::{set_policy, Policy};
-use crate::rt::pin_to_cpu;
 use crate::error::{Error, Result};
+use crate::rt::pin_to_cpu;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -7,8 +7,8 @@
 //! run (restored on every exit path) or marks the run as limited.
 
 use crate::error::{Error, Result};
-use serde::Serialize;
 use crate::flock::{flock, open};
+use serde::Serialize;
 use std::fs::File;
 use std::sync::Mutex;
 
@@ -152,10 +152,9 @@ pub fn lifted_by_irqlab() -> Option<i64> {
 
 fn write_error(path: &str, e: std::io::Error) -> Error {
     match e.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EROFS) => Error::MissingPrivilege {
-            capability: "CAP_SYS_ADMIN",
-            purpose: format!("write {path} (lift the RT throttling limit)"),
-        },
+        Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::EROFS) => {
+            Error::MissingPrivilege { capability: "CAP_SYS_ADMIN", purpose: format!("write {path} (lift the RT throttling limit)") }
+        }
         _ => Error::io(format!("writing {path}"), e),
     }
 }

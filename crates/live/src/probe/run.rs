@@ -158,11 +158,7 @@ fn mem_available() -> Option<u64> {
 /// takes up to `throttled_ns` per period in one block, so a window of
 /// length Δ can lose min(Δ, throttled) to it, a load of min(1, throttled/Δ).
 fn throttling_could_explain(points: &[CurvePoint], throttled_ns: u64) -> Vec<u64> {
-    points
-        .iter()
-        .filter(|p| p.max_load <= (throttled_ns as f64 / p.window_ns as f64).min(1.0) + 1e-9)
-        .map(|p| p.window_ns)
-        .collect()
+    points.iter().filter(|p| p.max_load <= (throttled_ns as f64 / p.window_ns as f64).min(1.0) + 1e-9).map(|p| p.window_ns).collect()
 }
 
 /// [`run`], also returning the gaps.
@@ -193,9 +189,10 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     // would throttle this one. `before` is the setting from before any lift.
     // Allocated before anything changes on the machine: no allocation
     // failure can then come between a change and its restore.
-    let log = Arc::new(GapLog::with_capacity(config.max_gaps).map_err(|e| {
-        Error::Invalid(format!("--max-gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps))
-    })?);
+    let log = Arc::new(
+        GapLog::with_capacity(config.max_gaps)
+            .map_err(|e| Error::Invalid(format!("--max-gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps)))?,
+    );
     let current = RtBandwidth::read()?;
     let (lifted, not_lifted_because) = match config.rt_limit {
         RtLimit::Lift => (Some(LiftedRtLimit::lift()?), None),
@@ -262,11 +259,8 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     // default on 6.12+, not adjustable through sysctl): gaps of at least half
     // that are marked as possibly not interference.
     let suspect_from = throttled.max(FAIR_SERVER_RUNTIME_NS) / 2;
-    let suspect: Vec<&Gap> = if config.policy == Policy::Fifo {
-        gaps.iter().filter(|g| g.len_ns >= suspect_from).collect()
-    } else {
-        Vec::new()
-    };
+    let suspect: Vec<&Gap> =
+        if config.policy == Policy::Fifo { gaps.iter().filter(|g| g.len_ns >= suspect_from).collect() } else { Vec::new() };
     let limited = before.limits() && !any_lift && config.policy == Policy::Fifo;
     let note = if config.policy == Policy::Other {
         "SCHED_OTHER probe: RT bandwidth control does not apply".to_string()
@@ -357,7 +351,13 @@ fn spawn_probe(
 /// Calibrates briefly (to turn ns into ticks for the threshold and the
 /// deadline), then spins; returns the outcome and the bracketing
 /// (ticks, ns) pairs for the final calibration.
-fn measure<C: Ticks>(clock: &C, log: &GapLog, threshold_ns: u64, duration_ns: u64, stop: &AtomicBool) -> (SpinOutcome, (u64, u64), (u64, u64)) {
+fn measure<C: Ticks>(
+    clock: &C,
+    log: &GapLog,
+    threshold_ns: u64,
+    duration_ns: u64,
+    stop: &AtomicBool,
+) -> (SpinOutcome, (u64, u64), (u64, u64)) {
     let a = clock::pair(clock);
     let until = a.1 + 20_000_000;
     while clock::monotonic_ns() < until {

@@ -17,9 +17,10 @@ pub enum Policy {
 pub fn set_policy(policy: Policy, priority: i32) -> Result<()> {
     match policy {
         Policy::Fifo => {
-            let priority = u8::try_from(priority).ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| {
-                Error::Invalid(format!("priority {priority}: outside SCHED_FIFO's 1..=99"))
-            })?;
+            let priority = u8::try_from(priority)
+                .ok()
+                .filter(|p| (1..=99).contains(p))
+                .ok_or_else(|| Error::Invalid(format!("priority {priority}: outside SCHED_FIFO's 1..=99")))?;
             rt::set_fifo(priority)
         }
         Policy::Other => rt::set_other(),

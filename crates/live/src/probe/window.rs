@@ -144,17 +144,11 @@ impl GapIndex {
             parts[i % threads].push(w);
         }
         let results: Vec<Vec<(u64, Option<u64>)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .iter()
-                .map(|ws| scope.spawn(move || ws.iter().copied().zip(self.max_in_windows(ws)).collect::<Vec<_>>()))
-                .collect();
+            let handles: Vec<_> =
+                parts.iter().map(|ws| scope.spawn(move || ws.iter().copied().zip(self.max_in_windows(ws)).collect::<Vec<_>>())).collect();
             handles.into_iter().map(|h| h.join().expect("window scan")).collect()
         });
-        let mut out: Vec<(u64, f64)> = results
-            .into_iter()
-            .flatten()
-            .filter_map(|(w, m)| m.map(|m| (w, m as f64 / w as f64)))
-            .collect();
+        let mut out: Vec<(u64, f64)> = results.into_iter().flatten().filter_map(|(w, m)| m.map(|m| (w, m as f64 / w as f64))).collect();
         out.sort_by_key(|&(w, _)| w);
         out
     }
@@ -175,13 +169,7 @@ pub fn log_windows(from_ns: u64, to_ns: u64, per_decade: u32) -> Vec<u64> {
     let decades = (to_ns as f64 / from_ns as f64).log10();
     let steps = (decades * per_decade as f64).round().max(0.0) as u32;
     let mut out: Vec<u64> = (0..=steps)
-        .map(|i| {
-            if steps == 0 {
-                from_ns
-            } else {
-                (from_ns as f64 * 10f64.powf(decades * i as f64 / steps as f64)).round() as u64
-            }
-        })
+        .map(|i| if steps == 0 { from_ns } else { (from_ns as f64 * 10f64.powf(decades * i as f64 / steps as f64)).round() as u64 })
         .collect();
     out.dedup();
     out

@@ -27,9 +27,7 @@ fn sparkline(stats: &LatencyStats) -> String {
     }
     bins[SPARK_BINS - 1] += h.overflow;
     let top = bins.iter().copied().max().unwrap_or(0).max(1);
-    bins.iter()
-        .map(|&b| if b == 0 { ' ' } else { LEVELS[((b * 7).div_ceil(top) as usize).min(7)] })
-        .collect()
+    bins.iter().map(|&b| if b == 0 { ' ' } else { LEVELS[((b * 7).div_ceil(top) as usize).min(7)] }).collect()
 }
 
 fn counts(c: &PathCounters) -> String {

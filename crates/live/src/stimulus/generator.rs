@@ -14,8 +14,8 @@ use super::pattern::Pattern;
 use super::socket::{PathKind, Stamp, StampSource, StimulusSocket};
 use super::wire::Payload;
 use crate::error::{Error, Result};
-use crate::rt::{monotonic_ns, sleep_until_ns};
 use crate::latency::{LatencyStats, StatsSummary};
+use crate::rt::{monotonic_ns, sleep_until_ns};
 use crate::stop::StopOnDrop;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -178,8 +178,7 @@ pub fn run(
     let run_id: u32 = rand::random();
     let icmp_id = (std::process::id() as u16) ^ (run_id as u16);
     let target = SocketAddrV4::new(config.target, config.udp_port);
-    let sockets: Vec<StimulusSocket> =
-        config.paths.iter().map(|&k| StimulusSocket::open(k, target, icmp_id)).collect::<Result<_>>()?;
+    let sockets: Vec<StimulusSocket> = config.paths.iter().map(|&k| StimulusSocket::open(k, target, icmp_id)).collect::<Result<_>>()?;
     if config.preflight {
         for s in &sockets {
             super::preflight::check(s, config.target, config.udp_port, run_id.wrapping_add(1))?;

@@ -72,7 +72,8 @@ impl Pattern {
     }
 
     pub fn schedule(&self) -> Schedule {
-        let mut s = Schedule { pattern: *self, rng: Pcg64::seed_from_u64(self.seed), next_ns: 0, on: true, state_end_ns: 0, cycle_start_ns: 0 };
+        let mut s =
+            Schedule { pattern: *self, rng: Pcg64::seed_from_u64(self.seed), next_ns: 0, on: true, state_end_ns: 0, cycle_start_ns: 0 };
         if self.kind == PatternKind::Mmpp {
             s.state_end_ns = s.exp(self.duty * self.cycle_ns as f64);
             s.next_ns = s.exp(self.interval_ns as f64 * self.duty);

@@ -61,9 +61,7 @@ pub fn bind(config: &ResponderConfig) -> Result<Responder> {
     }
     // Woken every 200 ms with nothing to do so Ctrl-C is noticed; the
     // timeout lives in the kernel, so the loop still reads no clock.
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .map_err(|e| Error::io("setting the receive timeout", e))?;
+    socket.set_read_timeout(Some(Duration::from_millis(200))).map_err(|e| Error::io("setting the receive timeout", e))?;
     Ok(Responder { socket, config: config.clone() })
 }
 

@@ -79,9 +79,7 @@ fn sockaddr(addr: SocketAddrV4) -> libc::sockaddr_in {
 
 fn setsockopt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> std::io::Result<()> {
     // SAFETY: value points at a live T of the given size.
-    let rc = unsafe {
-        libc::setsockopt(fd, level, name, value as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32)
-    };
+    let rc = unsafe { libc::setsockopt(fd, level, name, value as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32) };
     if rc == 0 {
         Ok(())
     } else {
@@ -102,10 +100,9 @@ impl StimulusSocket {
         if raw < 0 {
             let err = std::io::Error::last_os_error();
             return Err(match err.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => Error::MissingPrivilege {
-                    capability: "CAP_NET_RAW",
-                    purpose: "send ICMP echo stimuli on a raw socket".into(),
-                },
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    Error::MissingPrivilege { capability: "CAP_NET_RAW", purpose: "send ICMP echo stimuli on a raw socket".into() }
+                }
                 _ => Error::io(format!("opening the {} socket", kind.name()), err),
             });
         }
@@ -239,9 +236,8 @@ fn recvmsg(fd: RawFd, buf: &mut [u8], flags: i32) -> std::io::Result<Option<(usi
                 stamp = Some(Stamp { software_ns: ns(&ts[0]), hardware_ns: ns(&ts[2]) });
             } else if c.cmsg_level == SOL_IP && c.cmsg_type == libc::IP_RECVERR {
                 let ee = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
-                is_send_stamp = ee.ee_errno == libc::ENOMSG as u32
-                    && ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
-                    && ee.ee_info == SCM_TSTAMP_SND;
+                is_send_stamp =
+                    ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND;
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }

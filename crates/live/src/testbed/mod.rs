@@ -179,8 +179,7 @@ impl Testbed {
     /// process exits, until `irqlab testbed down`.
     pub fn up_persistent() -> Result<Layout> {
         let bed = Testbed::up()?;
-        std::fs::write(PERSIST_MARKER, b"irqlab testbed up\n")
-            .map_err(|e| Error::io(format!("writing {PERSIST_MARKER}"), e))?;
+        std::fs::write(PERSIST_MARKER, b"irqlab testbed up\n").map_err(|e| Error::io(format!("writing {PERSIST_MARKER}"), e))?;
         bed.layout()
     }
 
@@ -326,10 +325,7 @@ where
 }
 
 fn require_testbed_privilege() -> Result<()> {
-    require(
-        &[Capability::NetAdmin, Capability::SysAdmin],
-        "create network namespaces and veth devices for the testbed",
-    )
+    require(&[Capability::NetAdmin, Capability::SysAdmin], "create network namespaces and veth devices for the testbed")
 }
 
 /// What bringing the testbed up needs: the privileges and iproute2's `ip`
@@ -364,10 +360,9 @@ fn discover() -> Result<Option<[u8; 3]>> {
 /// themselves are not checked, since a user may change them on purpose).
 fn is_complete(base: [u8; 3]) -> bool {
     Path::new(BUILT_MARKER).exists()
-        && Side::BOTH.iter().all(|&s| {
-            netlink::netns_exists(s.netns())
-                && netlink::root_ipv4(s.netns()).ok().flatten() == Some(addr(base, s.offset() + 1))
-        })
+        && Side::BOTH
+            .iter()
+            .all(|&s| netlink::netns_exists(s.netns()) && netlink::root_ipv4(s.netns()).ok().flatten() == Some(addr(base, s.offset() + 1)))
 }
 
 fn create(base: [u8; 3]) -> Result<()> {

@@ -8,18 +8,11 @@ use std::process::Command;
 
 /// Runs `ip <args>`; a non-zero exit becomes an error carrying its stderr.
 pub fn ip(args: &[&str]) -> Result<String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| Error::io("running `ip` (iproute2)", e))?;
+    let out = Command::new("ip").args(args).output().map_err(|e| Error::io("running `ip` (iproute2)", e))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(Error::Failed(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        Err(Error::Failed(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
     }
 }
 
@@ -50,22 +43,13 @@ pub fn netns_exists(name: &str) -> bool {
 /// Root-namespace links whose name starts with `prefix`.
 pub fn links_named(prefix: &str) -> Result<Vec<String>> {
     let dir = std::fs::read_dir("/sys/class/net").map_err(|e| Error::io("reading /sys/class/net", e))?;
-    Ok(dir
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.starts_with(prefix))
-        .collect())
+    Ok(dir.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(prefix)).collect())
 }
 
 /// Named network namespaces (`/run/netns/*`) whose name starts with `prefix`.
 pub fn netns_named(prefix: &str) -> Vec<String> {
     std::fs::read_dir("/run/netns")
-        .map(|dir| {
-            dir.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(prefix))
-                .collect()
-        })
+        .map(|dir| dir.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(prefix)).collect())
         .unwrap_or_default()
 }
 

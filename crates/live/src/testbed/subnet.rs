@@ -70,8 +70,10 @@ eth1\t0000D50A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
     #[test]
     fn skips_clashing_subnets() {
         assert_eq!(first_free(&[]), Some([10, 213, 0]));
-        let taken = [Route { dest: u32::from_be_bytes([10, 213, 0, 0]), mask: 0xffff_ff00 },
-                     Route { dest: u32::from_be_bytes([10, 213, 1, 128]), mask: 0xffff_ff80 }];
+        let taken = [
+            Route { dest: u32::from_be_bytes([10, 213, 0, 0]), mask: 0xffff_ff00 },
+            Route { dest: u32::from_be_bytes([10, 213, 1, 128]), mask: 0xffff_ff80 },
+        ];
         assert_eq!(first_free(&taken), Some([10, 213, 2]));
         // A /16 covering all candidates leaves nothing.
         assert_eq!(first_free(&parse_routes(ROUTES)), None);

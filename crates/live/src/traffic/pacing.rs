@@ -23,11 +23,7 @@ pub fn wait_until(deadline_ns: u64) {
         let wake = deadline_ns - BUSY_WAIT_BELOW_NS / 2;
         let ts = nix::sys::time::TimeSpec::new((wake / 1_000_000_000) as _, (wake % 1_000_000_000) as _);
         // An early return (signal) just means more busy-waiting below.
-        let _ = nix::time::clock_nanosleep(
-            nix::time::ClockId::CLOCK_MONOTONIC,
-            nix::time::ClockNanosleepFlags::TIMER_ABSTIME,
-            &ts,
-        );
+        let _ = nix::time::clock_nanosleep(nix::time::ClockId::CLOCK_MONOTONIC, nix::time::ClockNanosleepFlags::TIMER_ABSTIME, &ts);
     }
     while now_ns() < deadline_ns {
         std::hint::spin_loop();
@@ -123,7 +119,14 @@ mod tests {
         // Bursty: many gaps much longer than the ON interval.
         let mut p = Pacer::new(s, 0);
         let mut prev = p.next_send_ns();
-        let long = (0..10_000).filter(|_| { let t = p.next_send_ns(); let g = t - prev; prev = t; g > 500_000 }).count();
+        let long = (0..10_000)
+            .filter(|_| {
+                let t = p.next_send_ns();
+                let g = t - prev;
+                prev = t;
+                g > 500_000
+            })
+            .count();
         assert!(long > 20, "{long} off periods");
     }
 

@@ -8,12 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub fn send(plan: &Plan, port: u16, stop: &AtomicBool) -> Result<Counters> {
     let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| Error::io("binding a UDP socket", e))?;
     socket.set_nonblocking(true).map_err(|e| Error::io("setting the UDP socket non-blocking", e))?;
-    let mut sender = UdpSender {
-        socket,
-        target: SocketAddrV4::new(plan.target, port),
-        payload: vec![0x5a_u8; plan.size],
-        reply: vec![0u8; 65_536],
-    };
+    let mut sender =
+        UdpSender { socket, target: SocketAddrV4::new(plan.target, port), payload: vec![0x5a_u8; plan.size], reply: vec![0u8; 65_536] };
     Ok(run_paced(plan, stop, &mut sender))
 }
 
@@ -41,9 +37,7 @@ impl PacedSender for UdpSender {
 /// for the stop flag.
 pub fn udp_sink(bind: SocketAddrV4, echo: bool, stop: &AtomicBool) -> Result<u64> {
     let socket = UdpSocket::bind(bind).map_err(|e| Error::io(format!("binding UDP {bind}"), e))?;
-    socket
-        .set_read_timeout(Some(std::time::Duration::from_millis(10)))
-        .map_err(|e| Error::io("setting a read timeout", e))?;
+    socket.set_read_timeout(Some(std::time::Duration::from_millis(10))).map_err(|e| Error::io("setting a read timeout", e))?;
     let mut buf = vec![0u8; 65_536];
     let mut received = 0u64;
     while !stop.load(Ordering::Relaxed) {

@@ -39,12 +39,7 @@ impl<R> CLookQueue<R> {
     /// Removes the next request for a head at `head_sector`: the lowest
     /// sector at or above it, else (wrap) the lowest overall.
     pub fn pop_next(&mut self, head_sector: u64) -> Option<(u64, R)> {
-        let key = self
-            .pending
-            .range((head_sector, 0)..)
-            .next()
-            .map(|(k, _)| *k)
-            .or_else(|| self.pending.keys().next().copied())?;
+        let key = self.pending.range((head_sector, 0)..).next().map(|(k, _)| *k).or_else(|| self.pending.keys().next().copied())?;
         self.pending.remove(&key).map(|r| (key.0, r))
     }
 

@@ -131,12 +131,8 @@ impl Device for DiskDevice {
             let token = self.next_token;
             self.next_token += 1;
             self.in_bh.insert(token, req);
-            let job = Job {
-                vector: BLOCK,
-                cost: self.costs.block_softirq,
-                what: JobWhat::Device { dev: self.id, token },
-                owner: Some(req.task),
-            };
+            let job =
+                Job { vector: BLOCK, cost: self.costs.block_softirq, what: JobWhat::Device { dev: self.id, token }, owner: Some(req.task) };
             sim.queue_bh_job(job, false);
         }
     }

@@ -242,13 +242,7 @@ impl<'a> Sim<'a> {
         match self.cfg.pattern {
             Pattern::Random => {
                 let sector = Self::random_block(&mut self.fg_rng, &self.cfg.geometry);
-                self.enqueue(Request {
-                    class: Class::Foreground,
-                    sector,
-                    sectors: FS_BLOCK_SECTORS,
-                    issued: now,
-                    cluster: None,
-                });
+                self.enqueue(Request { class: Class::Foreground, sector, sectors: FS_BLOCK_SECTORS, issued: now, cluster: None });
             }
             Pattern::Sequential => {
                 let block = self.fg_offset / (FS_BLOCK_SECTORS * SECTOR_BYTES);
@@ -329,9 +323,7 @@ impl<'a> Sim<'a> {
         let sector = match self.cfg.pattern {
             Pattern::Random => Self::random_block(&mut self.bg_rng, &self.cfg.geometry),
             // No caching for idletime data: each 512-byte read is a disk read of its block.
-            Pattern::Sequential => {
-                self.bg_offset / SECTOR_BYTES / FS_BLOCK_SECTORS * FS_BLOCK_SECTORS
-            }
+            Pattern::Sequential => self.bg_offset / SECTOR_BYTES / FS_BLOCK_SECTORS * FS_BLOCK_SECTORS,
         };
         self.enqueue(Request { class: Class::Background, sector, sectors: FS_BLOCK_SECTORS, issued: now, cluster: None });
     }

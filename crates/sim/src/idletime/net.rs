@@ -150,13 +150,7 @@ impl NetSetup {
     pub fn gige_lan() -> Self {
         NetSetup {
             name: "gige-lan".into(),
-            link: LinkSpec {
-                rate_bps: 1e9,
-                prop_ns: 5_000,
-                buffer_packets: 256,
-                buffer_bytes: u64::MAX,
-                tbr_depth_bytes: None,
-            },
+            link: LinkSpec { rate_bps: 1e9, prop_ns: 5_000, buffer_packets: 256, buffer_bytes: u64::MAX, tbr_depth_bytes: None },
             host: HostSpec::default(),
         }
     }
@@ -165,13 +159,7 @@ impl NetSetup {
     pub fn fast_lan() -> Self {
         NetSetup {
             name: "100m-lan".into(),
-            link: LinkSpec {
-                rate_bps: 100e6,
-                prop_ns: 5_000,
-                buffer_packets: 128,
-                buffer_bytes: u64::MAX,
-                tbr_depth_bytes: None,
-            },
+            link: LinkSpec { rate_bps: 100e6, prop_ns: 5_000, buffer_packets: 128, buffer_bytes: u64::MAX, tbr_depth_bytes: None },
             host: HostSpec::default(),
         }
     }
@@ -179,13 +167,7 @@ impl NetSetup {
     pub fn wan_10ms() -> Self {
         NetSetup {
             name: "100m-wan-10ms".into(),
-            link: LinkSpec {
-                rate_bps: 100e6,
-                prop_ns: 10_000_000,
-                buffer_packets: 128,
-                buffer_bytes: 128 * 1024,
-                tbr_depth_bytes: None,
-            },
+            link: LinkSpec { rate_bps: 100e6, prop_ns: 10_000_000, buffer_packets: 128, buffer_bytes: 128 * 1024, tbr_depth_bytes: None },
             host: HostSpec::default(),
         }
     }
@@ -249,8 +231,14 @@ enum Job {
     UdpSend(Class),
     TcpOutput(usize),
     /// One mbuf cluster of a write(2) copied into connection `conn`'s socket buffer.
-    TcpWrite { conn: usize, bytes: u64 },
-    AckIn { conn: usize, ack: u64 },
+    TcpWrite {
+        conn: usize,
+        bytes: u64,
+    },
+    AckIn {
+        conn: usize,
+        ack: u64,
+    },
     Rx(Packet),
 }
 
@@ -387,10 +375,7 @@ impl<'a> Sim<'a> {
         };
         let mut conns = Vec::new();
         let mut procs = Vec::new();
-        for (class, proto, on) in [
-            (Class::Foreground, cfg.fg, cfg.intensity.is_some()),
-            (Class::Background, cfg.bg, cfg.background),
-        ] {
+        for (class, proto, on) in [(Class::Foreground, cfg.fg, cfg.intensity.is_some()), (Class::Background, cfg.bg, cfg.background)] {
             if !on {
                 continue;
             }
@@ -473,10 +458,12 @@ impl<'a> Sim<'a> {
     fn enqueue(&mut self, h: usize, pkt: Packet) -> bool {
         let limit = self.host.ifq_limit;
         let ok = match &mut self.hosts[h].txq {
-            TxQueue::Fifo(q) => q.len() < limit && {
-                q.push_back(pkt);
-                true
-            },
+            TxQueue::Fifo(q) => {
+                q.len() < limit && {
+                    q.push_back(pkt);
+                    true
+                }
+            }
             TxQueue::Idletime { fg, bg, .. } => {
                 let q = if pkt.class == Class::Foreground { fg } else { bg };
                 q.len() < limit && {

@@ -2,9 +2,7 @@
 //! net_rx_action with NAPI polls, ksoftirqd and softirq threads.
 
 use super::Sim;
-use crate::softirq::{
-    Admit, Handler, Job, JobWhat, Loc, PollDev, RoundInfo, SoftirqRun, NET_RX,
-};
+use crate::softirq::{Admit, Handler, Job, JobWhat, Loc, PollDev, RoundInfo, SoftirqRun, NET_RX};
 use crate::task::{RunState, TaskId};
 
 /// NAPI weight of the per-CPU backlog pseudo-device (weight_p = 64).
@@ -51,9 +49,7 @@ impl Sim {
         loop {
             if let Some(mut h) = run.handler {
                 let job = match &mut h {
-                    Handler::NetRx { budget, limit_jiffy, quota } => {
-                        self.net_rx_next(budget, *limit_jiffy, quota)
-                    }
+                    Handler::NetRx { budget, limit_jiffy, quota } => self.net_rx_next(budget, *limit_jiffy, quota),
                     Handler::Queue { vector } => self.bh_queues[*vector as usize].pop_front(),
                 };
                 run.handler = Some(h);

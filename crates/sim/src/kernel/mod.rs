@@ -64,16 +64,32 @@ impl MachineConfig {
 pub enum Ev {
     Tick,
     /// A sleeping task's timer (stale if `gen` no longer matches).
-    Wake { task: u32, gen: u32 },
+    Wake {
+        task: u32,
+        gen: u32,
+    },
     /// The next packet of a traffic source reaches the NIC.
-    Arrive { source: u32 },
+    Arrive {
+        source: u32,
+    },
     /// Interrupt-coalescing timer of a NIC.
-    Coalesce { nic: u32, gen: u32 },
+    Coalesce {
+        nic: u32,
+        gen: u32,
+    },
     /// A server's (or SCHED_DEADLINE task's) timer.
-    Server { server: u32, token: u64 },
-    DlReplenish { task: u32 },
+    Server {
+        server: u32,
+        token: u64,
+    },
+    DlReplenish {
+        task: u32,
+    },
     /// A device's own event (disk completion, ...).
-    Device { dev: u32, token: u64 },
+    Device {
+        dev: u32,
+        token: u64,
+    },
     WarmupEnd,
 }
 
@@ -250,12 +266,7 @@ impl Sim {
 
     /// Runs until `end` (or the stop flag), calling `progress(now)` now and
     /// then. Returns false when stopped early.
-    pub fn run(
-        &mut self,
-        end: Nanos,
-        stop: &AtomicBool,
-        mut progress: impl FnMut(Nanos),
-    ) -> Result<bool, SimError> {
+    pub fn run(&mut self, end: Nanos, stop: &AtomicBool, mut progress: impl FnMut(Nanos)) -> Result<bool, SimError> {
         if self.events == 0 {
             // The tick charges the jiffy that just ended: first one at 1/HZ.
             self.q.schedule_at(self.cfg.tick_ns(), Ev::Tick);
@@ -346,11 +357,7 @@ impl Sim {
 
     /// Runs `f` on a device taken out of its slot (so it can change the
     /// simulator), then puts it back.
-    pub fn with_device<R>(
-        &mut self,
-        dev: usize,
-        f: impl FnOnce(&mut Box<dyn crate::device::Device>, &mut Sim) -> R,
-    ) -> R {
+    pub fn with_device<R>(&mut self, dev: usize, f: impl FnOnce(&mut Box<dyn crate::device::Device>, &mut Sim) -> R) -> R {
         let mut d = self.devices[dev].take().expect("device re-entered");
         let r = f(&mut d, self);
         self.devices[dev] = Some(d);

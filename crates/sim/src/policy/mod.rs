@@ -12,11 +12,7 @@ use crate::softirq::BottomHalfPolicy;
 
 /// Builds the named policy for `sim` from the `[policy]` table's keys.
 /// `Ok(None)` is vanilla Linux (no policy hook at all).
-pub fn bottom_half_policy(
-    name: &str,
-    _params: &toml::Table,
-    _sim: &Sim,
-) -> Result<Option<Box<dyn BottomHalfPolicy>>, String> {
+pub fn bottom_half_policy(name: &str, _params: &toml::Table, _sim: &Sim) -> Result<Option<Box<dyn BottomHalfPolicy>>, String> {
     match name {
         "none" | "vanilla" => Ok(None),
         "bh-threshold" => Ok(Some(Box::new(bh_threshold::BhThreshold::from_params(_params)?))),

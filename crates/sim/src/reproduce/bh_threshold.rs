@@ -18,10 +18,8 @@ use std::sync::atomic::AtomicBool;
 pub const NO_LOAD: (&str, &str) = ("scenarios/bh-threshold/no-load.toml", include_str!("../../../../scenarios/bh-threshold/no-load.toml"));
 pub const FLOOD_VANILLA: (&str, &str) =
     ("scenarios/bh-threshold/flood-vanilla.toml", include_str!("../../../../scenarios/bh-threshold/flood-vanilla.toml"));
-pub const FLOOD_SCHEDULER: (&str, &str) = (
-    "scenarios/bh-threshold/flood-bh-scheduler.toml",
-    include_str!("../../../../scenarios/bh-threshold/flood-bh-scheduler.toml"),
-);
+pub const FLOOD_SCHEDULER: (&str, &str) =
+    ("scenarios/bh-threshold/flood-bh-scheduler.toml", include_str!("../../../../scenarios/bh-threshold/flood-bh-scheduler.toml"));
 
 /// Start-up phase left out of the Fig. 5 spread (the paper: "highly
 /// variable in the starting phase until approximately 300 msec").
@@ -104,8 +102,7 @@ fn extract(r: &SimResult) -> Run {
         .map(|a| a.iter().filter_map(|v| v.as_u64()).map(|ns| ns as f64 / 1e6).collect())
         .unwrap_or_default();
     let frames = extra["frames_displayed"].as_u64().unwrap_or(0);
-    let bh_us_per_ms: Vec<f64> =
-        r.bh_time.as_ref().map(|s| s.values_ns.iter().map(|&ns| ns as f64 / 1e3).collect()).unwrap_or_default();
+    let bh_us_per_ms: Vec<f64> = r.bh_time.as_ref().map(|s| s.values_ns.iter().map(|&ns| ns as f64 / 1e3).collect()).unwrap_or_default();
     let interval = r.bh_time.as_ref().map_or(1_000_000, |s| s.interval_ns.max(1));
     let skip = (STARTUP_NS / interval) as usize;
     // The last bin may be partial: leave it out.
@@ -207,7 +204,14 @@ pub fn relations(d: &Details) -> Vec<Row> {
             s.inter_frame_max_ms < v.inter_frame_max_ms,
         ),
         Row::info("mean BH time per ms, no BH scheduler (Table 2)", "454.5", v.bh_mean_us, "us"),
-        unharmed(acted, "mean BH time per ms, BH scheduler: within 15% of without", "497.7", s.bh_mean_us, "us", rel(s.bh_mean_us, v.bh_mean_us) <= 0.15),
+        unharmed(
+            acted,
+            "mean BH time per ms, BH scheduler: within 15% of without",
+            "497.7",
+            s.bh_mean_us,
+            "us",
+            rel(s.bh_mean_us, v.bh_mean_us) <= 0.15,
+        ),
         Row::info("BH time per ms p95-p5, no BH scheduler (Fig. 5a)", "~650 (200-850)", v.bh_spread_us, "us"),
         Row::check(
             "BH time per ms p95-p5 after start-up, BH scheduler (Fig. 5b): >= 3x narrower",
@@ -248,10 +252,8 @@ pub fn relations(d: &Details) -> Vec<Row> {
 /// Runs the three experiments (in parallel) and compares.
 pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, String> {
     let runs: Vec<Result<Run, String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = [NO_LOAD, FLOOD_VANILLA, FLOOD_SCHEDULER]
-            .into_iter()
-            .map(|(f, t)| s.spawn(move || run_one(f, t, opts, stop)))
-            .collect();
+        let hs: Vec<_> =
+            [NO_LOAD, FLOOD_VANILLA, FLOOD_SCHEDULER].into_iter().map(|(f, t)| s.spawn(move || run_one(f, t, opts, stop))).collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a run panicked".into()))).collect()
     });
     let mut it = runs.into_iter();

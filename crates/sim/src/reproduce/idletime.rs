@@ -48,32 +48,19 @@ pub struct ExperimentSpec {
 pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
     // Like the dissertation's figures: 1% and then even steps up to 100%,
     // where r_max = r(1) is measured.
-    let intensities: Vec<f64> = if quick {
-        vec![0.01, 0.2, 0.4, 0.6, 0.8, 1.0]
-    } else {
-        vec![0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
-    };
+    let intensities: Vec<f64> =
+        if quick { vec![0.01, 0.2, 0.4, 0.6, 0.8, 1.0] } else { vec![0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0] };
     let ms = |v: &[f64]| v.iter().map(|&x| (x * MS as f64).round() as Nanos).collect::<Vec<_>>();
     let disk_p = if quick {
         ms(&[0.0, 10.0, 25.0, 40.0, 80.0, 150.0])
     } else {
         ms(&[0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 80.0, 100.0, 120.0, 150.0])
     };
-    let udp_p = if quick {
-        ms(&[0.0, 0.02, 0.1, 0.5, 2.0])
-    } else {
-        ms(&[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0])
-    };
-    let lan_tcp_p = if quick {
-        ms(&[0.0, 0.1, 0.3, 1.25, 2.5, 5.0])
-    } else {
-        ms(&[0.0, 0.05, 0.1, 0.3, 0.6, 0.9, 1.25, 2.0, 2.5, 4.0, 5.0])
-    };
-    let wan_p = if quick {
-        ms(&[0.0, 5.0, 10.0, 20.0, 30.0, 60.0])
-    } else {
-        ms(&[0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0])
-    };
+    let udp_p = if quick { ms(&[0.0, 0.02, 0.1, 0.5, 2.0]) } else { ms(&[0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0]) };
+    let lan_tcp_p =
+        if quick { ms(&[0.0, 0.1, 0.3, 1.25, 2.5, 5.0]) } else { ms(&[0.0, 0.05, 0.1, 0.3, 0.6, 0.9, 1.25, 2.0, 2.5, 4.0, 5.0]) };
+    let wan_p =
+        if quick { ms(&[0.0, 5.0, 10.0, 20.0, 30.0, 60.0]) } else { ms(&[0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 60.0, 80.0]) };
     let disk_s = 30_000 * MS; // §6: 30-second iterations
     let seq_s = if quick { 10_000 * MS } else { 30_000 * MS };
     let net_s = if quick { 1_000 * MS } else { 4_000 * MS };
@@ -239,10 +226,7 @@ fn make_job(spec: &ExperimentSpec, intensity: Option<f64>, background: bool, d: 
 
 /// The two experiments the dissertation compares with its model (§7.1.1).
 fn modelled(spec: &ExperimentSpec) -> bool {
-    matches!(
-        spec.setup,
-        Setup::Disk { pattern: Pattern::Random } | Setup::Net { fg: Proto::Udp, bg: Proto::Udp, .. }
-    )
+    matches!(spec.setup, Setup::Disk { pattern: Pattern::Random } | Setup::Net { fg: Proto::Udp, bg: Proto::Udp, .. })
 }
 
 fn jobs_of(spec: &ExperimentSpec, seed: u64) -> Vec<(Slot, Job)> {
@@ -274,11 +258,8 @@ pub fn run_experiments(
     stop: &AtomicBool,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> (Vec<ExperimentResult>, bool) {
-    let all: Vec<(usize, Slot, Job)> = specs
-        .iter()
-        .enumerate()
-        .flat_map(|(e, s)| jobs_of(s, opts.seed).into_iter().map(move |(slot, j)| (e, slot, j)))
-        .collect();
+    let all: Vec<(usize, Slot, Job)> =
+        specs.iter().enumerate().flat_map(|(e, s)| jobs_of(s, opts.seed).into_iter().map(move |(slot, j)| (e, slot, j))).collect();
     let total = all.len();
     let results: Mutex<Vec<Option<RunResult>>> = Mutex::new(vec![None; total]);
     let next = AtomicUsize::new(0);
@@ -444,23 +425,18 @@ fn find<'a>(xs: &'a [ExperimentResult], name: &str) -> Option<&'a ExperimentResu
 
 /// Cells with their (p, i).
 fn cells(x: &ExperimentResult) -> impl Iterator<Item = (Nanos, f64, &Cell)> {
-    x.spec.intervals_ns.iter().enumerate().flat_map(move |(pi, &p)| {
-        x.spec.intensities.iter().enumerate().map(move |(k, &i)| (p, i, &x.grid[pi][k]))
-    })
+    x.spec
+        .intervals_ns
+        .iter()
+        .enumerate()
+        .flat_map(move |(pi, &p)| x.spec.intensities.iter().enumerate().map(move |(k, &i)| (p, i, &x.grid[pi][k])))
 }
 
 /// The smallest swept p from which on the foreground keeps ≥ 90% on average
 /// over the intensities ≥ 10% (where the dissertation reads its landmarks).
 pub fn effective_interval_ns(x: &ExperimentResult) -> Option<Nanos> {
     let mean_fg = |pi: usize| {
-        let v: Vec<f64> = x
-            .spec
-            .intensities
-            .iter()
-            .enumerate()
-            .filter(|(_, &i)| i >= 0.1)
-            .map(|(k, _)| x.grid[pi][k].fg_norm)
-            .collect();
+        let v: Vec<f64> = x.spec.intensities.iter().enumerate().filter(|(_, &i)| i >= 0.1).map(|(k, _)| x.grid[pi][k].fg_norm).collect();
         v.iter().sum::<f64>() / v.len().max(1) as f64
     };
     let n = x.spec.intervals_ns.len();
@@ -468,10 +444,32 @@ pub fn effective_interval_ns(x: &ExperimentResult) -> Option<Nanos> {
 }
 
 fn model_rows(rows: &mut Vec<Row>, what: &str, paper: &str, m: &ModelComparison) {
-    rows.push(Row::check(format!("{what}: model MAE, foreground, p > service (interval from completion)"), paper, pct(m.fg_mae), "%", m.fg_mae < 0.15));
-    rows.push(Row::check(format!("{what}: model MAE, background, p > service (interval from completion)"), paper, pct(m.bg_mae), "%", m.bg_mae < 0.15));
-    rows.push(Row::info(format!("{what}: model MAE, foreground, interval from dispatch (prototype)"), "15-20% (section 7.1.1)", pct(m.fg_mae_dispatch), "%"));
-    rows.push(Row::info(format!("{what}: model MAE, background, interval from dispatch (prototype)"), "< 10% (section 7.1.1)", pct(m.bg_mae_dispatch), "%"));
+    rows.push(Row::check(
+        format!("{what}: model MAE, foreground, p > service (interval from completion)"),
+        paper,
+        pct(m.fg_mae),
+        "%",
+        m.fg_mae < 0.15,
+    ));
+    rows.push(Row::check(
+        format!("{what}: model MAE, background, p > service (interval from completion)"),
+        paper,
+        pct(m.bg_mae),
+        "%",
+        m.bg_mae < 0.15,
+    ));
+    rows.push(Row::info(
+        format!("{what}: model MAE, foreground, interval from dispatch (prototype)"),
+        "15-20% (section 7.1.1)",
+        pct(m.fg_mae_dispatch),
+        "%",
+    ));
+    rows.push(Row::info(
+        format!("{what}: model MAE, background, interval from dispatch (prototype)"),
+        "< 10% (section 7.1.1)",
+        pct(m.bg_mae_dispatch),
+        "%",
+    ));
 }
 
 fn pct(x: f64) -> f64 {
@@ -513,10 +511,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
             !low.is_empty() && (0.35..=0.7).contains(&m),
         ));
         // Effective above it.
-        let high: Vec<f64> = cells(x)
-            .filter(|(p, i, _)| *p >= 40 * MS && *p <= T_MAX_NS && *i >= 0.3)
-            .map(|(_, _, c)| c.fg_norm)
-            .collect();
+        let high: Vec<f64> = cells(x).filter(|(p, i, _)| *p >= 40 * MS && *p <= T_MAX_NS && *i >= 0.3).map(|(_, _, c)| c.fg_norm).collect();
         let mh = high.iter().cloned().fold(f64::INFINITY, f64::min);
         rows.push(Row::check(
             "disk random: min foreground at 40 ms <= p <= 100 ms, i >= 30%",
@@ -529,11 +524,10 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         // dispatch to dispatch that is the sleep (1 − i)·100 ms plus a service
         // time, up to the longest random service (full seek + revolution).
         let g = crate::disk::DiskGeometry::default();
-        let max_service = g.overhead_ns as f64 + g.seek_ns(g.cylinders()) + g.rotation_ns() + g.transfer_ns(disk_experiment::FS_BLOCK_SECTORS);
-        let stalled: Vec<f64> = cells(x)
-            .filter(|(p, i, _)| (*p as f64) > (1.0 - i) * T_MAX_NS as f64 + max_service)
-            .map(|(_, _, c)| c.bg_norm)
-            .collect();
+        let max_service =
+            g.overhead_ns as f64 + g.seek_ns(g.cylinders()) + g.rotation_ns() + g.transfer_ns(disk_experiment::FS_BLOCK_SECTORS);
+        let stalled: Vec<f64> =
+            cells(x).filter(|(p, i, _)| (*p as f64) > (1.0 - i) * T_MAX_NS as f64 + max_service).map(|(_, _, c)| c.bg_norm).collect();
         let mx = stalled.iter().cloned().fold(0.0, f64::max);
         rows.push(Row::check(
             "disk random: max background where p > foreground inter-arrival (1-i)*100ms + max service",
@@ -581,10 +575,22 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     if let Some(x) = find(xs, "gige-udp-udp") {
         let low: Vec<f64> = cells(x).filter(|(p, i, _)| *p < 50 * US && *i >= 0.8).map(|(_, _, c)| c.fg_norm).collect();
         let m = low.iter().sum::<f64>() / low.len().max(1) as f64;
-        rows.push(Row::check("GigE UDP/UDP: foreground at p < 0.05 ms, i >= 80%", "~50%", pct(m), "% of baseline", !low.is_empty() && (0.35..=0.7).contains(&m)));
+        rows.push(Row::check(
+            "GigE UDP/UDP: foreground at p < 0.05 ms, i >= 80%",
+            "~50%",
+            pct(m),
+            "% of baseline",
+            !low.is_empty() && (0.35..=0.7).contains(&m),
+        ));
         let high: Vec<f64> = cells(x).filter(|(p, i, _)| *p >= 500 * US && *i > 0.1).map(|(_, _, c)| c.fg_norm).collect();
         let mh = high.iter().cloned().fold(f64::INFINITY, f64::min);
-        rows.push(Row::check("GigE UDP/UDP: min foreground at p >= 0.5 ms, i > 10%", "> 90%", pct(mh), "% of baseline", !high.is_empty() && mh > 0.9));
+        rows.push(Row::check(
+            "GigE UDP/UDP: min foreground at p >= 0.5 ms, i > 10%",
+            "> 90%",
+            pct(mh),
+            "% of baseline",
+            !high.is_empty() && mh > 0.9,
+        ));
         let light = cells(x).filter(|(p, i, _)| *p >= 500 * US && *i <= 0.1).map(|(_, _, c)| c.fg_norm).fold(f64::INFINITY, f64::min);
         rows.push(Row::info("GigE UDP/UDP: min foreground at p >= 0.5 ms, i <= 10%", "60-80%", pct(light), "% of baseline"));
         if let Some(m) = &x.model {
@@ -595,11 +601,9 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     // TCP foreground needs p above its RTT (estimate). The landmark holds
     // when it falls in the paper's range widened by one step of the swept
     // intervals on each side (the sweep cannot resolve finer).
-    for (name, paper, paper_lo, paper_hi) in [
-        ("gige-tcp-udp", "0.9-1.25 ms", 0.9, 1.25),
-        ("lan100-tcp-udp", "1.25 ms", 1.25, 1.25),
-        ("wan10ms-tcp-udp", "20-30 ms", 20.0, 30.0),
-    ] {
+    for (name, paper, paper_lo, paper_hi) in
+        [("gige-tcp-udp", "0.9-1.25 ms", 0.9, 1.25), ("lan100-tcp-udp", "1.25 ms", 1.25, 1.25), ("wan10ms-tcp-udp", "20-30 ms", 20.0, 30.0)]
+    {
         if let Some(x) = find(xs, name) {
             let p = effective_interval_ns(x);
             let v = p.map(|p| p as f64 / 1e6).unwrap_or(f64::NAN);
@@ -618,7 +622,12 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     for x in xs {
         if let Some(p) = effective_interval_ns(x) {
             if !x.spec.name.contains("tcp-udp") {
-                rows.push(Row::info(format!("{}: smallest p with foreground >= 90%", x.spec.name), x.spec.landmark.clone(), p as f64 / 1e6, "ms"));
+                rows.push(Row::info(
+                    format!("{}: smallest p with foreground >= 90%", x.spec.name),
+                    x.spec.landmark.clone(),
+                    p as f64 / 1e6,
+                    "ms",
+                ));
             }
         }
     }

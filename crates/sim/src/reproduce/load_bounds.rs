@@ -247,10 +247,8 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, us
             }
             k += 1;
         }
-        let description = Scenario::parse(CONFIG_FILES[idx].0, text)
-            .ok()
-            .and_then(|s| s.description().map(str::to_string))
-            .unwrap_or_default();
+        let description =
+            Scenario::parse(CONFIG_FILES[idx].0, text).ok().and_then(|s| s.description().map(str::to_string)).unwrap_or_default();
         let baseline = curves.iter().find(|c| c.name == "threaded, idle").and_then(|c| c.fit);
         let sweep = opts.sweep_duration();
         for p in &mut points {
@@ -349,9 +347,7 @@ fn probe_in_tau2s_place(text: &str, keep_tau1: bool) -> Result<String, String> {
 fn sweep_point(r: &crate::SimResult, e2: Nanos) -> SweepPoint {
     let task = |n: &str| r.tasks.iter().find(|t| t.name == n);
     let (jobs, misses) = task("tau2").map_or((0, 0), |t| (t.jobs, t.deadline_misses));
-    let polls = |key: &str| {
-        task("tau1").and_then(|t| t.extra.as_ref()).and_then(|x| x.get(key)).and_then(|v| v.as_u64()).unwrap_or(0)
-    };
+    let polls = |key: &str| task("tau1").and_then(|t| t.extra.as_ref()).and_then(|x| x.get(key)).and_then(|v| v.as_u64()).unwrap_or(0);
     let (ok, empty) = (polls("polls_ok"), polls("polls_empty"));
     SweepPoint {
         e2_ns: e2,
@@ -517,9 +513,7 @@ pub fn predicted_max_e2(fit: &HyperbolaFit) -> Nanos {
 
 /// Largest e2 (to 10 us) with R2 ≤ d2 under `interference` (exact RTA).
 pub fn max_e2(interference: &dyn Fn(Nanos) -> Nanos) -> Nanos {
-    let ok = |e2: Nanos| {
-        response_time(PERIOD, e2, interference, &Horizon::for_task(PERIOD, PERIOD)).is_some_and(|r| r <= PERIOD)
-    };
+    let ok = |e2: Nanos| response_time(PERIOD, e2, interference, &Horizon::for_task(PERIOD, PERIOD)).is_some_and(|r| r <= PERIOD);
     let step = 10_000;
     let (mut lo, mut hi) = (0, PERIOD / step); // ok(lo*step) holds; find the last.
     if !ok(step) {
@@ -560,9 +554,7 @@ fn config_result(
     // What the sporadic-server theorem alone would say (τ1 + a periodic
     // task of budget + overrun + the idle baseline), for comparison.
     let server_predicted_max_e2_ns = match (server, baseline) {
-        (Some(s), Some(b)) if s.overrun_ns.is_some() => {
-            Some(max_e2(&|t| tau1_demand(t) + server_demand(&s, &b, t).unwrap_or(t)))
-        }
+        (Some(s), Some(b)) if s.overrun_ns.is_some() => Some(max_e2(&|t| tau1_demand(t) + server_demand(&s, &b, t).unwrap_or(t))),
         _ => None,
     };
     let mut meets_up_to_e2_ns = None;
@@ -629,7 +621,12 @@ fn relations(d: &Details) -> Vec<Row> {
     }
     if let (Some(r), Some(n)) = (case("threaded, ping"), case("threaded, ping without reply")) {
         let (a, b) = (load_at_or_after(&r.curve, 10 * MS), load_at_or_after(&n.curve, 10 * MS));
-        rows.push(Row::info("Fig. 6: threaded, load at >= 10 ms without reply / with reply", "about half the work is the reply", if a > 0.0 { b / a * 100.0 } else { 0.0 }, "%"));
+        rows.push(Row::info(
+            "Fig. 6: threaded, load at >= 10 ms without reply / with reply",
+            "about half the work is the reply",
+            if a > 0.0 { b / a * 100.0 } else { 0.0 },
+            "%",
+        ));
     }
     // The fit raises its period until it covers every point, so this is
     // shown (a count short of all would be a fitting bug), not checked.
@@ -647,9 +644,19 @@ fn relations(d: &Details) -> Vec<Row> {
     let meets = |c: &ConfigResult| c.meets_up_to_e2_ns.map_or(0.0, ms);
     for c in &d.configs {
         rows.push(Row::info(format!("{}: tau2 meets every deadline up to e2", c.name), "-", meets(c), "ms"));
-        rows.push(Row::info(format!("{}: analysis ({}) predicts no miss up to e2", c.name, c.prediction_model), "-", ms(c.predicted_max_e2_ns), "ms"));
+        rows.push(Row::info(
+            format!("{}: analysis ({}) predicts no miss up to e2", c.name, c.prediction_model),
+            "-",
+            ms(c.predicted_max_e2_ns),
+            "ms",
+        ));
         if let Some(e) = c.server_predicted_max_e2_ns {
-            rows.push(Row::info(format!("{}: server theorem alone (tau1 + budget + overrun + idle; not checked)", c.name), "-", ms(e), "ms"));
+            rows.push(Row::info(
+                format!("{}: server theorem alone (tau1 + budget + overrun + idle; not checked)", c.name),
+                "-",
+                ms(e),
+                "ms",
+            ));
         }
         rows.push(Row::info(format!("{}: heartbeats missed over the sweep", c.name), "-", c.heartbeats_missed_total as f64, "packets"));
     }

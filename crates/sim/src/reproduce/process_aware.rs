@@ -266,7 +266,13 @@ pub fn relations(d: &Details) -> Vec<Row> {
     }
     let van_max = van.iter().map(|p| p.error).fold(0.0, f64::max);
     let rising = van.windows(2).all(|w| w[1].error >= w[0].error);
-    rows.push(Row::check("Fig. 6b vanilla error rises with rate to tens of percent", "up to 60", 100.0 * van_max, "% (max)", rising && van_max >= 0.2));
+    rows.push(Row::check(
+        "Fig. 6b vanilla error rises with rate to tens of percent",
+        "up to 60",
+        100.0 * van_max,
+        "% (max)",
+        rising && van_max >= 0.2,
+    ));
     for p in &ia {
         rows.push(Row::info(format!("Fig. 6b IA accounting error at {:.0} pkt/s", p.rate_pps), "< 20, mostly < 5", 100.0 * p.error, "%"));
     }
@@ -280,10 +286,8 @@ pub fn relations(d: &Details) -> Vec<Row> {
         format!("rates of {}", ia.len()),
         2 * ia_small > ia.len(),
     ));
-    let moved: Vec<f64> = ia
-        .iter()
-        .filter_map(|p| van.iter().find(|v| v.rate_pps == p.rate_pps).map(|v| p.server_charged_s - v.server_charged_s))
-        .collect();
+    let moved: Vec<f64> =
+        ia.iter().filter_map(|p| van.iter().find(|v| v.rate_pps == p.rate_pps).map(|v| p.server_charged_s - v.server_charged_s)).collect();
     let top_moved = moved.last().copied().unwrap_or(0.0);
     rows.push(Row::check(
         "Fig. 6c charged time moved to the UDP server (IA − vanilla, top rate)",
@@ -293,7 +297,13 @@ pub fn relations(d: &Details) -> Vec<Row> {
         !moved.is_empty() && moved.iter().all(|&m| m > 0.0),
     ));
     let isa_min = isa.iter().map(|p| p.cpu_share_of_active).fold(f64::INFINITY, f64::min);
-    rows.push(Row::check("Fig. 7a ISA CPU-bound share of its active phase, every rate (min)", "~100", 100.0 * isa_min, "%", !isa.is_empty() && isa_min >= 0.99));
+    rows.push(Row::check(
+        "Fig. 7a ISA CPU-bound share of its active phase, every rate (min)",
+        "~100",
+        100.0 * isa_min,
+        "%",
+        !isa.is_empty() && isa_min >= 0.99,
+    ));
     let van_min_share = van.iter().map(|p| p.cpu_share_of_active).fold(f64::INFINITY, f64::min);
     rows.push(Row::info("Fig. 7a vanilla CPU-bound share of its active phase (min)", "falls with rate", 100.0 * van_min_share, "%"));
     let worst_gap = isa
@@ -311,7 +321,12 @@ pub fn relations(d: &Details) -> Vec<Row> {
     let bi = bursty(d, "ISA");
     for (v, i) in bv.iter().zip(&bi) {
         rows.push(Row::info(format!("Fig. 8a deadline miss rate vanilla at {:.0} pkt/s", v.rate_pps), "rises", 100.0 * v.miss_rate, "%"));
-        rows.push(Row::info(format!("Fig. 8c reception vanilla / ISA at {:.0} pkt/s", v.rate_pps), "falls / level", 100.0 * v.reception_ratio, format!("% (ISA {:.1}%)", 100.0 * i.reception_ratio)));
+        rows.push(Row::info(
+            format!("Fig. 8c reception vanilla / ISA at {:.0} pkt/s", v.rate_pps),
+            "falls / level",
+            100.0 * v.reception_ratio,
+            format!("% (ISA {:.1}%)", 100.0 * i.reception_ratio),
+        ));
     }
     let isa_misses: u64 = bi.iter().map(|p| p.misses).sum();
     rows.push(Row::check("Fig. 8a ISA deadline misses, all rates", "0", isa_misses as f64, "misses", !bi.is_empty() && isa_misses == 0));

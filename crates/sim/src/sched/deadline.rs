@@ -44,9 +44,7 @@ impl DlClass {
         if wakeup {
             // CBS: keep (deadline, runtime) only if the remaining runtime
             // fits the remaining time at the reserved bandwidth.
-            let overflow = st.deadline <= now
-                || (st.runtime_left.max(0) as u128) * d as u128
-                    > (st.deadline - now) as u128 * q as u128;
+            let overflow = st.deadline <= now || (st.runtime_left.max(0) as u128) * d as u128 > (st.deadline - now) as u128 * q as u128;
             if overflow {
                 st.deadline = now + d;
                 st.runtime_left = q as i64;

@@ -9,8 +9,8 @@ use irqlab_analysis::idletime::BaselineTable;
 use irqlab_analysis::Nanos;
 use irqlab_report::contour::{side_by_side_svg, HeatMap};
 use irqlab_report::html::{Page, Section, Table};
-use irqlab_sim::idletime::net::Proto;
 use irqlab_sim::idletime::disk_experiment::Pattern;
+use irqlab_sim::idletime::net::Proto;
 use irqlab_sim::reproduce::idletime::{reproduce, Details, ExperimentResult, Options, Setup};
 use irqlab_sim::reproduce::Report;
 

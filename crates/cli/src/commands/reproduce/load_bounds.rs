@@ -15,8 +15,7 @@ use irqlab_sim::reproduce::Report;
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
-    let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress))
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress)).map_err(|e| CliError::Failed(e.to_string()))?;
     let details = details_text(&report.details);
     super::finish(args, &report, details, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
 }
@@ -126,7 +125,13 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
 
     let mut miss = LinePlot::new("Fig. 7: tau2's deadlines missed").x_label("e2 (ms)").y_label("% deadlines missed").y_range(0.0..100.0);
     let mut hb = LinePlot::new("Fig. 8: heartbeats missed by tau1").x_label("e2 (ms)").y_label("% heartbeats missed").y_range(0.0..100.0);
-    let mut table = Table::new(["configuration", "driver fit (as tau2 sees it)", "analysis: no miss up to e2", "simulated: no miss up to e2", "heartbeats missed"]);
+    let mut table = Table::new([
+        "configuration",
+        "driver fit (as tau2 sees it)",
+        "analysis: no miss up to e2",
+        "simulated: no miss up to e2",
+        "heartbeats missed",
+    ]);
     for c in &d.configs {
         miss = miss.series(Series::line(c.name.clone(), c.points.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()));
         hb = hb.series(Series::line(c.name.clone(), c.points.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()));
@@ -154,7 +159,8 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
     // (Foreground fit) and their sum.
     let ws = windows_us();
     let at = |w: f64| (w * 1e3) as Nanos;
-    let mut f9 = LinePlot::new("Fig. 9: load bound of tau1 + tau2").x_label("window (us)").y_label("load (%)").log_x(true).y_range(0.0..150.0);
+    let mut f9 =
+        LinePlot::new("Fig. 9: load bound of tau1 + tau2").x_label("window (us)").y_label("load (%)").log_x(true).y_range(0.0..150.0);
     for e2 in [1_000_000, 5_000_000, 7_000_000] {
         let pts = ws.iter().map(|&w| (w, (tau1_load(at(w)) + tau2_load(e2, at(w))) * 100.0)).collect();
         f9 = f9.series(Series::line(format!("e2 = {} ms", e2 / 1_000_000), pts));
