@@ -5,7 +5,7 @@ CARGO ?= cargo
 CARGO_FLAGS ?= --release --workspace
 OUT ?= out
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build lint test demo bench clean
 
 all: build
 
@@ -22,6 +22,13 @@ build: deps
 # limit; libtest has already named it ("has been running for over 60
 # seconds"). The whole run takes 6-10 minutes on 2 cores.
 TEST_TIMEOUT ?= 40m
+# The house style as code: rustfmt.toml's formatting, clippy with every
+# warning an error (the workspace lints add too_many_lines: no function
+# over clippy.toml's threshold of non-blank, non-comment lines).
+lint: deps
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy $(CARGO_FLAGS) --all-targets --quiet -- -D warnings
+
 test: deps
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast
 

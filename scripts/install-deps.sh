@@ -43,3 +43,17 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 3
   fi
 fi
+
+# make test checks formatting and lints: rustfmt and clippy, from rustup
+# where the toolchain came from it.
+for component in rustfmt clippy; do
+  if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+      echo "installing: rust component $component" >&2
+      rustup component add "$component" >/dev/null
+    else
+      echo "error: cargo ${component/rustfmt/fmt} is missing (install the $component component)" >&2
+      exit 3
+    fi
+  fi
+done

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 mod skel {
-    #![allow(clippy::all, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
     include!(concat!(env!("OUT_DIR"), "/thread_watch.skel.rs"));
 }
 use skel::{ThreadWatchSkel, ThreadWatchSkelBuilder};
