@@ -1,6 +1,6 @@
 //! Demand and load bounds of one periodic or sporadic task.
 //!
-//! Load-bounds paper (Lewandowski et al., `shared/seeds/driver-load-bounds.txt`)
+//! Load-bounds paper (Lewandowski et al.; `docs/papers.md` §3)
 //! §2: the most CPU time a task with period (minimum separation) `p` and
 //! worst-case execution time `e` can demand in any window of length Δ
 //! (eqs. 4, 6, 7), and the same divided by Δ, the load (eqs. 9, 10).

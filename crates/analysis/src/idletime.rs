@@ -4,9 +4,9 @@
 //! scheduler with preemption interval `p`.
 //!
 //! Source: Eggert, "Background use of idle resource capacity"
-//! (`shared/seeds/idletime-scheduling.txt`), Section 4.4 ("quantitative
-//! analysis"), rebuilt in `shared/SEEDS.md` §4 because the PDF text of the
-//! formulas is garbled. The model assumes a non-preemptable resource and,
+//! (`docs/papers.md` §4), Section 4.4 ("quantitative analysis"), as
+//! reconstructed in `docs/papers.md` §4 because the PDF text of the formulas
+//! is garbled. The model assumes a non-preemptable resource and,
 //! like the prototype (§5.5), a preemption interval that starts when a
 //! foreground request is *dispatched*.
 //!
@@ -157,7 +157,7 @@ impl BaselineTable {
 
 /// How the model's service time (the preemption cost of one background
 /// request, §4.4 "the preemption cost ... is the inverse of the service
-/// rate") is chosen. SEEDS.md §4 rebuilds it as 1/r_max; that only has time
+/// rate") is chosen. `docs/papers.md` §4 writes it as 1/r_max; that only has time
 /// units when r counts requests per second (disk blocks/s). For throughput in
 /// bytes or bits per second the dissertation instead uses the measured mean
 /// service time: 19 ms for the disk (§4.4.2) and 0.05 ms for a 1500-byte
@@ -219,7 +219,7 @@ impl Resource {
     }
 }
 
-/// Background throughput b(i, p) (§4.4 "Background Performance", SEEDS.md §4):
+/// Background throughput b(i, p) (§4.4 "Background Performance"; `docs/papers.md` §4):
 ///
 /// - `b = r_max − r(i)/2` if p < service (the scheduler is a plain priority
 ///   queue; each foreground request waits half a service time on average);
@@ -251,7 +251,7 @@ pub fn background_throughput(table: &BaselineTable, params: &ModelParams, i: f64
 }
 
 /// Foreground throughput f(i, p) = min(r_max − b(i, p), r(i)), times α when
-/// b(i, p) > 0 (§4.4 "Foreground Performance", SEEDS.md §4).
+/// b(i, p) > 0 (§4.4 "Foreground Performance"; `docs/papers.md` §4).
 pub fn foreground_throughput(table: &BaselineTable, params: &ModelParams, i: f64, p_ns: Nanos) -> f64 {
     let b = background_throughput(table, params, i, p_ns);
     let f = (table.r_max() - b).min(table.r(i.clamp(0.0, 1.0))).max(0.0);

@@ -2,7 +2,7 @@
 //!
 //! Pure math, no I/O. Implements the analysis of the load-bounds paper
 //! (Lewandowski et al., "Modeling device driver effects in real-time
-//! schedulability analysis", `shared/seeds/driver-load-bounds.txt`) and the
+//! schedulability analysis"; `docs/papers.md` §3) and the
 //! throughput model of the idletime dissertation. Each public item cites the
 //! equation it implements.
 //!

@@ -1,4 +1,4 @@
-//! One error type for the binary, and the exit codes of DESIGN.md:
+//! One error type for the binary, and the exit codes of `docs/conventions.md`:
 //! 0 ok, 1 "not schedulable" or a run failed, 2 bad input or usage,
 //! 3 missing privilege or kernel feature.
 //!

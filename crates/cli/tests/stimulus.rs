@@ -1,5 +1,5 @@
 //! `irqlab stimulus` and `irqlab load` against the real binary: bad input
-//! and missing privilege exit with DESIGN.md's codes.
+//! and missing privilege exit with the codes of `docs/conventions.md`.
 
 use std::process::{Command, Stdio};
 

@@ -1,5 +1,5 @@
 //! The BH-threshold paper's Bottom Half Scheduler
-//! (`shared/seeds/bh-threshold-scheduler.txt`, §3; SEEDS.md §1) as
+//! (the paper's §3; `docs/papers.md` §1) as
 //! decision code: the Threshold Time Controller (Algorithm 1,
 //! [`ThresholdController`]) and the Processing Time Monitor with the
 //! Pending Queue Controller ([`BottomHalfScheduler`]): per sampling period
@@ -12,7 +12,7 @@
 use irqlab_analysis::Nanos;
 use std::collections::VecDeque;
 
-/// Algorithm 1 of the BH-threshold paper (SEEDS.md §1): the threshold
+/// Algorithm 1 of the BH-threshold paper (`docs/papers.md` §1; our reconstruction of the unreadable listing): the threshold
 /// T(k+1) from the consumed time C(k), the processed jobs P(k) and the
 /// pending jobs N(k) of period k.
 ///

@@ -1,5 +1,4 @@
-//! Process-aware interrupts (`shared/seeds/process-aware-interrupts.txt`
-//! §3; SEEDS.md §2) as decision code: the compensation algorithm's
+//! Process-aware interrupts (the paper's §3; `docs/papers.md` §2) as decision code: the compensation algorithm's
 //! accounting (§3.1, [`Compensation`], with N(t) from [`BhPerTick`]) and
 //! the scheduling decision (§3.2, [`predicted_priority`],
 //! [`bottom_halves_win`]). The simulator's `process-aware` policy is an

@@ -1,5 +1,5 @@
 //! `irqlab idletime-model --resource disk|udp|TABLE.csv --p 0..200ms --i 1..100%`:
-//! the idletime dissertation's throughput model (§4.4, SEEDS.md §4), the
+//! the idletime dissertation's throughput model (§4.4; `docs/papers.md` §4), the
 //! predicted normalised foreground and background throughput over a grid of
 //! preemption intervals p and foreground intensities i, as a table, an SVG
 //! pair of shaded grids (as Fig. 4.17) and JSON.

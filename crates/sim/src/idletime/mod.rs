@@ -1,4 +1,4 @@
-//! Idletime scheduling (Eggert's dissertation, `shared/seeds/idletime-scheduling.txt`):
+//! Idletime scheduling (Eggert's dissertation; `docs/papers.md` §4):
 //! a two-class queue with a preemption interval, at a disk and at a NIC's
 //! transmit dequeue point, and the dissertation's experiments (Ch. 6)
 //! rebuilt on the simulation engine.

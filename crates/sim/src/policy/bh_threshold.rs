@@ -1,11 +1,11 @@
 //! The Bottom Half Scheduler of the BH-threshold paper
-//! (`shared/seeds/bh-threshold-scheduler.txt`, §3; SEEDS.md §1): three
+//! (the paper's §3; `docs/papers.md` §1): three
 //! modules between the ISRs and the bottom halves.
 //!
 //! - **Processing Time Monitor**: per sampling period (1 ms) the bottom-half
 //!   time consumed C(k), the jobs processed P(k), and the jobs left pending
 //!   N(k) when the period ends.
-//! - **Threshold Time Controller**: Algorithm 1 (as rebuilt in SEEDS.md),
+//! - **Threshold Time Controller**: Algorithm 1 (as reconstructed in `docs/papers.md` §1),
 //!   [`ThresholdController`].
 //!
 //! The decision code (controller, monitor, pending-queue decision) is

@@ -1,5 +1,4 @@
-//! Process-aware interrupts (`shared/seeds/process-aware-interrupts.txt`
-//! §3; SEEDS.md §2): bottom-half accounting and scheduling.
+//! Process-aware interrupts (the paper's §3; `docs/papers.md` §2): bottom-half accounting and scheduling.
 //!
 //! - **Accounting** (§3.1, the compensation algorithm, [`Compensation`]):
 //!   bottom halves run in softirq context are charged by the tick to
