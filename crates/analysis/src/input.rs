@@ -111,6 +111,12 @@ pub const ECHO_LIMIT: usize = 80;
 /// [`ECHO_LIMIT`] characters and marked with `…`: a 100 KB bad value in a
 /// file is worth its first line on the terminal, not 100 KB of it.
 pub fn clip_echoes(message: &str) -> String {
+    clip_quoted(message, &['`', '"'])
+}
+
+/// [`clip_echoes`] for a message that quotes values in any of `quotes`
+/// (clap's own errors quote them in single quotes).
+pub fn clip_quoted(message: &str, quotes: &[char]) -> String {
     let mut out = String::with_capacity(message.len().min(4096));
     let clipped = |out: &mut String, value: &str| match value.char_indices().nth(ECHO_LIMIT) {
         Some((cut, _)) => {
@@ -120,7 +126,7 @@ pub fn clip_echoes(message: &str) -> String {
         None => out.push_str(value),
     };
     let mut rest = message;
-    while let Some(open) = rest.find(['`', '"']) {
+    while let Some(open) = rest.find(quotes) {
         let quote = &rest[open..=open];
         out.push_str(&rest[..=open]);
         rest = &rest[open + 1..];

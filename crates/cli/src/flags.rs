@@ -1,6 +1,8 @@
-//! Flag values the commands share, parsed with the flag named in every
-//! error (exit 2): durations with units ("10ms", "1.5s") and rates with an
-//! optional k/M suffix ("50000", "100k", "1.5M").
+//! Flag values the commands share, parsed by clap before a command runs
+//! (`#[arg(value_parser = flags::duration)]`), so a bad value is a usage
+//! error (exit 2) naming the flag and the value: durations with units
+//! ("10ms", "1.5s") and rates with an optional k/M suffix ("50000", "100k",
+//! "1.5M"). Commands receive typed values (nanoseconds), never text.
 
 use crate::error::CliError;
 
@@ -15,22 +17,31 @@ pub fn thread_count() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..=MAX_THREADS as u64)
 }
 
-/// A duration flag in nanoseconds; 0 allowed.
-pub fn duration(flag: &str, text: &str) -> Result<u64, CliError> {
-    irqlab_analysis::parse_duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+/// Value parser of a duration flag, in nanoseconds; 0 allowed.
+pub fn duration_ns(text: &str) -> Result<u64, String> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| e.to_string())
 }
 
-/// A duration flag that must be longer than 0.
-pub fn positive_duration(flag: &str, text: &str) -> Result<u64, CliError> {
-    match duration(flag, text)? {
-        0 => Err(CliError::Usage(format!("--{flag} must be longer than 0"))),
+/// Value parser of a duration flag that must be longer than 0.
+pub fn positive_duration_ns(text: &str) -> Result<u64, String> {
+    match duration_ns(text)? {
+        0 => Err("must be longer than 0".into()),
         ns => Ok(ns),
     }
 }
 
-/// A rate flag in events per second: a positive number, optionally with a
-/// k (10^3) or M (10^6) suffix.
-fn rate_per_second(flag: &str, text: &str) -> Result<f64, CliError> {
+/// Value parser of a rate flag (events per second: a positive number,
+/// optionally with a k (10^3) or M (10^6) suffix), as the interval between
+/// events in nanoseconds (at least 1).
+pub fn rate_as_interval(text: &str) -> Result<u64, String> {
+    let interval = (1e9 / rate_per_second(text)?).round();
+    if interval < 1.0 {
+        return Err("above one per nanosecond".into());
+    }
+    Ok(interval as u64)
+}
+
+fn rate_per_second(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (number, scale) = match t.chars().last() {
         Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
@@ -42,16 +53,26 @@ fn rate_per_second(flag: &str, text: &str) -> Result<f64, CliError> {
         .ok()
         .map(|r| r * scale)
         .filter(|r| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| CliError::Usage(format!("--{flag} `{text}`: expected a positive rate per second, e.g. 50000 or 100k")))
+        .ok_or_else(|| "expected a positive rate per second, e.g. 50000 or 100k".into())
 }
 
-/// A rate flag as the interval between events, in nanoseconds (at least 1).
-pub fn rate_to_interval_ns(flag: &str, text: &str) -> Result<u64, CliError> {
-    let interval = (1e9 / rate_per_second(flag, text)?).round();
-    if interval < 1.0 {
-        return Err(CliError::Usage(format!("--{flag} `{text}` is above one per nanosecond")));
+/// A duration given as text (a part of a range flag such as `--windows
+/// 10us..1s`, or a flag not yet parsed by clap): the error names `flag`.
+pub fn duration(flag: &str, text: &str) -> Result<u64, CliError> {
+    duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
+}
+
+/// [`positive_duration_ns`] for a flag given as text.
+pub fn positive_duration(flag: &str, text: &str) -> Result<u64, CliError> {
+    match duration(flag, text)? {
+        0 => Err(CliError::Usage(format!("--{flag} must be longer than 0"))),
+        ns => Ok(ns),
     }
-    Ok(interval as u64)
+}
+
+/// [`rate_as_interval`] for a flag given as text.
+pub fn rate_to_interval_ns(flag: &str, text: &str) -> Result<u64, CliError> {
+    rate_as_interval(text).map_err(|e| CliError::Usage(format!("--{flag} `{text}`: {e}")))
 }
 
 #[cfg(test)]
@@ -60,21 +81,22 @@ mod tests {
 
     #[test]
     fn rates_take_k_and_m_suffixes() {
-        assert_eq!(rate_per_second("rate", "50000").unwrap(), 50_000.0);
-        assert_eq!(rate_per_second("rate", "100k").unwrap(), 100_000.0);
-        assert_eq!(rate_per_second("rate", "1.5M").unwrap(), 1_500_000.0);
-        assert_eq!(rate_to_interval_ns("rate", "1k").unwrap(), 1_000_000);
+        assert_eq!(rate_per_second("50000").unwrap(), 50_000.0);
+        assert_eq!(rate_per_second("100k").unwrap(), 100_000.0);
+        assert_eq!(rate_per_second("1.5M").unwrap(), 1_500_000.0);
+        assert_eq!(rate_as_interval("1k").unwrap(), 1_000_000);
         for bad in ["0", "-5", "lots", "k", "inf", "NaN", ""] {
-            let err = rate_per_second("rate", bad).unwrap_err().to_string();
-            assert!(err.starts_with("--rate `"), "{bad}: {err}");
+            let err = rate_to_interval_ns("rate", bad).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("--rate `{bad}`: expected a positive rate")), "{bad}: {err}");
         }
-        assert!(rate_to_interval_ns("rate", "5000M").unwrap_err().to_string().contains("above one per nanosecond"));
+        assert!(rate_as_interval("5000M").unwrap_err().contains("above one per nanosecond"));
     }
 
     #[test]
-    fn durations_name_the_flag() {
-        assert_eq!(duration("interval", "0").unwrap(), 0);
-        assert_eq!(positive_duration("duration", "1.5ms").unwrap(), 1_500_000);
+    fn durations() {
+        assert_eq!(duration_ns("0").unwrap(), 0);
+        assert_eq!(positive_duration_ns("1.5ms").unwrap(), 1_500_000);
+        assert_eq!(positive_duration_ns("0s").unwrap_err(), "must be longer than 0");
         assert_eq!(positive_duration("duration", "0s").unwrap_err().to_string(), "--duration must be longer than 0");
         assert!(duration("threshold", "fast").unwrap_err().to_string().starts_with("--threshold: "));
     }

@@ -63,7 +63,16 @@ enum Command {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A bad flag value is echoed in single quotes: clipped like every
+        // other echo, so a 100 KB value costs a line, not 100 KB (exit 2).
+        Err(e) if e.use_stderr() => {
+            eprint!("{}", irqlab_analysis::input::clip_quoted(&e.render().to_string(), &['\'', '`', '"']));
+            std::process::exit(e.exit_code());
+        }
+        Err(e) => e.exit(), // --help, --version
+    };
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
         Command::Bound(a) => bound::run(a),

@@ -19,8 +19,8 @@ pub enum Command {
 #[derive(clap::Args)]
 pub struct SimArgs {
     /// Simulated duration, e.g. "10s" (default: the benchmark's 100 s)
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "D", value_parser = crate::flags::positive_duration_ns)]
+    pub duration: Option<u64>,
     /// Also write the figures as JSON (irqlab/bench-sim/v1) ("-": to
     /// stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
@@ -34,10 +34,7 @@ pub fn run(cmd: Command) -> Result<Status, CliError> {
 }
 
 fn sim(args: SimArgs) -> Result<Status, CliError> {
-    let duration = match &args.duration {
-        None => BENCH_DURATION_NS,
-        Some(d) => crate::flags::positive_duration("duration", d)?,
-    };
+    let duration = args.duration.unwrap_or(BENCH_DURATION_NS);
     let stop = crate::signal::stop_flag();
     let bar = crate::progress::bar(duration / 1_000_000, "simulating");
     let report = run_speed(duration, &stop, |now| bar.set_position(now / 1_000_000)).map_err(|e| match e {

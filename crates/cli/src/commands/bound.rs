@@ -13,20 +13,20 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Period (minimum separation), e.g. "7ms"
-    #[arg(long)]
-    pub period: String,
+    #[arg(long, value_parser = crate::flags::duration_ns)]
+    pub period: u64,
     /// Worst-case execution time, e.g. "2ms"
-    #[arg(long)]
-    pub wcet: String,
+    #[arg(long, value_parser = crate::flags::duration_ns)]
+    pub wcet: u64,
     /// Relative deadline (adds the EDF demand bound column); default: none
-    #[arg(long)]
-    pub deadline: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration_ns)]
+    pub deadline: Option<u64>,
     /// Shortest window shown (default: the wcet / 4)
-    #[arg(long)]
-    pub from: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration_ns)]
+    pub from: Option<u64>,
     /// Longest window shown (default: 8 periods)
-    #[arg(long)]
-    pub to: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration_ns)]
+    pub to: Option<u64>,
     /// Rows in the printed table (at most 10000)
     #[arg(long, default_value_t = 17, value_parser = clap::value_parser!(u64).range(..=MAX_ROWS))]
     pub rows: u64,
@@ -50,17 +50,15 @@ fn spaced(from: Nanos, to: Nanos, i: u64, n: u64) -> Nanos {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let period = crate::flags::duration("period", &args.period)?;
-    let wcet = crate::flags::duration("wcet", &args.wcet)?;
-    let deadline = args.deadline.as_deref().map(|d| crate::flags::duration("deadline", d)).transpose()?;
+    let (period, wcet, deadline) = (args.period, args.wcet, args.deadline);
     if period == 0 || wcet == 0 {
         return Err(CliError::Usage("--period and --wcet must be longer than 0".into()));
     }
     if wcet > period {
         return Err(CliError::Usage(format!("--wcet {} is longer than --period {}", format_ns(wcet), format_ns(period))));
     }
-    let from = args.from.as_deref().map(|f| crate::flags::duration("from", f)).transpose()?.unwrap_or((wcet / 4).max(1)).max(1);
-    let to = args.to.as_deref().map(|t| crate::flags::duration("to", t)).transpose()?.unwrap_or(period.saturating_mul(8));
+    let from = args.from.unwrap_or((wcet / 4).max(1)).max(1);
+    let to = args.to.unwrap_or(period.saturating_mul(8));
     if to <= from {
         return Err(CliError::Usage(format!("--to ({}) must be longer than --from ({})", format_ns(to), format_ns(from))));
     }

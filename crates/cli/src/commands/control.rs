@@ -40,8 +40,8 @@ pub struct ThreadsArgs {
     policy: String,
     /// Hold it this long, then restore (default: until Ctrl-C, SIGTERM, or
     /// every matched thread exited)
-    #[arg(long, value_name = "D", conflicts_with = "persist")]
-    duration: Option<String>,
+    #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
     /// Apply, record in the journal as persistent, and exit (undo with
     /// `irqlab control revert ID`)
     #[arg(long)]
@@ -67,11 +67,11 @@ pub struct NapiArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=i32::MAX as u64))]
     defer_hard_irqs: Option<u64>,
     /// How long GRO holds packets and, with --defer-hard-irqs, the IRQ stays masked (e.g. 20us; 0: off)
-    #[arg(long, value_name = "D")]
-    gro_flush_timeout: Option<String>,
+    #[arg(long, value_name = "D", value_parser = flags::duration_ns)]
+    gro_flush_timeout: Option<u64>,
     /// How long a busy-polling application may keep the IRQ suspended (e.g. 10ms; 0: off)
-    #[arg(long, value_name = "D")]
-    irq_suspend_timeout: Option<String>,
+    #[arg(long, value_name = "D", value_parser = flags::duration_ns)]
+    irq_suspend_timeout: Option<u64>,
     /// net.core.netdev_budget: packets per NET_RX softirq run, all devices
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     budget: Option<u64>,
@@ -79,8 +79,8 @@ pub struct NapiArgs {
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     budget_usecs: Option<u64>,
     /// Hold the settings this long, then restore (default: until Ctrl-C or SIGTERM)
-    #[arg(long, value_name = "D", conflicts_with = "persist")]
-    duration: Option<String>,
+    #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
     /// Apply, record in the journal as persistent, and exit (undo with `irqlab control revert ID`)
     #[arg(long)]
     persist: bool,
@@ -117,7 +117,7 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 
 fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
     let policy = sched::parse_policy(&args.policy)?;
-    let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
+    let duration_ns = args.duration;
     let cpus = match &args.cpu {
         Some(list) => {
             let cpus = irqlab_live::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
@@ -186,12 +186,11 @@ fn server_summary(s: &irqlab_live::control::sporadic::ServerReport) -> String {
 }
 
 fn napi(args: NapiArgs) -> Result<Status, CliError> {
-    let nanos = |flag: &str, v: &Option<String>| v.as_deref().map(|d| flags::duration(flag, d)).transpose();
     let settings = set_napi::Settings {
         threaded: args.threaded.as_deref().map(|t| t == "on"),
         defer_hard_irqs: args.defer_hard_irqs,
-        gro_flush_timeout_ns: nanos("gro-flush-timeout", &args.gro_flush_timeout)?,
-        irq_suspend_timeout_ns: nanos("irq-suspend-timeout", &args.irq_suspend_timeout)?,
+        gro_flush_timeout_ns: args.gro_flush_timeout,
+        irq_suspend_timeout_ns: args.irq_suspend_timeout,
         budget: args.budget,
         budget_usecs: args.budget_usecs,
     };
@@ -203,7 +202,7 @@ fn napi(args: NapiArgs) -> Result<Status, CliError> {
         json_or_summary(args.json.as_deref(), &listing, listing_text)?;
         return Ok(Status::Success);
     }
-    let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
+    let duration_ns = args.duration;
     let config = set_napi::Config { dev: args.dev.clone(), settings, duration_ns, persist: args.persist };
     let stop = crate::signal::stop_flag();
     let report = set_napi::run(&config, &stop)?;

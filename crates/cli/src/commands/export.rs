@@ -12,23 +12,21 @@ pub struct Args {
     /// Address to serve /metrics on (loopback unless another is given;
     /// port 0 picks a free one and prints it)
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
-    listen: String,
+    listen: SocketAddr,
     /// How often the accounting is read into what scrapes get
-    #[arg(long, default_value = "5s", value_name = "D")]
-    interval: String,
+    #[arg(long, default_value = "5s", value_name = "D", value_parser = flags::positive_duration_ns)]
+    interval: u64,
     /// Tasks with series of their own; the rest are summed as task="other"
     #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     top: u16,
     /// Stop after this long (default: until Ctrl-C or SIGTERM)
-    #[arg(long, value_name = "D")]
-    duration: Option<String>,
+    #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let listen: SocketAddr = args.listen.parse().map_err(|_| CliError::Usage(format!("--listen {}: not an ADDRESS:PORT", args.listen)))?;
-    let interval_ns = flags::positive_duration("interval", &args.interval)?;
-    let duration_ns = args.duration.as_deref().map(|d| flags::positive_duration("duration", d)).transpose()?;
-    let config = Config { listen, interval_ns, top: args.top as usize, ..Config::default() };
+    let (interval_ns, duration_ns) = (args.interval, args.duration);
+    let config = Config { listen: args.listen, interval_ns, top: args.top as usize, ..Config::default() };
     let stop = crate::signal::stop_flag();
     let timer_done = AtomicBool::new(false);
     let served = std::thread::scope(|s| {

@@ -21,28 +21,28 @@ pub struct Args {
     pub resource: String,
     /// Preemption interval range, e.g. "0..200ms" (default: 0..200ms for
     /// disk, 0..5ms for udp, 0..2*t_max otherwise)
-    #[arg(long)]
-    pub p: Option<String>,
+    #[arg(long, value_name = "RANGE", value_parser = duration_range)]
+    pub p: Option<(Nanos, Nanos)>,
     /// Number of p values in the grid
-    #[arg(long, default_value_t = 11)]
-    pub p_steps: usize,
+    #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub p_steps: u64,
     /// Foreground intensity range in percent, e.g. "1..100%"
-    #[arg(long, default_value = "1..100%")]
-    pub i: String,
+    #[arg(long, default_value = "1..100%", value_name = "RANGE", value_parser = percent_range)]
+    pub i: (f64, f64),
     /// Number of intensity values in the grid
-    #[arg(long, default_value_t = 10)]
-    pub i_steps: usize,
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub i_steps: u64,
     /// Service time of one request (the preemption cost); default: the
     /// dissertation's measured value for disk/udp, 1/r_max for a CSV table
     /// (then its throughput must count requests per second)
-    #[arg(long)]
-    pub service: Option<String>,
+    #[arg(long, value_name = "D", value_parser = crate::flags::duration_ns)]
+    pub service: Option<Nanos>,
     /// α: foreground efficiency while background work is present (0..1)
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = fraction)]
     pub alpha: f64,
     /// t_max: the foreground quantum / longest inter-arrival time
-    #[arg(long, default_value = "100ms")]
-    pub t_max: String,
+    #[arg(long, default_value = "100ms", value_name = "D", value_parser = crate::flags::positive_duration_ns)]
+    pub t_max: Nanos,
     /// Write the foreground and background grids as shaded SVG plots
     #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub svg: Option<PathBuf>,
@@ -66,17 +66,18 @@ struct ModelDoc<'a> {
     background_norm: Vec<Vec<f64>>,
 }
 
-/// "A..B" with a unit on B that A may omit ("0..200ms", "1ms..5ms").
-fn duration_range(text: &str) -> Result<(Nanos, Nanos), CliError> {
-    let bad = || CliError::Usage(format!("--p: `{text}` is not a range like \"0..200ms\""));
+/// Value parser of "A..B" with a unit on B that A may omit ("0..200ms",
+/// "1ms..5ms").
+fn duration_range(text: &str) -> Result<(Nanos, Nanos), String> {
+    let bad = || format!("not a range like \"0..200ms\"");
     let (a, b) = text.split_once("..").ok_or_else(bad)?;
-    let hi = crate::flags::duration("p", b)?;
+    let hi = crate::flags::duration_ns(b)?;
     let a = a.trim();
     let lo = if !a.is_empty() && a.chars().all(|c| c.is_ascii_digit() || c == '.') && a != "0" {
         let unit: String = b.trim().chars().skip_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        crate::flags::duration("p", &format!("{a}{unit}"))?
+        crate::flags::duration_ns(&format!("{a}{unit}"))?
     } else {
-        crate::flags::duration("p", a)?
+        crate::flags::duration_ns(a)?
     };
     if hi < lo {
         return Err(bad());
@@ -84,17 +85,22 @@ fn duration_range(text: &str) -> Result<(Nanos, Nanos), CliError> {
     Ok((lo, hi))
 }
 
-/// "1..100%" → (0.01, 1.0).
-fn percent_range(text: &str) -> Result<(f64, f64), CliError> {
-    let bad = || CliError::Usage(format!("--i: `{text}` is not a range of percentages like \"1..100%\""));
+/// Value parser of a percentage range: "1..100%" → (0.01, 1.0).
+fn percent_range(text: &str) -> Result<(f64, f64), String> {
+    let bad = || "not a range of percentages like \"1..100%\"".to_string();
     let t = text.trim().trim_end_matches('%');
     let (a, b) = t.split_once("..").ok_or_else(bad)?;
     let a: f64 = a.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
     let b: f64 = b.trim().parse().map_err(|_| bad())?;
     if !(a > 0.0 && a <= b && b <= 100.0) {
-        return Err(CliError::Usage(format!("--i: `{text}`: need 0 < from <= to <= 100")));
+        return Err("need 0 < from <= to <= 100".into());
     }
     Ok((a / 100.0, b / 100.0))
+}
+
+/// Value parser of a fraction in 0..=1.
+fn fraction(text: &str) -> Result<f64, String> {
+    text.trim().parse::<f64>().ok().filter(|a| (0.0..=1.0).contains(a)).ok_or_else(|| "expected a number in 0..1".into())
 }
 
 fn steps(lo: f64, hi: f64, n: usize) -> Vec<f64> {
@@ -107,36 +113,25 @@ fn steps(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 pub fn run(args: Args) -> Result<Status, CliError> {
     let table_file = Some(std::path::Path::new(&args.resource)).filter(|_| !matches!(args.resource.as_str(), "disk" | "udp"));
     crate::output::refuse_clashes(&[("--resource", table_file)], &[("--svg", args.svg.as_deref()), ("--json", args.json.as_deref())])?;
-    let (table, mut params, default_p) = match args.resource.as_str() {
-        "disk" => (Resource::Disk.table(), Resource::Disk.params(), "0..200ms"),
-        "udp" => (Resource::Udp.table(), Resource::Udp.params(), "0..5ms"),
+    let (table, mut params, default_p_hi) = match args.resource.as_str() {
+        "disk" => (Resource::Disk.table(), Resource::Disk.params(), Some(200_000_000)),
+        "udp" => (Resource::Udp.table(), Resource::Udp.params(), Some(5_000_000)),
         path => {
             let text = read_text(path.as_ref())?;
             let table = BaselineTable::parse_csv(path, path, &text)?;
             let params = ModelParams { service: ServiceTime::InverseRmax, t_max_ns: T_MAX_NS, alpha: 1.0 };
-            (table, params, "")
+            (table, params, None)
         }
     };
-    if let Some(s) = &args.service {
-        params.service = ServiceTime::Fixed(crate::flags::duration("service", s)?);
-    }
-    if !(0.0..=1.0).contains(&args.alpha) {
-        return Err(CliError::Usage(format!("--alpha {} is outside 0..1", args.alpha)));
+    if let Some(ns) = args.service {
+        params.service = ServiceTime::Fixed(ns);
     }
     params.alpha = args.alpha;
-    params.t_max_ns = crate::flags::positive_duration("t-max", &args.t_max)?;
-    let p_text = match (&args.p, default_p) {
-        (Some(p), _) => p.clone(),
-        (None, "") => format!("0..{}", format_ns(params.t_max_ns * 2)),
-        (None, d) => d.to_string(),
-    };
-    let (p_lo, p_hi) = duration_range(&p_text)?;
-    let (i_lo, i_hi) = percent_range(&args.i)?;
-    if args.p_steps == 0 || args.i_steps == 0 || args.p_steps > 1000 || args.i_steps > 1000 {
-        return Err(CliError::Usage("--p-steps and --i-steps must be between 1 and 1000".into()));
-    }
-    let intervals: Vec<Nanos> = steps(p_lo as f64, p_hi as f64, args.p_steps).into_iter().map(|p| p.round() as Nanos).collect();
-    let intensities = steps(i_lo, i_hi, args.i_steps);
+    params.t_max_ns = args.t_max;
+    let (p_lo, p_hi) = args.p.unwrap_or((0, default_p_hi.unwrap_or(params.t_max_ns * 2)));
+    let (i_lo, i_hi) = args.i;
+    let intervals: Vec<Nanos> = steps(p_lo as f64, p_hi as f64, args.p_steps as usize).into_iter().map(|p| p.round() as Nanos).collect();
+    let intensities = steps(i_lo, i_hi, args.i_steps as usize);
     let service_ns = params.service_ns(&table);
     // Below 1 ns the grid of whole-ns intervals cannot resolve the service
     // time and every cell comes out as nonsense.

@@ -23,26 +23,26 @@ pub struct Args {
     to: String,
     /// Time between sends (default: ping-flood 10us, udp 100us, heartbeat
     /// 10ms, mmpp 10us while bursting)
-    #[arg(long, value_name = "I", conflicts_with = "rate")]
-    interval: Option<String>,
+    #[arg(long, value_name = "I", conflicts_with = "rate", value_parser = flags::positive_duration_ns)]
+    interval: Option<u64>,
     /// Sends per second instead of --interval (e.g. 50000, 100k, 1M)
-    #[arg(long, value_name = "R")]
-    rate: Option<String>,
+    #[arg(long, value_name = "R", value_parser = flags::rate_as_interval)]
+    rate: Option<u64>,
     /// Payload bytes
     #[arg(long, default_value_t = 56, value_name = "B")]
     size: usize,
     /// How long to send
-    #[arg(long, default_value = "10s", value_name = "D")]
-    duration: String,
+    #[arg(long, default_value = "10s", value_name = "D", value_parser = flags::duration_ns)]
+    duration: u64,
     /// UDP destination port
     #[arg(long, default_value_t = 9000)]
     port: u16,
     /// mmpp: mean burst (ON) length
-    #[arg(long, default_value = "1ms", value_name = "D")]
-    burst: String,
+    #[arg(long, default_value = "1ms", value_name = "D", value_parser = flags::duration_ns)]
+    burst: u64,
     /// mmpp: mean pause (OFF) length
-    #[arg(long, default_value = "9ms", value_name = "D")]
-    idle: String,
+    #[arg(long, default_value = "9ms", value_name = "D", value_parser = flags::duration_ns)]
+    idle: u64,
     /// mmpp: random seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -88,24 +88,19 @@ fn target(bed: &Testbed, from: Side, to: &str) -> Result<Ipv4Addr, CliError> {
 
 pub fn run(args: Args) -> Result<Status, CliError> {
     let from = Side::parse(&args.from).ok_or_else(|| CliError::Usage(format!("--from `{}`: expected a or b", args.from)))?;
-    let duration_ns = flags::duration("duration", &args.duration)?;
-    let default_interval = match args.kind {
-        KindArg::PingFlood | KindArg::Mmpp => "10us",
-        KindArg::Udp => "100us",
-        KindArg::Heartbeat => "10ms",
+    let duration_ns = args.duration;
+    let default_interval_ns = match args.kind {
+        KindArg::PingFlood | KindArg::Mmpp => 10_000,
+        KindArg::Udp => 100_000,
+        KindArg::Heartbeat => 10_000_000,
     };
-    let interval_ns = match (&args.interval, &args.rate) {
-        (_, Some(rate)) => flags::rate_to_interval_ns("rate", rate)?,
-        (Some(i), None) => flags::positive_duration("interval", i)?,
-        (None, None) => flags::duration("interval", default_interval)?,
+    let interval_ns = match (args.interval, args.rate) {
+        (_, Some(rate_interval_ns)) => rate_interval_ns,
+        (Some(i), None) => i,
+        (None, None) => default_interval_ns,
     };
     let schedule = match args.kind {
-        KindArg::Mmpp => Schedule::Mmpp {
-            interval_ns,
-            mean_on_ns: flags::duration("burst", &args.burst)?.max(1),
-            mean_off_ns: flags::duration("idle", &args.idle)?.max(1),
-            seed: args.seed,
-        },
+        KindArg::Mmpp => Schedule::Mmpp { interval_ns, mean_on_ns: args.burst.max(1), mean_off_ns: args.idle.max(1), seed: args.seed },
         _ => Schedule::Periodic { interval_ns },
     };
     let kind = match args.kind {
