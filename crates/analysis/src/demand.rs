@@ -39,6 +39,12 @@ impl DemandBound {
 /// It counts the last job whole even when the window is too short to hold
 /// it, so it can exceed Δ.
 pub fn traditional_demand(period: Nanos, wcet: Nanos, window: Nanos) -> Nanos {
+    // Within one period, one job: no division (RTA sums this over every
+    // interferer at every step, and most windows are shorter than most
+    // periods).
+    if window <= period {
+        return if window == 0 { 0 } else { wcet };
+    }
     window.div_ceil(period.max(1)).saturating_mul(wcet)
 }
 
@@ -48,6 +54,9 @@ pub fn traditional_demand(period: Nanos, wcet: Nanos, window: Nanos) -> Nanos {
 /// Only the part of the last job that fits into the window counts; for
 /// p = 7, e = 2 at Δ = 8 this is 3 where eq. 4 gives 4.
 pub fn refined_demand(period: Nanos, wcet: Nanos, window: Nanos) -> Nanos {
+    if window < period {
+        return wcet.min(window); // j = 0, without the division
+    }
     let period = period.max(1);
     let jobs = window / period;
     let rest = window - jobs * period;

@@ -47,7 +47,17 @@ impl Horizon {
 /// eq. 3: the job is done once its own work and everything that can preempt
 /// it fit into the window). `None` if `t` would pass the horizon.
 pub fn smallest_window(work: Nanos, interference: &impl Fn(Nanos) -> Nanos, horizon: &Horizon) -> Option<Nanos> {
-    let mut t = work;
+    smallest_window_from(work, work, interference, horizon)
+}
+
+/// [`smallest_window`] with the iteration started at `start`, which must
+/// not exceed the answer (a known lower bound of it: the iteration from
+/// any such point climbs to the same smallest fixed point, in fewer steps).
+fn smallest_window_from(work: Nanos, start: Nanos, interference: &impl Fn(Nanos) -> Nanos, horizon: &Horizon) -> Option<Nanos> {
+    if start > horizon.max_window {
+        return None;
+    }
+    let mut t = start.max(work);
     for _ in 0..horizon.max_steps {
         let next = work.saturating_add(interference(t));
         if next <= t {
@@ -73,14 +83,38 @@ pub fn smallest_window(work: Nanos, interference: &impl Fn(Nanos) -> Nanos, hori
 /// `w_q - q p`, and the busy period ends at the first q with `w_q ≤ (q+1) p`.
 /// Returns `None` when the response time is unbounded (or beyond the horizon).
 pub fn response_time(period: Nanos, wcet: Nanos, interference: impl Fn(Nanos) -> Nanos, horizon: &Horizon) -> Option<Nanos> {
+    response_time_from(period, wcet, interference, horizon, 0).map(|(worst, _)| worst)
+}
+
+/// [`response_time`] with the first job's window searched from
+/// `first_start`, a lower bound of it (0: none known), and that window
+/// returned beside the response time: `(R, w_0)`.
+///
+/// Each later job q of the busy period starts from `w_{q-1} + e`: its
+/// window is the fixed point of `(q+1) e + I(t)`, at least `e` more than
+/// job q-1's (`w_q ≥ w_{q-1}` as the work only grew, so
+/// `w_q = e + q e + I(w_q) ≥ e + q e + I(w_{q-1}) = e + w_{q-1}`).
+pub fn response_time_from(
+    period: Nanos,
+    wcet: Nanos,
+    interference: impl Fn(Nanos) -> Nanos,
+    horizon: &Horizon,
+    first_start: Nanos,
+) -> Option<(Nanos, Nanos)> {
     let mut worst: Nanos = 0;
+    let mut first_window = 0;
+    let mut start = first_start;
     for q in 0..horizon.max_jobs {
         let work = (q + 1).checked_mul(wcet)?;
-        let finish = smallest_window(work, &interference, horizon)?;
+        let finish = smallest_window_from(work, start, &interference, horizon)?;
+        if q == 0 {
+            first_window = finish;
+        }
         worst = worst.max(finish.saturating_sub(q.saturating_mul(period)));
         if finish <= (q + 1).saturating_mul(period) {
-            return Some(worst);
+            return Some((worst, first_window));
         }
+        start = finish.saturating_add(wcet);
     }
     None
 }
