@@ -37,8 +37,13 @@ demo: build
 	@OUT=$(OUT) scripts/demo.sh
 
 # Speed and memory figures quoted in the README.
+# Criterion benchmarks, then irqlab's simulator against SimSo on one task
+# set in one run (figures in README "## Performance").
 bench: build
 	$(CARGO) bench --workspace
+	@scripts/install-bench-deps.sh
+	@mkdir -p $(OUT)
+	.venv/bench/bin/python bench/simso_compare.py --irqlab target/release/irqlab --json $(OUT)/bench-simso.json
 
 clean:
 	$(CARGO) clean

@@ -35,10 +35,12 @@ impl RtClass {
     }
 
     pub fn remove(&mut self, t: TaskId) {
-        for p in 0..100 {
-            if self.bitmap & (1u128 << p) == 0 {
-                continue;
-            }
+        // Only the non-empty levels (the kernel calls this at every block,
+        // usually for a task that is in no queue at all).
+        let mut levels = self.bitmap;
+        while levels != 0 {
+            let p = levels.trailing_zeros() as usize;
+            levels &= levels - 1;
             self.queues[p].retain(|&x| x != t);
             if self.queues[p].is_empty() {
                 self.bitmap &= !(1u128 << p);
