@@ -5,7 +5,7 @@ CARGO ?= cargo
 CARGO_FLAGS ?= --release --workspace
 OUT ?= out
 
-.PHONY: all deps build lint test demo bench clean
+.PHONY: all deps build lint test test-python demo bench clean
 
 all: build
 
@@ -31,6 +31,14 @@ lint: deps
 
 test: deps
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast
+	@$(MAKE) --no-print-directory test-python
+
+# The Python package (python/): built and installed by pip into .venv/python
+# as a user would, then checked against the command's own documents (needs
+# target/release/irqlab, which the cargo tests above build).
+test-python:
+	@scripts/install-python.sh
+	.venv/python/bin/python -m pytest -q python/tests
 
 # Runs the main jobs with short durations and writes a report to $(OUT)/index.html.
 demo: build

@@ -116,6 +116,50 @@ pub fn fit_hyperbola(points: &[CurvePoint]) -> Result<HyperbolaFit, FitError> {
     Ok(HyperbolaFit { utilization: u, period_ns })
 }
 
+/// The `irqlab/fit/v1` document: the fit of a curve (minus a baseline),
+/// as `irqlab fit --json` and the Python package return it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitDocument {
+    pub schema: String,
+    pub utilization: f64,
+    pub period_ns: Nanos,
+    /// e = u·p, the hyperbola's equivalent wcet.
+    pub wcet_ns: Nanos,
+    /// Where the curve came from (a file name).
+    pub curve: String,
+    pub baseline: Option<String>,
+    /// Points of the curve fitted (after subtracting the baseline).
+    pub points: usize,
+}
+
+impl FitDocument {
+    /// Fits `measured` (minus `baseline`, if given): the document and the
+    /// curve that was fitted. `names` are the curve's and the baseline's
+    /// names for the document.
+    pub fn fit(measured: &Curve, baseline: Option<&Curve>, names: (&str, Option<&str>)) -> Result<(FitDocument, Curve), FitError> {
+        let curve = match baseline {
+            Some(b) => subtract_baseline(measured, b),
+            None => measured.clone(),
+        };
+        let fit = fit_hyperbola(&curve.points)?;
+        let doc = FitDocument {
+            schema: FIT_SCHEMA.to_string(),
+            utilization: fit.utilization,
+            period_ns: fit.period_ns,
+            wcet_ns: (fit.utilization * fit.period_ns as f64).round() as Nanos,
+            curve: names.0.to_string(),
+            baseline: names.1.map(str::to_string),
+            points: curve.points.len(),
+        };
+        Ok((doc, curve))
+    }
+
+    /// The fitted bound.
+    pub fn hyperbola(&self) -> HyperbolaFit {
+        HyperbolaFit { utilization: self.utilization, period_ns: self.period_ns }
+    }
+}
+
 /// Subtracts an idle-system baseline from a measured curve (load-bounds
 /// paper §4: "subtracting the idle-network interference from the total
 /// interference"). Point by point at the curve's windows; where the

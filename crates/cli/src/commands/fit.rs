@@ -3,10 +3,9 @@
 
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_text};
-use irqlab_analysis::fit::{fit_hyperbola, staircase, subtract_baseline, HyperbolaFit, FIT_SCHEMA};
+use irqlab_analysis::fit::{staircase, FitDocument, HyperbolaFit};
 use irqlab_analysis::{format_ns, Curve, InputError, Location};
 use irqlab_report::plot::{LinePlot, Series};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -25,18 +24,6 @@ pub struct Args {
     pub svg: Option<PathBuf>,
 }
 
-/// The `--json` document.
-#[derive(Serialize)]
-struct FitDocument {
-    schema: &'static str,
-    utilization: f64,
-    period_ns: u64,
-    /// e = u·p, the hyperbola's equivalent wcet.
-    wcet_ns: u64,
-    curve: String,
-    baseline: Option<String>,
-    points: usize,
-}
 
 fn read_curve(path: &Path) -> Result<Curve, CliError> {
     let text = read_text(path)?;
@@ -74,22 +61,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     )?;
     let measured = read_curve(&args.curve)?;
     let baseline = args.baseline.as_deref().map(read_curve).transpose()?;
-    let curve = match &baseline {
-        Some(b) => subtract_baseline(&measured, b),
-        None => measured.clone(),
-    };
-    let fit = fit_hyperbola(&curve.points)
-        .map_err(|e| CliError::Input(InputError::at(e.to_string(), Location::file_only(&args.curve.display().to_string()))))?;
-    let wcet_ns = (fit.utilization * fit.period_ns as f64).round() as u64;
-    let doc = FitDocument {
-        schema: FIT_SCHEMA,
-        utilization: fit.utilization,
-        period_ns: fit.period_ns,
-        wcet_ns,
-        curve: args.curve.display().to_string(),
-        baseline: args.baseline.as_ref().map(|b| b.display().to_string()),
-        points: curve.points.len(),
-    };
+    let names = (args.curve.display().to_string(), args.baseline.as_ref().map(|b| b.display().to_string()));
+    let (doc, curve) = FitDocument::fit(&measured, baseline.as_ref(), (&names.0, names.1.as_deref()))
+        .map_err(|e| CliError::Input(InputError::at(e.to_string(), Location::file_only(&names.0))))?;
+    let fit = doc.hyperbola();
     json_or_summary(args.json.as_deref(), &doc, summary)?;
     if let Some(path) = &args.svg {
         let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit).map_err(|e| CliError::Failed(e.to_string()))?;

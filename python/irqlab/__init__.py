@@ -1,0 +1,196 @@
+"""irqlab from Python: the analysis of the `irqlab` command at Rust speed,
+with results as pandas objects.
+
+The work is done by the same Rust code the command runs (the native module
+`irqlab._native`); this module only turns inputs into the texts the command
+reads and the JSON documents it writes into DataFrames. Bad input raises
+`IrqlabInputError` with the command's message and its place (`file`,
+`line`, `column`).
+
+    >>> import irqlab
+    >>> df = irqlab.analyze("examples/p7-e2.toml")
+    >>> df[["name", "response_time_ns", "schedulable"]]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+import pandas as pd
+
+from . import _native
+from ._native import IrqlabInputError
+
+__all__ = ["IrqlabInputError", "Fit", "Document", "analyze", "fit", "bound", "load", "parse_duration", "to_toml"]
+
+Source = Union[str, os.PathLike, Mapping[str, Any]]
+
+
+def parse_duration(text: Union[str, int]) -> int:
+    """A duration in nanoseconds: "10ms", "2.5us" (the parser of every irqlab input), or an int taken as ns."""
+    if isinstance(text, int):
+        return text
+    return _native.parse_duration(text)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{value!r} has no TOML form")
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string uses the same escapes
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"{type(value).__name__} {value!r} cannot be written to TOML")
+
+
+def _is_table_array(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and len(value) > 0 and all(isinstance(v, Mapping) for v in value)
+
+
+def to_toml(doc: Mapping[str, Any], _prefix: str = "") -> str:
+    """A dict as TOML, the way irqlab's inputs are written: scalars first,
+    then sub-tables as [section] and lists of tables as [[section]]."""
+    lines = []
+    for key, value in doc.items():
+        if not isinstance(value, Mapping) and not _is_table_array(value):
+            lines.append(f"{json.dumps(str(key))} = {_toml_value(value)}")
+    for key, value in doc.items():
+        name = f"{_prefix}{json.dumps(str(key))}"
+        if isinstance(value, Mapping):
+            lines += ["", f"[{name}]", to_toml(value, name + ".")]
+        elif _is_table_array(value):
+            for item in value:
+                lines += ["", f"[[{name}]]", to_toml(item, name + ".")]
+    return "\n".join(line for line in lines if line is not None).strip("\n") + "\n"
+
+
+def _read_source(source: Source, what: str) -> Tuple[str, str, str]:
+    """(text, name for errors, directory for files it names)."""
+    if isinstance(source, Mapping):
+        return to_toml(source), f"<{what} dict>", os.getcwd()
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and os.path.exists(source)):
+        path = Path(source)
+        return path.read_text(encoding="utf-8"), str(source), str(path.parent)
+    if isinstance(source, str) and ("\n" in source or "=" in source):
+        return source, f"<{what} text>", os.getcwd()
+    raise FileNotFoundError(f"{what} {source!r}: no such file (pass a path, TOML text or a dict)")
+
+
+def analyze(taskset: Source, test: str = "rta", bound: str = "refined") -> pd.DataFrame:
+    """`irqlab analyze`: one row per analysed task (name, priority, schedulable,
+    response_time_ns, slack_ns, load, wcet_margin, ...) in priority order.
+
+    `taskset` is a task-set file, its TOML text, or a dict of the same shape
+    ({"task": [{"name": ..., "period": "10ms", ...}]}). `test` is "rta",
+    "load" or "edf"; `bound` "refined", "traditional" or "linear". The whole
+    `irqlab/analysis/v1` document is in `df.attrs["document"]`, and
+    `df.attrs["schedulable"]` says whether every task is.
+    """
+    text, name, base = _read_source(taskset, "task set")
+    doc = json.loads(_native.analyze(text, name, base, test, bound))
+    df = pd.DataFrame(doc["tasks"])
+    df.attrs["document"] = doc
+    df.attrs["schedulable"] = doc["schedulable"]
+    return df
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The hyperbolic load bound fitted to a curve (load-bounds paper eq. 10)."""
+
+    utilization: float
+    period_ns: int
+    wcet_ns: int
+    points: int
+    document: Mapping[str, Any]
+
+    def load(self, window_ns: Union[int, str]) -> float:
+        """The bound at a window: min(1, u + u (1 - u) p / window)."""
+        w = parse_duration(window_ns)
+        if self.utilization >= 1.0 or w == 0:
+            return 1.0
+        u = self.utilization
+        return min(1.0, u + u * (1.0 - u) * self.period_ns / w)
+
+
+def _curve_text(curve: Any, what: str) -> Tuple[str, str]:
+    if isinstance(curve, pd.DataFrame):
+        return curve[["window_ns", "max_load"]].to_csv(index=False), f"<{what} DataFrame>"
+    if isinstance(curve, Mapping):
+        return json.dumps(curve), f"<{what} dict>"
+    if isinstance(curve, (os.PathLike, str)) and os.path.exists(curve):
+        return Path(curve).read_text(encoding="utf-8"), str(curve)
+    if isinstance(curve, str):
+        return curve, f"<{what} text>"
+    if isinstance(curve, Iterable):
+        return "window_ns,max_load\n" + "".join(f"{w},{load!r}\n" for w, load in curve), f"<{what} points>"
+    raise TypeError(f"{what}: expected a file, a DataFrame with window_ns and max_load, a curve document or (window_ns, max_load) pairs")
+
+
+def fit(curve: Any, baseline: Any = None) -> Fit:
+    """`irqlab fit`: the hyperbola over a measured curve, minus an idle
+    baseline if given. A curve is a file (JSON `irqlab/curve/v1` or CSV), a
+    DataFrame with `window_ns` and `max_load`, a curve document (dict) or
+    (window_ns, max_load) pairs."""
+    text, name = _curve_text(curve, "curve")
+    base_text, base_name = _curve_text(baseline, "baseline") if baseline is not None else (None, None)
+    doc = json.loads(_native.fit(text, name, base_text, base_name))
+    return Fit(doc["utilization"], doc["period_ns"], doc["wcet_ns"], doc["points"], doc)
+
+
+def bound(period: Union[int, str], wcet: Union[int, str], windows: Optional[Iterable[Union[int, str]]] = None) -> pd.DataFrame:
+    """`irqlab bound`: the demand (ns) of one periodic task at each window
+    under eqs. 4 (traditional), 6 (refined) and 7 (linear), and the loads
+    (demand / window) with the hyperbolic load of eq. 10. Windows default to
+    20 log-spaced lengths from wcet/4 to 8 periods."""
+    p, e = parse_duration(period), parse_duration(wcet)
+    if windows is None:
+        lo, hi = max(e // 4, 1), max(p * 8, 2)
+        windows = sorted({round(lo * (hi / lo) ** (i / 19)) for i in range(20)})
+    rows = _native.bounds(p, e, [parse_duration(w) for w in windows])
+    df = pd.DataFrame(rows, columns=["window_ns", "traditional_ns", "refined_ns", "linear_ns", "hyperbolic_load"])
+    for b in ("traditional", "refined", "linear"):
+        df[f"{b}_load"] = df[f"{b}_ns"] / df["window_ns"].where(df["window_ns"] > 0)
+    return df
+
+
+class Document(dict):
+    """An irqlab JSON document (any schema, live ones included) as a dict,
+    with `schema`, `complete` and `frame(key)` for its lists of records."""
+
+    @property
+    def schema(self) -> str:
+        return self.get("schema", "")
+
+    @property
+    def complete(self) -> bool:
+        """False when the run that wrote it was interrupted."""
+        return self.get("complete", True) is not False
+
+    def frame(self, key: str) -> pd.DataFrame:
+        """A list of records in the document (e.g. "points" of a curve,
+        "tasks" of a simulation or an analysis) as a DataFrame."""
+        value = self.get(key)
+        if not isinstance(value, list):
+            raise KeyError(f"{self.schema or 'document'}: {key!r} is not a list of records (keys: {', '.join(self)})")
+        return pd.DataFrame(value)
+
+
+def load(path: Union[str, os.PathLike]) -> Document:
+    """Reads any irqlab JSON document (`"schema": "irqlab/<kind>/v1"`)."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("irqlab/"):
+        raise IrqlabInputError(f"{path}: not an irqlab document (no \"schema\": \"irqlab/...\")")
+    return Document(doc)

@@ -1,0 +1,127 @@
+//! `irqlab._native`: the Rust side of the Python package. A thin layer over
+//! the same library calls the `irqlab` command makes: inputs are the texts
+//! of files (so errors name the file, line and column as the CLI does),
+//! outputs are the same JSON documents. The GIL is released while Rust
+//! works. `irqlab/__init__.py` turns the documents into pandas objects.
+
+use irqlab_analysis::demand::{hyperbolic_load, periodic_demand};
+use irqlab_analysis::fit::FitDocument;
+use irqlab_analysis::{analyze as analyze_set, parse_task_set, Curve, DemandBound, InputError, Location, Nanos, Test};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::path::Path;
+
+create_exception!(
+    _native,
+    IrqlabInputError,
+    PyValueError,
+    "Bad input, with the place it was found (file:line:col), as the CLI reports it."
+);
+
+/// The exception for bad input: `str()` is the CLI's message (`what` and
+/// `  at file:line:col`); `message`, `file`, `line` and `column` are
+/// attributes (line and column 0 when the error names a whole file).
+fn input_error(py: Python<'_>, e: InputError) -> PyErr {
+    let text = match &e.location {
+        Some(loc) => format!("{}\n  at {loc}", e.message),
+        None => e.message.clone(),
+    };
+    let err = IrqlabInputError::new_err(text);
+    let value = err.value(py);
+    let loc = e.location.unwrap_or_else(|| Location::file_only(""));
+    // Setting plain attributes on a fresh exception object cannot fail.
+    let _ = value.setattr("message", e.message);
+    let _ = value.setattr("file", loc.file);
+    let _ = value.setattr("line", loc.line);
+    let _ = value.setattr("column", loc.col);
+    err
+}
+
+fn test_named(name: &str) -> PyResult<Test> {
+    match name {
+        "rta" => Ok(Test::Rta),
+        "load" => Ok(Test::Load),
+        "edf" => Ok(Test::Edf),
+        other => Err(PyValueError::new_err(format!("test {other:?}: expected \"rta\", \"load\" or \"edf\""))),
+    }
+}
+
+fn bound_named(name: &str) -> PyResult<DemandBound> {
+    match name {
+        "traditional" => Ok(DemandBound::Traditional),
+        "refined" => Ok(DemandBound::Refined),
+        "linear" => Ok(DemandBound::Linear),
+        other => Err(PyValueError::new_err(format!("bound {other:?}: expected \"traditional\", \"refined\" or \"linear\""))),
+    }
+}
+
+/// `irqlab analyze`: the `irqlab/analysis/v1` document of the task set in
+/// `source` (named `file` in errors); curve files it names are read from
+/// `base_dir`.
+#[pyfunction]
+#[pyo3(signature = (source, file, base_dir, test="rta", bound="refined"))]
+fn analyze(py: Python<'_>, source: &str, file: &str, base_dir: &str, test: &str, bound: &str) -> PyResult<String> {
+    let (test, bound) = (test_named(test)?, bound_named(bound)?);
+    let result = py.allow_threads(|| {
+        let mut read_curve = |name: &str| {
+            let path = Path::new(base_dir).join(name);
+            std::fs::read_to_string(&path).map(|text| (path.display().to_string(), text)).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        let set = parse_task_set(file, source, &mut read_curve)?;
+        let analysis = analyze_set(&set, test, bound)?;
+        Ok::<_, InputError>(serde_json::to_string(&analysis).expect("the analysis serialises"))
+    });
+    result.map_err(|e| input_error(py, e))
+}
+
+/// `irqlab fit`: the `irqlab/fit/v1` document of a curve's text (JSON or
+/// CSV), minus a baseline curve's if given.
+#[pyfunction]
+#[pyo3(signature = (curve, curve_name, baseline=None, baseline_name=None))]
+fn fit(py: Python<'_>, curve: &str, curve_name: &str, baseline: Option<&str>, baseline_name: Option<&str>) -> PyResult<String> {
+    let result = py.allow_threads(|| {
+        let measured = Curve::parse(curve_name, curve)?;
+        let base_name = baseline_name.unwrap_or("baseline");
+        let baseline = baseline.map(|text| Curve::parse(base_name, text)).transpose()?;
+        let (doc, _) = FitDocument::fit(&measured, baseline.as_ref(), (curve_name, baseline.as_ref().map(|_| base_name)))
+            .map_err(|e| InputError::at(e.to_string(), Location::file_only(curve_name)))?;
+        Ok::<_, InputError>(serde_json::to_string(&doc).expect("the fit serialises"))
+    });
+    result.map_err(|e| input_error(py, e))
+}
+
+/// The demand bounds of one periodic task (period, wcet in ns) at each
+/// window: `(window, traditional, refined, linear, hyperbolic load)` per
+/// window (load-bounds paper eqs. 4, 6, 7 and 10).
+#[pyfunction]
+fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<Vec<(Nanos, Nanos, Nanos, Nanos, f64)>> {
+    if period_ns == 0 || wcet_ns > period_ns {
+        return Err(PyValueError::new_err(format!("need 0 < wcet <= period (period {period_ns} ns, wcet {wcet_ns} ns)")));
+    }
+    let u = wcet_ns as f64 / period_ns as f64;
+    Ok(windows_ns
+        .into_iter()
+        .map(|w| {
+            let d = |b| periodic_demand(b, period_ns, wcet_ns, w);
+            (w, d(DemandBound::Traditional), d(DemandBound::Refined), d(DemandBound::Linear), hyperbolic_load(u, period_ns, w))
+        })
+        .collect())
+}
+
+/// A duration with a unit ("10ms", "2.5us") in nanoseconds, by the parser
+/// every irqlab input uses.
+#[pyfunction]
+fn parse_duration(text: &str) -> PyResult<Nanos> {
+    irqlab_analysis::parse_duration_ns(text).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("IrqlabInputError", m.py().get_type::<IrqlabInputError>())?;
+    m.add_function(wrap_pyfunction!(analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds and installs the Python package (python/, PyO3 + maturin) into the
+# virtual environment .venv/python with pandas and pytest, as a user would:
+# `pip install ./python[test]` (pip builds the wheel with maturin from PyPI).
+# Re-installs only when a source of the package changed. Quiet unless it
+# has work to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=.venv/python
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "error: python3 is missing (the Python package needs Python 3.8 or newer)" >&2
+  exit 3
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "installing: Python virtual environment $venv" >&2
+  python3 -m venv "$venv"
+fi
+# The package's inputs: its own sources and the crates it links.
+stamp="$venv/.irqlab-sources"
+sources=$(find python/src python/irqlab python/Cargo.toml python/pyproject.toml crates/analysis/src crates/analysis/Cargo.toml \
+  -type f -newer "$stamp" 2>/dev/null | head -1 || true)
+if [ ! -f "$stamp" ] || [ -n "$sources" ] || ! "$venv/bin/python" -c "import irqlab, pandas, pytest" >/dev/null 2>&1; then
+  echo "installing: the irqlab Python package (pip install ./python[test], builds the wheel)" >&2
+  # The Rust build keeps its target directory between runs.
+  CARGO_TARGET_DIR="$PWD/python/target" "$venv/bin/python" -m pip install -q --disable-pip-version-check "./python[test]"
+  touch "$stamp"
+fi
