@@ -126,7 +126,7 @@ fn warmup_keeps_the_request_balance() {
 
 #[test]
 fn bad_disk_input_points_at_the_value() {
-    let err = |text: &str| Scenario::parse("s.toml", text).err().expect("must be rejected");
+    let err = |text: &str| Scenario::parse("s.toml", text).expect_err("must be rejected");
     let no_disk = format!("{}{}[run]\nduration = \"1s\"\n", machine(1000, "linux-modern", ""), reader("rd", "random", 1.0, ""));
     let e = err(&no_disk);
     assert!(e.to_string().contains("needs a [disk]"), "{e}");

@@ -1,0 +1,286 @@
+//! The validated scenario: every duration, rate and count as a typed
+//! value, every kind as an enum variant carrying only its own fields.
+//! [`super::validate`] makes it from the file; [`super::build`] makes a
+//! simulator from it; sweeps (the reproductions) change its fields.
+//!
+//! `at` fields are the byte spans in the file that the build's remaining
+//! checks (names that must exist or be unique, the bottom-half policy)
+//! point at; a value made in code has an empty span.
+
+use crate::net::{Arrivals, NicCosts};
+use crate::sched::FairKind;
+use crate::server::Accounting;
+use crate::task::Policy;
+use crate::workload::{Dist, ReadPattern};
+use irqlab_analysis::Nanos;
+use std::ops::Range;
+
+/// A byte span of the scenario file.
+pub type Span = Range<usize>;
+
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub machine: MachineSpec,
+    pub nic: Option<NicSpec>,
+    pub disk: Option<DiskSpec>,
+    pub threads: ThreadsSpec,
+    pub irqs: Vec<IrqSpec>,
+    pub sockets: Vec<SocketSpec>,
+    pub tasks: Vec<TaskSpec>,
+    pub traffic: Vec<TrafficSpec>,
+    pub policy: Option<PolicySpec>,
+    pub run: RunSpec,
+    pub metrics: Vec<MetricSpec>,
+}
+
+impl Spec {
+    pub fn task(&self, name: &str) -> Option<&TaskSpec> {
+        self.tasks.iter().find(|t| t.name == name)
+    }
+
+    pub fn task_mut(&mut self, name: &str) -> Option<&mut TaskSpec> {
+        self.tasks.iter_mut().find(|t| t.name == name)
+    }
+}
+
+/// The softirq model of `[machine] softirq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SoftirqKind {
+    Linux24,
+    Linux26,
+    /// With `netdev_budget` packets and `netdev_budget_usecs` per round.
+    LinuxModern {
+        budget_packets: u32,
+        budget_ns: Nanos,
+    },
+    Threaded,
+}
+
+#[derive(Debug, Clone)]
+pub struct MachineSpec {
+    pub hz: u32,
+    pub softirq: SoftirqKind,
+    pub scheduler: FairKind,
+    pub ksoftirqd_nice: i8,
+    pub irq_entry: Nanos,
+    pub irq_exit: Nanos,
+    pub tick: Nanos,
+    pub context_switch: Nanos,
+    pub irq_primary: Nanos,
+    pub hrtimer: Option<Nanos>,
+    pub irq_time_accounting: bool,
+    pub netdev_max_backlog: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct NicSpec {
+    pub name: String,
+    pub ring: usize,
+    pub napi: bool,
+    pub weight: u32,
+    pub coalesce_frames: u32,
+    pub coalesce_ns: Nanos,
+    pub costs: NicCosts,
+    pub tx: Option<NicTxSpec>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NicTxSpec {
+    pub queue: usize,
+    /// Bits per second.
+    pub link: u64,
+    pub costs: crate::net_tx::TxCosts,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiskSpec {
+    pub name: String,
+    pub geometry: crate::disk::DiskGeometry,
+    pub costs: crate::disk::DiskCosts,
+}
+
+/// Scheduling of a task or kernel thread: its policy and the bandwidth
+/// server that governs it, if any.
+#[derive(Debug, Clone)]
+pub struct SchedSpec {
+    pub policy: Policy,
+    pub server: Option<ServerSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerSpec {
+    Sporadic {
+        budget: Nanos,
+        period: Nanos,
+        /// Fifo priority out of budget (None: suspended).
+        low_priority: Option<u8>,
+        max_repl: usize,
+        accounting: Accounting,
+    },
+    Polling {
+        budget: Nanos,
+        period: Nanos,
+    },
+    Deferrable {
+        budget: Nanos,
+        period: Nanos,
+    },
+}
+
+/// `[threads.*]`: the kernel threads whose scheduling a scenario sets.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadsSpec {
+    pub ksoftirqd: Option<SchedSpec>,
+    pub net_rx: Option<SchedSpec>,
+    pub net_tx: Option<SchedSpec>,
+    pub nic_irq: Option<SchedSpec>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IrqSpec {
+    pub name: String,
+    pub interval: Nanos,
+    pub poisson: bool,
+    pub handler: Nanos,
+    pub bottom_half: Nanos,
+    /// Softirq vector number ([`crate::softirq`]).
+    pub vector: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct SocketSpec {
+    pub name: String,
+    pub rcvbuf: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    pub name: String,
+    pub sched: SchedSpec,
+    pub work: Work,
+    /// The span of the name (for a name used twice).
+    pub at: Span,
+}
+
+/// What a task does: one variant per task kind.
+#[derive(Debug, Clone)]
+pub enum Work {
+    Periodic(PeriodicSpec),
+    CpuLoop(LoopSpec),
+    /// A CPU loop whose progress is the interference probe.
+    Probe(LoopSpec),
+    UdpServer(UdpServerSpec),
+    MediaPlayer(MediaPlayerSpec),
+    DiskReader(DiskReaderSpec),
+}
+
+/// A socket a task reads, with where the file names it.
+#[derive(Debug, Clone)]
+pub struct SocketRef {
+    pub name: String,
+    pub at: Span,
+}
+
+impl SocketRef {
+    pub fn new(name: impl Into<String>) -> Self {
+        SocketRef { name: name.into(), at: 0..0 }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PeriodicSpec {
+    pub period: Nanos,
+    pub offset: Nanos,
+    pub deadline: Nanos,
+    pub exec: Dist,
+    pub jobs: Option<u64>,
+    /// One non-blocking receive per job, and its cost.
+    pub poll: Option<SocketRef>,
+    pub recv_cost: Nanos,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LoopSpec {
+    /// Run, then sleep; None: always runnable.
+    pub phases: Option<(Nanos, Nanos)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UdpServerSpec {
+    pub socket: SocketRef,
+    pub recv_cost: Nanos,
+    pub user_cost: Nanos,
+    /// Reply size in bytes and the send cost.
+    pub reply: Option<(u32, Nanos)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MediaPlayerSpec {
+    pub period: Nanos,
+    pub exec: Dist,
+    pub frames: u64,
+    pub keep_frames: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct DiskReaderSpec {
+    pub pattern: ReadPattern,
+    pub intensity: f64,
+    /// Read size in 512-byte sectors.
+    pub block_sectors: u64,
+    pub issue_cost: Nanos,
+}
+
+/// The `kind` of a `[[traffic]]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrafficKind {
+    PingFlood,
+    Heartbeat,
+    Constant,
+    Poisson,
+    Mmpp2,
+}
+
+#[derive(Debug, Clone)]
+pub struct TrafficSpec {
+    pub kind: TrafficKind,
+    pub name: String,
+    pub size: u32,
+    /// Bits per second.
+    pub link: u64,
+    pub start: Nanos,
+    pub stop: Nanos,
+    pub arrivals: Arrivals,
+    pub proto: TrafficProto,
+}
+
+#[derive(Debug, Clone)]
+pub enum TrafficProto {
+    IcmpEcho { reply: bool },
+    Udp { socket: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct PolicySpec {
+    pub bottom_half: String,
+    /// The policy's own parameters (checked by the policy).
+    pub params: toml::Table,
+    pub at: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub duration: Nanos,
+    pub seed: Option<u64>,
+    pub warmup: Nanos,
+    /// Where a warm-up too long for an overridden duration is reported.
+    pub warmup_at: Span,
+}
+
+#[derive(Debug, Clone)]
+pub enum MetricSpec {
+    BhTime { interval: Nanos },
+    Probe { task: String, windows: Vec<Nanos>, at: Span },
+}
