@@ -23,10 +23,28 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import pandas as pd
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
 from . import _native
 from ._native import IrqlabInputError
 
-__all__ = ["IrqlabInputError", "Fit", "Document", "analyze", "fit", "bound", "load", "parse_duration", "to_toml"]
+__all__ = [
+    "IrqlabInputError",
+    "Fit",
+    "Document",
+    "SimResult",
+    "analyze",
+    "fit",
+    "bound",
+    "load",
+    "simulate",
+    "sweep",
+    "parse_duration",
+    "to_toml",
+]
 
 Source = Union[str, os.PathLike, Mapping[str, Any]]
 
@@ -194,3 +212,165 @@ def load(path: Union[str, os.PathLike]) -> Document:
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("irqlab/"):
         raise IrqlabInputError(f"{path}: not an irqlab document (no \"schema\": \"irqlab/...\")")
     return Document(doc)
+
+
+class SimResult(Document):
+    """The `irqlab/sim/v1` document of one simulation, with its tables as
+    DataFrames: `tasks` (CPU, stolen and charged time, jobs, misses, response
+    times per task), `cpus` (where the CPU went, per context) and `devices`
+    (the NICs' and other devices' counters)."""
+
+    @property
+    def tasks(self) -> pd.DataFrame:
+        return self.frame("tasks")
+
+    @property
+    def cpus(self) -> pd.DataFrame:
+        cpu = self.get("cpu", {})
+        rows = cpu if isinstance(cpu, list) else [cpu]
+        return pd.DataFrame(rows)
+
+    @property
+    def devices(self) -> pd.DataFrame:
+        rows = [dict(kind="nic", **n) for n in self.get("nics", [])] + [dict(kind="device", **d) for d in self.get("devices", [])]
+        return pd.json_normalize(rows)
+
+    def summary(self) -> dict:
+        """One flat record of the run: per task `task.<name>.<field>` for its
+        numbers, and the CPU split as `cpu.<context>_ns`."""
+        out = {"events": self.get("events"), "complete": self.complete}
+        for t in self.get("tasks", []):
+            for key, value in t.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out[f"task.{t['name']}.{key}"] = value
+        cpu = self.get("cpu", {})
+        for key, value in (cpu.items() if isinstance(cpu, dict) else []):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"cpu.{key}"] = value
+        return out
+
+
+def _scenario_text(scenario: Source) -> Tuple[str, str]:
+    text, name, _ = _read_source(scenario, "scenario")
+    return text, name
+
+
+def simulate(scenario: Source, seed: Optional[int] = None, duration: Union[None, int, str] = None) -> SimResult:
+    """`irqlab sim`: runs a scenario (a file, its TOML text, or a dict of the
+    file's shape) and returns its document. `seed` and `duration` override
+    the scenario's [run] values. The simulation is the command's: same
+    scenario and seed, same numbers."""
+    text, name = _scenario_text(scenario)
+    ns = None if duration is None else parse_duration(duration)
+    return SimResult(json.loads(_native.simulate(text, name, seed, ns)))
+
+
+def _set_key(doc: Any, key: str, value: Any) -> None:
+    """Sets the dotted `key` ("policy.budget", "task.tau2.exec": a list of
+    tables is indexed by position or by its items' `name`) in a scenario
+    dict. The key must exist, and a value replaces one of the same kind."""
+    parts = key.split(".")
+    node = doc
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        where = ".".join(parts[:depth]) or "the scenario"
+        if isinstance(node, list):
+            names = [item.get("name") for item in node if isinstance(item, Mapping)]
+            if part.isdigit() and int(part) < len(node):
+                index = int(part)
+            elif part in names:
+                index = names.index(part)
+            else:
+                raise KeyError(f"grid key {key!r}: {where} has no item {part!r} (items: {', '.join(map(str, names)) or 'none'})")
+            if last:
+                raise KeyError(f"grid key {key!r} names a whole table, not a value")
+            node = node[index]
+            continue
+        if not isinstance(node, Mapping) or part not in node:
+            valid = ", ".join(sorted(node)) if isinstance(node, Mapping) else "none"
+            raise KeyError(f"grid key {key!r}: {where} has no key {part!r} (keys there: {valid})")
+        if last:
+            old = node[part]
+            if isinstance(old, (Mapping, list)) or (isinstance(old, str) != isinstance(value, str)) or isinstance(value, (Mapping, list)):
+                raise TypeError(f"grid key {key!r}: {value!r} cannot replace {old!r}")
+            node[part] = value
+        else:
+            node = node[part]
+
+
+def _one_run(job: Tuple[str, str, Mapping[str, Any], Optional[int], Optional[int]]) -> dict:
+    """One run of a sweep (a top-level function: process and Ray workers
+    import it)."""
+    import copy
+
+    text, name, params, seed, duration = job
+    doc = tomllib.loads(text)
+    run = copy.deepcopy(doc)
+    for key, value in params.items():
+        _set_key(run, key, value)
+    result = SimResult(json.loads(_native.simulate(to_toml(run), name, seed, duration)))
+    return {**params, "seed": seed, **result.summary()}
+
+
+def sweep(
+    scenario: Source,
+    grid: Mapping[str, Sequence[Any]],
+    seeds: Iterable[int] = (1,),
+    duration: Union[None, int, str] = None,
+    backend: str = "serial",
+    ray_address: Optional[str] = None,
+) -> pd.DataFrame:
+    """Runs `scenario` at every point of `grid` (dotted scenario keys to the
+    values to try, e.g. {"policy.gain": [0.1, 0.25]}) for every seed: one row
+    per run, the parameters and the run's summary. `backend` is "serial",
+    "processes" (one worker per core) or "ray" (a running cluster at
+    `ray_address`, or a local one started for the sweep); every backend gives
+    the same rows in the same order."""
+    import itertools
+
+    text, name = _scenario_text(scenario)
+    ns = None if duration is None else parse_duration(duration)
+    keys = list(grid)
+    # Check every key and value before the first run: a typo fails at once.
+    probe = tomllib.loads(text)
+    for key in keys:
+        for value in grid[key]:
+            _set_key(probe, key, value)
+    jobs = [(text, name, dict(zip(keys, values)), seed, ns) for values in itertools.product(*(grid[k] for k in keys)) for seed in seeds]
+    if backend == "serial":
+        rows = [_one_run(job) for job in jobs]
+    elif backend == "processes":
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor() as pool:
+            rows = list(pool.map(_one_run, jobs))
+    elif backend == "ray":
+        rows = _ray_runs(jobs, ray_address)
+    else:
+        raise ValueError(f"backend {backend!r}: expected \"serial\", \"processes\" or \"ray\"")
+    return pd.DataFrame(rows)
+
+
+def _ray_runs(jobs, address):
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("backend=\"ray\" needs Ray (pip install ray)") from e
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    try:
+        remote = ray.remote(max_retries=2)(_one_run)
+        # A worker that dies is retried (max_retries); a run that still fails
+        # raises here, naming it, instead of leaving a row out.
+        refs = [remote.remote(job) for job in jobs]
+        rows = []
+        for job, ref in zip(jobs, refs):
+            try:
+                rows.append(ray.get(ref))
+            except Exception as e:  # noqa: BLE001 - re-raised with the run named
+                raise RuntimeError(f"sweep run {job[2]} seed {job[3]} failed on Ray: {e}") from e
+        return rows
+    finally:
+        if started:
+            ray.shutdown()

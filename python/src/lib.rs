@@ -7,10 +7,12 @@
 use irqlab_analysis::demand::{hyperbolic_load, periodic_demand};
 use irqlab_analysis::fit::FitDocument;
 use irqlab_analysis::{analyze as analyze_set, parse_task_set, Curve, DemandBound, InputError, Location, Nanos, Test};
+use irqlab_sim::{run_scenario, RunError, Scenario};
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 create_exception!(
     _native,
@@ -109,6 +111,35 @@ fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<
         .collect())
 }
 
+/// `irqlab sim`: the `irqlab/sim/v1` document of the scenario in `source`
+/// (named `file` in errors), with `seed` and `duration_ns` overriding its
+/// [run] values. A run whose conservation checks fail raises, as the
+/// command exits 1.
+#[pyfunction]
+#[pyo3(signature = (source, file, seed=None, duration_ns=None))]
+fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duration_ns: Option<Nanos>) -> PyResult<String> {
+    if let Some(d) = duration_ns {
+        if d == 0 || d > irqlab_sim::scenario::MAX_DURATION_NS {
+            return Err(PyValueError::new_err(format!("duration {d} ns: expected more than 0 and at most 1000000 s")));
+        }
+    }
+    let result = py.allow_threads(|| {
+        let sc = Scenario::parse(file, source)?;
+        let params = sc.run_params(seed, duration_ns)?;
+        let out = run_scenario(&sc, params, false, &AtomicBool::new(false), |_| {})?;
+        Ok::<_, RunError>(out.result)
+    });
+    let result = result.map_err(|e| match e {
+        RunError::Input(e) => input_error(py, e),
+        RunError::Sim(e) => PyRuntimeError::new_err(e.to_string()),
+    })?;
+    let c = &result.conservation;
+    if !c.cpu_time_ok || !c.packets_ok || !c.devices_ok {
+        return Err(PyRuntimeError::new_err(format!("{file}: conservation check failed (see \"conservation\" in the result)")));
+    }
+    Ok(serde_json::to_string(&result).expect("the result serialises"))
+}
+
 /// A duration with a unit ("10ms", "2.5us") in nanoseconds, by the parser
 /// every irqlab input uses.
 #[pyfunction]
@@ -121,6 +152,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("IrqlabInputError", m.py().get_type::<IrqlabInputError>())?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(bounds, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     Ok(())

@@ -69,7 +69,7 @@ struct ModelDoc<'a> {
 /// Value parser of "A..B" with a unit on B that A may omit ("0..200ms",
 /// "1ms..5ms").
 fn duration_range(text: &str) -> Result<(Nanos, Nanos), String> {
-    let bad = || format!("not a range like \"0..200ms\"");
+    let bad = || "not a range like \"0..200ms\"".to_string();
     let (a, b) = text.split_once("..").ok_or_else(bad)?;
     let hi = crate::flags::duration_ns(b)?;
     let a = a.trim();

@@ -1,0 +1,80 @@
+"""simulate() against `irqlab sim`, and sweep() on every backend."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import irqlab
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = os.environ.get("IRQLAB_BIN", str(ROOT / "target" / "release" / "irqlab"))
+SCENARIOS = sorted((ROOT / "scenarios").glob("*/*.toml"))
+FLOOD = ROOT / "scenarios" / "bh-threshold" / "flood-bh-scheduler.toml"
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_simulate_gives_the_clis_document(path):
+    cli = subprocess.run([CLI, "sim", str(path), "--duration", "0.3s", "--seed", "7", "--json", "-"], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    result = irqlab.simulate(path, seed=7, duration="0.3s")
+    assert dict(result) == json.loads(cli.stdout)
+    assert list(result.tasks["name"]) == [t["name"] for t in result["tasks"]]
+    assert result.cpus.loc[0, "task_ns"] == result["cpu"]["task_ns"]
+
+
+def test_simulate_takes_a_dict_and_reports_errors_with_their_place(tmp_path):
+    import tomllib
+
+    doc = tomllib.loads(FLOOD.read_text())
+    assert irqlab.simulate(doc, duration="0.1s")["events"] > 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text(FLOOD.read_text().replace('kind = "constant"', 'kind = "constant"\nburst = "1ms"', 1))
+    cli = subprocess.run([CLI, "sim", str(bad)], capture_output=True, text=True)
+    with pytest.raises(irqlab.IrqlabInputError) as info:
+        irqlab.simulate(bad)
+    e = info.value
+    assert cli.returncode == 2 and f"at {bad}:{e.line}:{e.column}" in cli.stderr and e.message in cli.stderr
+    assert "valid keys" in e.message
+
+
+GRID = {"policy.gain": [0.1, 0.5], "policy.window": [10, 50, 100]}
+
+
+def test_sweep_rows_are_the_runs():
+    df = irqlab.sweep(FLOOD, GRID, seeds=[1, 2], duration="0.2s")
+    assert len(df) == 2 * 3 * 2
+    assert list(df.columns[:3]) == ["policy.gain", "policy.window", "seed"]
+    one = irqlab.simulate(irqlab.to_toml(_with(FLOOD, gain=0.5, window=50)), seed=2, duration="0.2s").summary()
+    row = df[(df["policy.gain"] == 0.5) & (df["policy.window"] == 50) & (df["seed"] == 2)].iloc[0]
+    assert {k: row[k] for k in one} == one
+
+
+def _with(path, **policy):
+    import tomllib
+
+    doc = tomllib.loads(path.read_text())
+    doc["policy"].update(policy)
+    return doc
+
+
+@pytest.mark.parametrize("backend", ["processes", "ray"])
+def test_every_backend_gives_the_same_rows(backend):
+    if backend == "ray":
+        pytest.importorskip("ray", reason="Ray is installed by scripts/install-python.sh")
+    serial = irqlab.sweep(FLOOD, GRID, seeds=[1, 2], duration="0.2s")
+    other = irqlab.sweep(FLOOD, GRID, seeds=[1, 2], duration="0.2s", backend=backend)
+    assert other.equals(serial)
+
+
+def test_bad_grids_fail_before_any_run():
+    with pytest.raises(KeyError, match=r"no key 'gian'.*keys there: .*gain"):
+        irqlab.sweep(FLOOD, {"policy.gian": [0.1]})
+    with pytest.raises(KeyError, match="no item 'nobody'"):
+        irqlab.sweep(FLOOD, {"task.nobody.exec": ["1ms"]})
+    with pytest.raises(TypeError, match="cannot replace"):
+        irqlab.sweep(FLOOD, {"policy.period": [5]})
+    with pytest.raises(ValueError, match="backend"):
+        irqlab.sweep(FLOOD, {"policy.gain": [0.1]}, backend="cluster")
