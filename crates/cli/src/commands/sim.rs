@@ -17,9 +17,9 @@ pub struct Args {
     /// Seed of every random stream (overrides [run] seed)
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Simulated duration, e.g. "10s" (overrides [run] duration)
-    #[arg(long)]
-    pub duration: Option<String>,
+    /// Simulated duration, e.g. "10s" (overrides [run] duration; at most 1000000s)
+    #[arg(long, value_name = "D", value_parser = sim_duration)]
+    pub duration: Option<Nanos>,
     /// Write the result document (irqlab/sim/v1) here ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -32,6 +32,15 @@ pub struct Args {
     /// Write an HTML page with the results
     #[arg(long, value_name = "FILE", value_parser = file_only())]
     pub html: Option<PathBuf>,
+}
+
+/// Value parser of `--duration`: positive and at most
+/// [`irqlab_sim::scenario::MAX_DURATION_NS`] (11.6 days simulated).
+fn sim_duration(text: &str) -> Result<Nanos, String> {
+    match crate::flags::positive_duration_ns(text)? {
+        d if d > irqlab_sim::scenario::MAX_DURATION_NS => Err("at most 1000000s (11.6 days simulated)".into()),
+        d => Ok(d),
+    }
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
@@ -47,19 +56,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let file = args.scenario.display().to_string();
     let text = read_text(&args.scenario)?;
     let sc = Scenario::parse(&file, &text)?;
-    let duration: Option<Nanos> = match &args.duration {
-        Some(d) => {
-            let d = crate::flags::positive_duration("duration", d)?;
-            if d > irqlab_sim::scenario::MAX_DURATION_NS {
-                return Err(CliError::Usage(format!(
-                    "--duration {}: at most 1000000s (11.6 days simulated)",
-                    args.duration.as_deref().unwrap_or("")
-                )));
-            }
-            Some(d)
-        }
-        None => None,
-    };
+    let duration = args.duration;
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;
     if args.curve.is_some() && !sc.has_probe() {
         return Err(CliError::Input(InputError::new(format!("--curve needs a probe task or a [[metric]] kind = \"probe\" in {file}"))));

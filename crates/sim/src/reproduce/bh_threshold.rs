@@ -1,4 +1,4 @@
-//! The BH-threshold paper's experiments (`shared/seeds/bh-threshold-scheduler.txt`
+//! The BH-threshold paper's experiments (`docs/papers.md` §1; the paper's
 //! §3, Figs. 4-5, Table 2) in simulation: mplayer at 25 fps on a 2 GHz P4
 //! under Linux 2.4.20, with no network load, with a ttcp UDP flood and
 //! vanilla bottom halves, and with the flood under the Bottom Half

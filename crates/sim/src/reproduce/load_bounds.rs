@@ -1,4 +1,4 @@
-//! The load-bounds paper (driver-load-bounds.txt, SEEDS.md §3) in
+//! The load-bounds paper (`docs/papers.md` §3) in
 //! simulation: interference curves measured by the simulated probe (§4,
 //! Figs. 4-6) and fitted with the paper's hyperbola; the driver-scheduling
 //! configurations of Table 1 plus a SCHED_DEADLINE and a fine-grained

@@ -1,4 +1,4 @@
-//! The process-aware paper's experiments (`shared/seeds/process-aware-interrupts.txt`
+//! The process-aware paper's experiments (`docs/papers.md` §2; the paper's
 //! §5, Figs. 6-8) in simulation: Linux 2.6.14 at HZ = 100 on a 2.4 GHz P4
 //! with an e1000, a CPU-bound SCHED_FIFO 50 process and a SCHED_OTHER UDP
 //! server under a swept UDP rate, vanilla vs "IA" (accounting) vs "ISA"

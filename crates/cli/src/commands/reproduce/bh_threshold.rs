@@ -22,7 +22,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
             r.scenario, r.frames, r.inter_frame_mean_ms, r.inter_frame_max_ms, r.bh_mean_us, r.bh_p5_us, r.bh_p95_us
         ));
     }
-    super::finish(args, &report, details, "BH-threshold", "shared/seeds/bh-threshold-scheduler.txt, Figs. 4-5, Table 2", html)
+    super::finish(args, &report, details, "BH-threshold", "docs/papers.md §1; the paper's Figs. 4-5 and Table 2", html)
 }
 
 fn frames_plot(title: &str, r: &Run) -> LinePlot {

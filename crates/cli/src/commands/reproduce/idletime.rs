@@ -19,7 +19,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     let report = with_progress("idletime", |progress| reproduce(&opts, &stop, progress));
     let details: String = report.details.experiments.iter().map(experiment_text).collect();
-    super::finish(args, &report, details, "Idletime", "shared/seeds/idletime-scheduling.txt, ch. 6, Figs. 6.4-6.16", html)
+    super::finish(args, &report, details, "Idletime", "docs/papers.md §4; the dissertation's ch. 6, Figs. 6.4-6.16", html)
 }
 
 fn p_label(p: Nanos) -> String {

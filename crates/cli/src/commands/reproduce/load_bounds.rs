@@ -17,7 +17,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress)).map_err(|e| CliError::Failed(e.to_string()))?;
     let details = details_text(&report.details);
-    super::finish(args, &report, details, "Load-bounds", "shared/seeds/driver-load-bounds.txt, §4-5, Figs. 4-10", html)
+    super::finish(args, &report, details, "Load-bounds", "docs/papers.md §3; the paper's §4-5, Figs. 4-10", html)
 }
 
 fn ms(ns: Nanos) -> f64 {

@@ -29,7 +29,7 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
             100.0 * p.reception_ratio
         ));
     }
-    super::finish(args, &report, details, "Process-aware", "shared/seeds/process-aware-interrupts.txt, Figs. 6-8", html)
+    super::finish(args, &report, details, "Process-aware", "docs/papers.md §2; the paper's Figs. 6-8", html)
 }
 
 fn acc_series(d: &Details, mode: &str, f: impl Fn(&irqlab_sim::reproduce::process_aware::AccountingPoint) -> f64) -> Series {
