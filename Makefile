@@ -52,6 +52,8 @@ bench: build
 	@scripts/install-bench-deps.sh
 	@mkdir -p $(OUT)
 	.venv/bench/bin/python bench/simso_compare.py --irqlab target/release/irqlab --json $(OUT)/bench-simso.json
+	@scripts/install-python.sh
+	.venv/python/bin/python bench/python_sweep.py --irqlab target/release/irqlab --duration 5s --json $(OUT)/bench-python.json
 
 clean:
 	$(CARGO) clean
