@@ -19,7 +19,7 @@ fi
 stamp="$venv/.irqlab-sources"
 sources=$(find python/src python/irqlab python/Cargo.toml python/pyproject.toml crates/analysis crates/policy crates/sim \
   -type f -newer "$stamp" 2>/dev/null | head -1 || true)
-if [ ! -f "$stamp" ] || [ -n "$sources" ] || ! "$venv/bin/python" -c "import irqlab, pandas, pytest, ray" >/dev/null 2>&1; then
+if [ ! -f "$stamp" ] || [ -n "$sources" ] || ! "$venv/bin/python" -c "import irqlab, pandas, pytest, ray, nbclient, ipykernel, matplotlib" >/dev/null 2>&1; then
   echo "installing: the irqlab Python package (pip install ./python[test,ray], builds the wheel)" >&2
   # The Rust build keeps its target directory between runs.
   CARGO_TARGET_DIR="$PWD/python/target" "$venv/bin/python" -m pip install -q --disable-pip-version-check "./python[test,ray]"

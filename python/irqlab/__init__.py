@@ -351,7 +351,7 @@ def sweep(
     return pd.DataFrame(rows)
 
 
-def _ray_runs(jobs, address):
+def _ray_runs(jobs, address, run=None):
     try:
         import ray
     except ImportError as e:
@@ -360,7 +360,7 @@ def _ray_runs(jobs, address):
     if started:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     try:
-        remote = ray.remote(max_retries=2)(_one_run)
+        remote = ray.remote(max_retries=2)(run or _one_run)
         # A worker that dies is retried (max_retries); a run that still fails
         # raises here, naming it, instead of leaving a row out.
         refs = [remote.remote(job) for job in jobs]

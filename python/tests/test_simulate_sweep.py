@@ -78,3 +78,27 @@ def test_bad_grids_fail_before_any_run():
         irqlab.sweep(FLOOD, {"policy.period": [5]})
     with pytest.raises(ValueError, match="backend"):
         irqlab.sweep(FLOOD, {"policy.gain": [0.1]}, backend="cluster")
+
+
+def test_ray_retries_a_dead_worker_and_names_a_run_that_keeps_dying(tmp_path):
+    pytest.importorskip("ray", reason="Ray is installed by scripts/install-python.sh")
+    marker = str(tmp_path / "died-once")
+
+    def dies_once(job):  # the worker process exits in the middle of run x = 1, once
+        import os
+
+        if job[2]["x"] == 1 and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return {"x": job[2]["x"]}
+
+    rows = irqlab._ray_runs([("", "", {"x": x}, 1, None) for x in range(3)], None, run=dies_once)
+    assert [r["x"] for r in rows] == [0, 1, 2] and os.path.exists(marker)
+
+    def always_dies(job):
+        import os
+
+        os._exit(1)
+
+    with pytest.raises(RuntimeError, match=r"sweep run \{'x': 7\} seed 1 failed on Ray"):
+        irqlab._ray_runs([("", "", {"x": 7}, 1, None)], None, run=always_dies)
