@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "simulate",
     "sweep",
+    "idletime_model",
     "parse_duration",
     "to_toml",
 ]
@@ -374,3 +375,28 @@ def _ray_runs(jobs, address, run=None):
     finally:
         if started:
             ray.shutdown()
+
+
+def idletime_model(
+    resource: Union[str, os.PathLike] = "disk",
+    p: Optional[Iterable[Union[int, str]]] = None,
+    i: Optional[Iterable[float]] = None,
+    service: Union[None, int, str] = None,
+    alpha: float = 1.0,
+    t_max: Union[int, str] = "100ms",
+) -> pd.DataFrame:
+    """`irqlab idletime-model`: the idletime dissertation's throughput model
+    (§4.4) over preemption intervals `p` and foreground intensities `i`
+    (fractions), one row per cell: normalised foreground (% of r(i)) and
+    background (% of r_max) throughput, and the raw ones. `resource` is
+    "disk", "udp" or a baseline CSV file (`intensity_pct,throughput`)."""
+    if str(resource) in ("disk", "udp"):
+        text, name = str(resource), str(resource)
+        default_hi = 200_000_000 if resource == "disk" else 5_000_000
+    else:
+        text, name = Path(resource).read_text(encoding="utf-8"), str(resource)
+        default_hi = 2 * parse_duration(t_max)
+    ps = [parse_duration(x) for x in p] if p is not None else [round(default_hi * k / 10) for k in range(11)]
+    intensities = list(i) if i is not None else [0.01 + 0.11 * k for k in range(10)]
+    rows = _native.idletime_model(text, name, ps, intensities, None if service is None else parse_duration(service), alpha, parse_duration(t_max))
+    return pd.DataFrame(rows, columns=["p_ns", "intensity", "foreground_norm", "background_norm", "foreground", "background"])

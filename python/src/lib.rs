@@ -140,6 +140,58 @@ fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duratio
     Ok(serde_json::to_string(&result).expect("the result serialises"))
 }
 
+/// `irqlab idletime-model`: the dissertation's throughput model (§4.4) on
+/// a grid, `(p_ns, intensity, foreground_norm, background_norm, foreground,
+/// background)` per cell. `resource` is "disk", "udp" or the text of a
+/// baseline CSV named `file`; `service_ns` overrides the service time
+/// (default: the measured one for disk/udp, 1/r_max for a table).
+#[pyfunction]
+#[pyo3(signature = (resource, file, intervals_ns, intensities, service_ns=None, alpha=1.0, t_max_ns=None))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn idletime_model(
+    py: Python<'_>,
+    resource: &str,
+    file: &str,
+    intervals_ns: Vec<Nanos>,
+    intensities: Vec<f64>,
+    service_ns: Option<Nanos>,
+    alpha: f64,
+    t_max_ns: Option<Nanos>,
+) -> PyResult<Vec<(Nanos, f64, f64, f64, f64, f64)>> {
+    use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
+    if !(0.0..=1.0).contains(&alpha) {
+        return Err(PyValueError::new_err(format!("alpha {alpha}: expected a number in 0..1")));
+    }
+    if let Some(i) = intensities.iter().find(|i| !(**i > 0.0 && **i <= 1.0)) {
+        return Err(PyValueError::new_err(format!("intensity {i}: expected a fraction in (0, 1]")));
+    }
+    let (table, mut params) = match resource {
+        "disk" => (Resource::Disk.table(), Resource::Disk.params()),
+        "udp" => (Resource::Udp.table(), Resource::Udp.params()),
+        text => (
+            BaselineTable::parse_csv(file, file, text).map_err(|e| input_error(py, e))?,
+            ModelParams { service: ServiceTime::InverseRmax, t_max_ns: T_MAX_NS, alpha: 1.0 },
+        ),
+    };
+    if let Some(ns) = service_ns {
+        params.service = ServiceTime::Fixed(ns);
+    }
+    params.alpha = alpha;
+    if let Some(t) = t_max_ns {
+        params.t_max_ns = t;
+    }
+    Ok(py.allow_threads(|| {
+        let mut cells = Vec::with_capacity(intervals_ns.len() * intensities.len());
+        for &p in &intervals_ns {
+            for &i in &intensities {
+                let pr = predict(&table, &params, i, p);
+                cells.push((p, i, pr.foreground_norm, pr.background_norm, pr.foreground, pr.background));
+            }
+        }
+        cells
+    }))
+}
+
 /// A duration with a unit ("10ms", "2.5us") in nanoseconds, by the parser
 /// every irqlab input uses.
 #[pyfunction]
@@ -154,6 +206,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(idletime_model, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     Ok(())
 }

@@ -93,3 +93,15 @@ def test_load_reads_any_document(tmp_path):
     (tmp_path / "x.json").write_text("[1, 2]")
     with pytest.raises(irqlab.IrqlabInputError):
         irqlab.load(tmp_path / "x.json")
+
+
+@pytest.mark.parametrize("resource", ["disk", "udp"])
+def test_idletime_model_gives_the_clis_grid(resource):
+    cli = cli_json("idletime-model", "--resource", resource, "--p-steps", "4", "--i-steps", "3")
+    df = irqlab.idletime_model(resource, p=cli["intervals_ns"], i=cli["intensities"])
+    for pi, p in enumerate(cli["intervals_ns"]):
+        for k, i in enumerate(cli["intensities"]):
+            row = df[(df["p_ns"] == p) & (df["intensity"] == i)].iloc[0]
+            assert (row["foreground_norm"], row["background_norm"]) == (cli["foreground_norm"][pi][k], cli["background_norm"][pi][k])
+    with pytest.raises(ValueError, match="intensity"):
+        irqlab.idletime_model(resource, i=[1.5])
