@@ -28,6 +28,8 @@ TEST_TIMEOUT ?= 40m
 lint: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy $(CARGO_FLAGS) --all-targets --quiet -- -D warnings
+	$(CARGO) fmt --manifest-path python/Cargo.toml --check
+	CARGO_TARGET_DIR=$(CURDIR)/python/target $(CARGO) clippy --manifest-path python/Cargo.toml --release --quiet -- -D warnings
 
 test: deps
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast

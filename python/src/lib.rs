@@ -93,11 +93,14 @@ fn fit(py: Python<'_>, curve: &str, curve_name: &str, baseline: Option<&str>, ba
     result.map_err(|e| input_error(py, e))
 }
 
+/// `(window, traditional, refined, linear demand, hyperbolic load)`.
+type BoundsRow = (Nanos, Nanos, Nanos, Nanos, f64);
+
 /// The demand bounds of one periodic task (period, wcet in ns) at each
 /// window: `(window, traditional, refined, linear, hyperbolic load)` per
 /// window (load-bounds paper eqs. 4, 6, 7 and 10).
 #[pyfunction]
-fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<Vec<(Nanos, Nanos, Nanos, Nanos, f64)>> {
+fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<Vec<BoundsRow>> {
     if period_ns == 0 || wcet_ns > period_ns {
         return Err(PyValueError::new_err(format!("need 0 < wcet <= period (period {period_ns} ns, wcet {wcet_ns} ns)")));
     }
@@ -140,6 +143,9 @@ fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duratio
     Ok(serde_json::to_string(&result).expect("the result serialises"))
 }
 
+/// `(p, intensity, foreground_norm, background_norm, foreground, background)`.
+type ModelCell = (Nanos, f64, f64, f64, f64, f64);
+
 /// `irqlab idletime-model`: the dissertation's throughput model (§4.4) on
 /// a grid, `(p_ns, intensity, foreground_norm, background_norm, foreground,
 /// background)` per cell. `resource` is "disk", "udp" or the text of a
@@ -147,7 +153,7 @@ fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duratio
 /// (default: the measured one for disk/udp, 1/r_max for a table).
 #[pyfunction]
 #[pyo3(signature = (resource, file, intervals_ns, intensities, service_ns=None, alpha=1.0, t_max_ns=None))]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
 fn idletime_model(
     py: Python<'_>,
     resource: &str,
@@ -157,7 +163,7 @@ fn idletime_model(
     service_ns: Option<Nanos>,
     alpha: f64,
     t_max_ns: Option<Nanos>,
-) -> PyResult<Vec<(Nanos, f64, f64, f64, f64, f64)>> {
+) -> PyResult<Vec<ModelCell>> {
     use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
     if !(0.0..=1.0).contains(&alpha) {
         return Err(PyValueError::new_err(format!("alpha {alpha}: expected a number in 0..1")));
