@@ -1,16 +1,20 @@
 //! Runs the probe once and prints the summary: `probe_once CPU SECONDS [lift] [inject]`.
-use irqlab_live::probe::{measure_gaps, Injector, ProbeConfig, RtLimit};
-use std::sync::{atomic::AtomicBool, Arc};
+use irqlab_live::probe::{measure_with_gaps, Config, Injector, RtLimit};
+use std::sync::atomic::AtomicBool;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let cpu: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     let secs: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
-    let mut config = ProbeConfig::new(cpu, secs * 1_000_000_000);
-    config.rt_limit = if args.iter().any(|a| a == "keep") { RtLimit::Keep } else { RtLimit::LiftIfAllowed };
-    config.priority = Some(50);
+    let config = Config {
+        cpu: Some(cpu),
+        duration_ns: secs * 1_000_000_000,
+        rt_limit: if args.iter().any(|a| a == "keep") { RtLimit::Keep } else { RtLimit::LiftIfAllowed },
+        priority: Some(50),
+        ..Config::default()
+    };
     let _inj = args.iter().any(|a| a == "inject").then(|| Injector::start(cpu, 60, 1_000_000, 10_000_000).unwrap());
-    let m = measure_gaps(&config, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    let m = measure_with_gaps(&config, &AtomicBool::new(false), |_| {}).unwrap();
     let c = &m.curve;
     println!(
         "period {:.1}ns gaps {} max {} mean {:.5} >100us/s {:.1} | {}",

@@ -95,6 +95,14 @@ pub fn require(caps: &[Capability], purpose: &str) -> Result<()> {
     }
 }
 
+/// What loading and attaching CO-RE BPF programs needs (the accounting,
+/// the thread-watch monitor): the kernel's BTF, CAP_BPF and CAP_PERFMON.
+/// Exit 3 naming the first that is missing; `purpose` as for [`require`].
+pub fn require_bpf(purpose: &str) -> Result<()> {
+    require_path(Path::new("/sys/kernel/btf/vmlinux"), "BTF (CONFIG_DEBUG_INFO_BTF, /sys/kernel/btf/vmlinux)")?;
+    require(&[Capability::Bpf, Capability::Perfmon], purpose)
+}
+
 /// Succeeds when `path` exists; otherwise reports the kernel feature it
 /// stands for (e.g. `/sys/kernel/btf/vmlinux` for "BTF").
 pub fn require_path(path: &Path, feature: &str) -> Result<()> {

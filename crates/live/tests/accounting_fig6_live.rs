@@ -14,7 +14,7 @@ fn stolen_time_grows_with_rate_and_proc_overcharges() {
         return;
     }
     let config = Config { rates_pps: vec![1_000, 4_000, 16_000], duration_ns: 1_500_000_000, ..Default::default() };
-    let result = fig6::run(&config, &AtomicBool::new(false)).expect("fig6 run");
+    let result = fig6::measure(&config, &AtomicBool::new(false), |_| {}).expect("fig6 run");
     eprint!("{}", fig6::table(&result));
     assert!(result.complete);
     // The rate-driven part (NET_RX) must grow at every step; all stolen time

@@ -11,7 +11,7 @@
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline};
 use irqlab_live::accounting::procfs::cpu_steal_ns;
 use irqlab_live::probe::rt_limit::{LiftedRtLimit, RtBandwidth};
-use irqlab_live::probe::{log_windows, run, Injector, ProbeConfig, RtLimit};
+use irqlab_live::probe::{log_windows, measure, Config, Injector, RtLimit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,9 +25,9 @@ fn live() -> bool {
     false
 }
 
-/// The last CPU: away from CPU 0, where most housekeeping lands.
+/// The last online CPU: away from CPU 0, where most housekeeping lands.
 fn test_cpu() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()) - 1
+    *irqlab_live::rt::online_cpus().unwrap().last().unwrap()
 }
 
 /// A failed check inside an attempt: the attempt returns its reason.
@@ -96,11 +96,14 @@ const INJECT_PERIOD_NS: u64 = 10_000_000;
 const PROBE_PRIORITY: i32 = 40;
 const INJECT_PRIORITY: i32 = 60;
 
-fn config(duration_ns: u64, windows_to_ns: u64) -> ProbeConfig {
-    let mut c = ProbeConfig::new(test_cpu(), duration_ns);
-    c.priority = Some(PROBE_PRIORITY);
-    c.windows_ns = log_windows(10_000, windows_to_ns, 8);
-    c
+fn config(duration_ns: u64, windows_to_ns: u64) -> Config {
+    Config {
+        cpu: Some(test_cpu()),
+        priority: Some(PROBE_PRIORITY),
+        duration_ns,
+        windows_ns: log_windows(10_000, windows_to_ns, 8),
+        ..Config::default()
+    }
 }
 
 #[test]
@@ -114,13 +117,13 @@ fn injected_interference_gives_the_expected_curve() {
         // The machine's own interference first (the paper's idle baseline),
         // so the fit can isolate the injected load as the paper isolates the
         // driver's (load-bounds paper §4).
-        let baseline = run(&config(800_000_000, 400_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let baseline = measure(&config(800_000_000, 400_000_000), &AtomicBool::new(false), |_| {}).unwrap();
         let injector = Injector::start(test_cpu(), INJECT_PRIORITY, INJECT_RUN_NS, INJECT_PERIOD_NS).unwrap();
         // 0.8 s: shorter than both bandwidth mechanisms' onset (RT throttling
         // after 950 ms of a 1 s period, the fair server's zero-laxity deferral
         // of ~950 ms), so the curve holds only the injected load and the VM's
         // own noise; lifted anyway in case the period boundary falls inside.
-        let c = run(&config(800_000_000, 400_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let c = measure(&config(800_000_000, 400_000_000), &AtomicBool::new(false), |_| {}).unwrap();
         let activations = injector.activations();
         drop(injector);
         eprintln!(
@@ -214,7 +217,7 @@ fn probe_and_oslat_count_the_same_long_gaps() {
         // itself on this machine, now, is the tolerance (the VM's own long
         // stalls come and go with the host's load).
         let before = oslat_over_100us_per_s(test_cpu(), 3, PROBE_PRIORITY);
-        let c = run(&config(3_000_000_000, 10_000_000), Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let c = measure(&config(3_000_000_000, 10_000_000), &AtomicBool::new(false), |_| {}).unwrap();
         let after = oslat_over_100us_per_s(test_cpu(), 3, PROBE_PRIORITY);
         drop(injector);
         let probe = c.gaps_over_100us_per_s;
@@ -250,7 +253,7 @@ fn lifted_rt_limit_is_restored_and_marked() {
     let mut cfg = config(2_500_000_000, 10_000_000);
     cfg.rt_limit = RtLimit::Lift;
     let mut seen_during = None;
-    let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {
+    let c = measure(&cfg, &AtomicBool::new(false), |_| {
         seen_during.get_or_insert(RtBandwidth::read().unwrap());
     })
     .unwrap();
@@ -266,7 +269,7 @@ fn lifted_rt_limit_is_restored_and_marked() {
     // Without lifting, an active limit is marked in the document.
     cfg.rt_limit = RtLimit::Keep;
     cfg.duration_ns = 300_000_000;
-    let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    let c = measure(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
     assert_eq!(c.rt_throttling.limited, before.limits());
     assert!(!c.rt_throttling.lifted);
     if before.limits() {
@@ -291,7 +294,7 @@ fn nested_lifts_restore_with_the_last_guard() {
     assert_eq!((outer.previous_us(), inner.previous_us()), (before.runtime_us, before.runtime_us));
     let mut cfg = config(300_000_000, 10_000_000);
     cfg.rt_limit = RtLimit::Lift;
-    let c = run(&cfg, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    let c = measure(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
     assert_eq!(c.rt_throttling.before, before, "the run reports the setting from before the lift");
     drop(inner);
     assert_eq!(RtBandwidth::read().unwrap().runtime_us, -1, "restored while the outer guard lives");
@@ -311,7 +314,7 @@ fn stopping_early_keeps_what_was_measured() {
         std::thread::sleep(std::time::Duration::from_millis(300));
         s.store(true, Ordering::Relaxed);
     });
-    let c = run(&config(20_000_000_000, 10_000_000), stop, |_| {}).unwrap();
+    let c = measure(&config(20_000_000_000, 10_000_000), &stop, |_| {}).unwrap();
     stopper.join().unwrap();
     assert!(!c.complete);
     assert!(c.duration_ns >= 200_000_000 && c.duration_ns < 5_000_000_000, "ran {} ns", c.duration_ns);

@@ -123,7 +123,18 @@ fn run_fig6(args: &Args, duration_ns: u64) -> Result<Status, CliError> {
     }
     let stop = crate::signal::stop_flag();
     let config = fig6::Config { rates_pps: args.rates.clone(), duration_ns, cpu: args.cpu, ..Default::default() };
-    let result = fig6::run(&config, &stop)?;
+    let tty = std::io::stderr().is_terminal();
+    let result = fig6::measure(&config, &stop, |p| {
+        if tty {
+            eprintln!(
+                "{} pps asked, {:.0} achieved: {:.1} ms stolen from the CPU-bound task",
+                p.rate_pps,
+                p.achieved_pps,
+                p.hog_stolen_ns as f64 / 1e6
+            );
+        }
+    })
+    .map_err(|e| super::measure::name_flags(e, &[("cpu", "--cpu")]))?;
     output::json_or_summary(args.json.as_deref(), &result, fig6::table)?;
     Ok(Status::from_ok(result.complete))
 }

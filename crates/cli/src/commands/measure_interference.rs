@@ -4,7 +4,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_analysis::curve::Curve;
-use irqlab_live::probe::{self, InterferenceCurve, Policy, ProbeConfig, Snapshot};
+use irqlab_live::probe::{self, InterferenceCurve, Policy, Snapshot};
 use std::fmt::Write;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -106,17 +106,11 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         }
         None => None,
     };
-    // The last online CPU by default (not the affinity mask's size: under
-    // `taskset -c 0` the probe still pins itself wherever it is told).
-    let cpu = match args.cpu {
-        Some(cpu) => {
-            irqlab_live::rt::require_online(cpu, "--cpu")?;
-            cpu
-        }
-        None => *irqlab_live::rt::online_cpus()?.last().expect("the kernel lists at least one online CPU"),
-    };
-    let config = ProbeConfig {
-        cpu,
+    // Without --cpu the library takes the last online CPU (not the affinity
+    // mask's size: under `taskset -c 0` the probe still pins itself
+    // wherever it is told).
+    let config = probe::Config {
+        cpu: args.cpu,
         policy: match args.policy {
             PolicyArg::Fifo => Policy::Fifo,
             PolicyArg::Other => Policy::Other,
@@ -136,11 +130,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     };
     let stop = crate::signal::stop_flag();
     let tty = std::io::stderr().is_terminal();
-    let measured = probe::measure_gaps(&config, stop, |s| {
+    let measured = probe::measure_with_gaps(&config, &stop, |s| {
         if tty {
             show(s)
         }
-    })?;
+    })
+    .map_err(|e| super::measure::name_flags(e, &[("cpu", "--cpu"), ("priority", "--priority"), ("max_gaps", "--max-gaps")]))?;
     let mut curve = measured.curve.clone();
     if let (Some(base), Some(path)) = (&baseline, &args.baseline) {
         curve.subtract_baseline(base, &path.display().to_string());

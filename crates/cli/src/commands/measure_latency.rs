@@ -3,12 +3,10 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::latency::{timer, LatencyReport, LiveThread, TimerConfig};
+use irqlab_live::latency::{self, LatencyReport, LiveThread};
 use irqlab_live::rt;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,23 +38,26 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Status, CliError> {
     let interval_ns = flags::duration("interval", &args.interval)?;
     let duration_ns = flags::duration("duration", &args.duration)?;
+    // Without --cpu the library measures every online CPU.
     let cpus = match &args.cpu {
-        Some(list) => rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?,
-        None => rt::online_cpus()?,
+        Some(list) => Some(rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?),
+        None => None,
     };
-    let config = TimerConfig { cpus, priority: args.priority, interval_ns, duration_ns, align_to_second: args.align };
-    let live: Vec<LiveThread> = config.cpus.iter().map(|&c| LiveThread::new(c)).collect();
+    let config = latency::Config { cpus, priority: args.priority, interval_ns, duration_ns, align_to_second: args.align };
     let stop = crate::signal::stop_flag();
-    let done = std::sync::atomic::AtomicBool::new(false);
-
-    let report = std::thread::scope(|scope| {
-        if output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal() {
-            scope.spawn(|| show_running(&live, &config, &done));
+    let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
+    let mut drawn = 0;
+    let report = latency::measure(&config, &stop, |live| {
+        if live_view {
+            drawn = show_running(live, &config, drawn);
         }
-        // The live view runs until the measurement is done, panics included.
-        let _done = irqlab_live::stop::StopOnDrop([&done]);
-        timer::run(&config, &stop, Some(&live))
-    })?;
+    });
+    if drawn > 0 {
+        // Clear the running display, whatever the outcome.
+        let _ = write!(std::io::stdout(), "\x1b[{drawn}A\x1b[J");
+    }
+    let flags = [("cpu", "--cpu"), ("priority", "--priority"), ("interval", "--interval"), ("duration", "--duration")];
+    let report = report.map_err(|e| super::measure::name_flags(e, &flags))?;
 
     output::json_or_summary(args.json.as_deref(), &report, |r| summary(r, args.histogram))?;
     Ok(Status::from_ok(report.complete))
@@ -86,22 +87,16 @@ fn summary(report: &LatencyReport, histogram: bool) -> String {
     out
 }
 
-/// cyclictest's running display: the thread lines, redrawn in place.
-fn show_running(live: &[LiveThread], config: &TimerConfig, done: &std::sync::atomic::AtomicBool) {
-    let mut drawn = false;
-    while !done.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-        let mut out = std::io::stdout().lock();
-        if drawn {
-            let _ = write!(out, "\x1b[{}A", live.len());
-        }
-        for (i, l) in live.iter().enumerate() {
-            let _ = writeln!(out, "{}\x1b[K", l.line(i, config.priority, config.interval_ns));
-        }
-        let _ = out.flush();
-        drawn = true;
+/// cyclictest's running display: the thread lines, redrawn in place over
+/// the `drawn` lines of the last call; returns how many it drew.
+fn show_running(live: &[LiveThread], config: &latency::Config, drawn: usize) -> usize {
+    let mut out = std::io::stdout().lock();
+    if drawn > 0 {
+        let _ = write!(out, "\x1b[{drawn}A");
     }
-    if drawn {
-        let _ = write!(std::io::stdout(), "\x1b[{}A\x1b[J", live.len());
+    for (i, l) in live.iter().enumerate() {
+        let _ = writeln!(out, "{}\x1b[K", l.line(i, config.priority, config.interval_ns));
     }
+    let _ = out.flush();
+    live.len()
 }

@@ -148,8 +148,10 @@ pub fn check_prerequisites() -> Result<()> {
     crate::testbed::check_prerequisites()
 }
 
-/// Runs the experiment; `stop` (Ctrl-C) ends it early with what was measured.
-pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
+/// Runs the experiment, the shape of every live measurement; `on_tick` gets
+/// each rate's point as it is measured; `stop` (Ctrl-C) ends it early with
+/// what was measured.
+pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&RatePoint)) -> Result<Fig6Result> {
     check_prerequisites()?;
     let online = rt::online_cpus()?;
     if online.len() < 2 {
@@ -216,7 +218,10 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Fig6Result> {
             break;
         }
         match run_rate(config, rate, cpu, &others, &bed, target, server_tid.load(Ordering::SeqCst), &received, &recv_returns, stop) {
-            Ok(p) => points.push(p),
+            Ok(p) => {
+                on_tick(&p);
+                points.push(p);
+            }
             Err(e) => {
                 outcome = Err(e);
                 break;

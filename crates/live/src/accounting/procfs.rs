@@ -52,40 +52,7 @@ pub fn all_threads() -> HashMap<u32, TaskStat> {
     out
 }
 
-/// Clock ticks per second, the unit of utime/stime.
-pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as u64
-    } else {
-        100
-    }
-}
-
-/// Columns of a CPU line of /proc/stat, in the kernel's order.
-#[derive(Debug, Clone, Copy)]
-pub enum CpuTime {
-    User = 0,
-    Nice,
-    System,
-    Idle,
-    Iowait,
-    Irq,
-    Softirq,
-    Steal,
-}
-
-/// The sum of `columns` of /proc/stat's line for `cpu` (None: the line of
-/// all CPUs), in ns; 0 when the line or a column is missing.
-pub fn cpu_time_ns(cpu: Option<usize>, columns: &[CpuTime]) -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let name = cpu.map_or("cpu".to_string(), |c| format!("cpu{c}"));
-    let Some(line) = stat.lines().find(|l| l.split_whitespace().next() == Some(name.as_str())) else { return 0 };
-    let fields: Vec<u64> = line.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0)).collect();
-    let ticks: u64 = columns.iter().map(|&c| fields.get(c as usize).copied().unwrap_or(0)).sum();
-    ticks * 1_000_000_000 / ticks_per_second()
-}
+pub use crate::machine::{cpu_time_ns, ticks_per_second, CpuTime};
 
 /// Time the hypervisor has taken from `cpu` so far, in ns; 0 on bare
 /// metal. The kernel leaves it out of every task's utime/stime, while a

@@ -128,7 +128,7 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The kernel and its interference-relevant settings (`irqlab doctor`).
     #[serde(default)]
-    pub machine: crate::doctor::MachineContext,
+    pub machine: crate::machine::MachineContext,
 }
 
 /// What building a report needs besides the maps.
@@ -144,7 +144,7 @@ pub struct Context<'a> {
     /// Hypervisor steal of a CPU (by its number) since the start, ns.
     pub steal_ns: &'a dyn Fn(usize) -> u64,
     pub missing_tracepoints: &'a [String],
-    pub machine: &'a crate::doctor::MachineContext,
+    pub machine: &'a crate::machine::MachineContext,
     pub complete: bool,
 }
 

@@ -17,12 +17,11 @@ use super::raw::{CpuState, CpuTotals, RawSnapshot, SlotCharges, TaskCounters, VE
 use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
 use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
 use crate::error::{Error, Result};
-use crate::privilege::{self, Capability};
+use crate::privilege;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
-use std::path::Path;
 
 /// Where the loaded BPF objects live while a [`Session`] runs.
 pub struct Storage {
@@ -62,13 +61,12 @@ pub struct Session<'obj> {
     /// Threads already in the BPF service_threads map.
     service_tids: std::collections::HashSet<u32>,
     /// Read once at the start, recorded in every report.
-    machine: crate::doctor::MachineContext,
+    machine: crate::machine::MachineContext,
 }
 
 /// Fails with exit 3 naming what is missing: BTF, CAP_BPF, CAP_PERFMON.
 pub fn check_prerequisites() -> Result<()> {
-    privilege::require_path(Path::new("/sys/kernel/btf/vmlinux"), "BTF (CONFIG_DEBUG_INFO_BTF, /sys/kernel/btf/vmlinux)")?;
-    privilege::require(&[Capability::Bpf, Capability::Perfmon], "load and attach the BPF accounting programs")
+    privilege::require_bpf("load and attach the BPF accounting programs")
 }
 
 /// Fails with exit 3 naming the first tracepoint the accounting cannot do
@@ -231,7 +229,7 @@ impl<'obj> Session<'obj> {
             steal_baseline_ns: HashMap::new(),
             missing,
             service_tids: Default::default(),
-            machine: crate::doctor::machine_context(),
+            machine: crate::machine::MachineContext::read(),
         };
         session.refresh_service_threads()?;
 

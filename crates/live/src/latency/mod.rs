@@ -6,4 +6,4 @@ pub mod stats;
 pub mod timer;
 
 pub use stats::{LatencyStats, LinearHistogram, StatsSummary};
-pub use timer::{LatencyReport, LiveThread, ThreadResult, TimerConfig};
+pub use timer::{measure, Config, LatencyReport, LiveThread, ThreadResult};

@@ -2,6 +2,9 @@
 //! SCHED_FIFO, memory locked, `/dev/cpu_dma_latency` held at 0; each thread
 //! sleeps with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` until the
 //! next multiple of the interval and records how late it woke up.
+//!
+//! The shape of every live measurement: [`measure`]`(&Config, &stop,
+//! on_tick) -> Result<LatencyReport>`.
 
 use super::realtime::DmaLatencyHold;
 use super::stats::{LatencyStats, StatsSummary};
@@ -10,6 +13,7 @@ use crate::rt::{self, monotonic_ns, sleep_until_ns};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
+use std::time::Duration;
 
 /// The JSON schema of [`LatencyReport`].
 pub const SCHEMA: &str = "irqlab/latency/v1";
@@ -22,10 +26,13 @@ pub const MIN_INTERVAL_NS: u64 = 10_000;
 const BUCKET_NS: u64 = 1_000;
 const MAX_BUCKETS: usize = 100_000;
 
+/// What to measure; [`Config::default`] has the defaults of `irqlab
+/// measure latency`.
 #[derive(Debug, Clone)]
-pub struct TimerConfig {
-    /// One measuring thread per listed CPU.
-    pub cpus: Vec<usize>,
+pub struct Config {
+    /// One measuring thread per listed CPU; `None`: every online CPU (from
+    /// sysfs, not this process's affinity).
+    pub cpus: Option<Vec<usize>>,
     /// SCHED_FIFO priority 1..=99; 0 keeps SCHED_OTHER.
     pub priority: u8,
     pub interval_ns: u64,
@@ -36,38 +43,56 @@ pub struct TimerConfig {
     pub align_to_second: bool,
 }
 
-impl TimerConfig {
+impl Default for Config {
+    /// Every online CPU, SCHED_FIFO 80, 1 ms interval, 10 s, not aligned.
+    fn default() -> Config {
+        Config { cpus: None, priority: 80, interval_ns: 1_000_000, duration_ns: 10_000_000_000, align_to_second: false }
+    }
+}
+
+impl Config {
     /// Cycles each thread runs: the duration divided by the interval.
     pub fn cycles(&self) -> u64 {
         self.duration_ns / self.interval_ns.max(1)
     }
 
+    /// The CPUs measured: [`Config::cpus`], each checked to be online (exit
+    /// 2 naming `cpu`), or every online CPU.
+    pub fn resolve_cpus(&self) -> Result<Vec<usize>> {
+        let online = rt::online_cpus()?;
+        self.validate(&online)?;
+        Ok(self.cpus.clone().unwrap_or(online))
+    }
+
     fn validate(&self, online: &[usize]) -> Result<()> {
-        if self.cpus.is_empty() {
-            return Err(Error::Invalid("no CPU to measure on".into()));
-        }
-        if let Some(cpu) = self.cpus.iter().find(|c| !online.contains(c)) {
-            return Err(Error::Invalid(format!("CPU {cpu} is not online (online: {online:?})")));
+        if let Some(cpus) = &self.cpus {
+            if cpus.is_empty() {
+                return Err(Error::Invalid("cpus: the list is empty".into()));
+            }
+            if let Some(cpu) = cpus.iter().find(|c| !online.contains(c)) {
+                return Err(Error::Invalid(format!("cpu {cpu}: not an online CPU (online: {})", rt::format_cpu_list(online))));
+            }
         }
         if self.priority > 99 {
-            return Err(Error::Invalid(format!("priority {} is outside SCHED_FIFO's 1..=99", self.priority)));
+            return Err(Error::Invalid(format!("priority {}: outside SCHED_FIFO's 1..=99", self.priority)));
         }
         if self.interval_ns < MIN_INTERVAL_NS {
             return Err(Error::Invalid(format!(
-                "interval {} ns is below the shortest one measured, {} us",
+                "interval {} ns: below the shortest one measured, {} us",
                 self.interval_ns,
                 MIN_INTERVAL_NS / 1000
             )));
         }
         if self.cycles() == 0 {
-            return Err(Error::Invalid("duration is shorter than one interval".into()));
+            return Err(Error::Invalid(format!("duration {} ns: shorter than one interval", self.duration_ns)));
         }
         Ok(())
     }
 }
 
-/// What a measuring thread publishes while it runs, for a live display.
-/// Relaxed atomics: a display may see a cycle's fields slightly torn.
+/// What a measuring thread publishes while it runs, handed to `on_tick`
+/// for a live display. Relaxed atomics: a display may see a cycle's fields
+/// slightly torn.
 #[derive(Debug)]
 pub struct LiveThread {
     pub cpu: usize,
@@ -191,42 +216,38 @@ pub struct LatencyReport {
     pub all: StatsSummary,
     /// The kernel and its interference-relevant settings (`irqlab doctor`).
     #[serde(default)]
-    pub machine: crate::doctor::MachineContext,
+    pub machine: crate::machine::MachineContext,
 }
 
-/// Runs the measurement until its duration or until `stop` is set.
-/// `live`, when given, must hold one entry per CPU of `config.cpus`; the
-/// threads publish their running figures there.
-pub fn run(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread]>) -> Result<LatencyReport> {
-    let online = rt::online_cpus()?;
-    config.validate(&online)?;
-    if let Some(live) = live {
-        if live.len() != config.cpus.len() {
-            return Err(Error::Failed("live display has the wrong number of threads".into()));
-        }
-    }
+/// How often `on_tick` sees the threads' running figures.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Runs the measurement until its duration or until `stop` is set; calls
+/// `on_tick` from the calling thread every 100 ms with each measuring
+/// thread's running figures (one per CPU measured, in order).
+pub fn measure(config: &Config, stop: &AtomicBool, on_tick: impl FnMut(&[LiveThread])) -> Result<LatencyReport> {
+    let cpus = config.resolve_cpus()?;
     rt::lock_memory()?;
-    let result = run_locked(config, stop, live);
+    let result = measure_locked(config, &cpus, stop, on_tick);
     rt::unlock_memory();
     result
 }
 
-fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread]>) -> Result<LatencyReport> {
-    let machine = crate::doctor::machine_context();
+fn measure_locked(config: &Config, cpus: &[usize], stop: &AtomicBool, mut on_tick: impl FnMut(&[LiveThread])) -> Result<LatencyReport> {
+    let machine = crate::machine::MachineContext::read();
     let dma = DmaLatencyHold::zero()?;
-    let barrier = Barrier::new(config.cpus.len());
+    let barrier = Barrier::new(cpus.len());
     let setup_failed = AtomicBool::new(false);
     let start_ns = start_time(config);
+    let live: Vec<LiveThread> = cpus.iter().map(|&cpu| LiveThread::new(cpu)).collect();
 
     let outcomes: Vec<Result<Measured>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = config
-            .cpus
+        let handles: Vec<_> = cpus
             .iter()
-            .enumerate()
-            .map(|(index, &cpu)| {
+            .zip(&live)
+            .map(|(&cpu, live)| {
                 let barrier = &barrier;
                 let setup_failed = &setup_failed;
-                let live = live.map(|l| &l[index]);
                 scope.spawn(move || {
                     let setup = rt::pin_to_cpu(cpu).and_then(|_| rt::set_fifo(config.priority));
                     if setup.is_err() {
@@ -239,17 +260,26 @@ fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread
                     if setup_failed.load(Ordering::SeqCst) {
                         return Ok(Measured::default());
                     }
-                    Ok(measure(config, start_ns, stop, live))
+                    Ok(measure_thread(config, start_ns, stop, live))
                 })
             })
             .collect();
+        // Polled every 10 ms so the run ends when its threads do.
+        let mut next_tick = std::time::Instant::now() + TICK;
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(10));
+            if std::time::Instant::now() >= next_tick {
+                next_tick += TICK;
+                on_tick(&live);
+            }
+        }
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("a measuring thread panicked".into())))).collect()
     });
 
     let mut threads = Vec::new();
     let mut all = LatencyStats::new();
     let mut complete = true;
-    for (index, (outcome, &cpu)) in outcomes.into_iter().zip(&config.cpus).enumerate() {
+    for (index, (outcome, &cpu)) in outcomes.into_iter().zip(cpus).enumerate() {
         let m = outcome?;
         complete &= m.stats.count() == config.cycles();
         all.merge(&m.stats);
@@ -281,7 +311,7 @@ fn run_locked(config: &TimerConfig, stop: &AtomicBool, live: Option<&[LiveThread
 }
 
 /// The first programmed wake-up, minus one interval.
-fn start_time(config: &TimerConfig) -> u64 {
+fn start_time(config: &Config) -> u64 {
     let now = monotonic_ns();
     if config.align_to_second {
         // Past 0.9 s into this second the set-up might not be done by the
@@ -302,11 +332,9 @@ struct Measured {
     act_ns: u64,
 }
 
-fn measure(config: &TimerConfig, start_ns: u64, stop: &AtomicBool, live: Option<&LiveThread>) -> Measured {
+fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &LiveThread) -> Measured {
     let tid = nix::unistd::gettid().as_raw() as u64;
-    if let Some(l) = live {
-        l.tid.store(tid, Ordering::Relaxed);
-    }
+    live.tid.store(tid, Ordering::Relaxed);
     let mut m = Measured { tid, ..Measured::default() };
     let interval = config.interval_ns;
     let mut next = start_ns + interval;
@@ -319,13 +347,11 @@ fn measure(config: &TimerConfig, start_ns: u64, stop: &AtomicBool, live: Option<
         let latency = now.saturating_sub(next);
         m.stats.record(latency);
         m.act_ns = latency;
-        if let Some(l) = live {
-            l.cycles.fetch_add(1, Ordering::Relaxed);
-            l.act_ns.store(latency, Ordering::Relaxed);
-            l.sum_ns.fetch_add(latency, Ordering::Relaxed);
-            l.min_ns.fetch_min(latency, Ordering::Relaxed);
-            l.max_ns.fetch_max(latency, Ordering::Relaxed);
-        }
+        live.cycles.fetch_add(1, Ordering::Relaxed);
+        live.act_ns.store(latency, Ordering::Relaxed);
+        live.sum_ns.fetch_add(latency, Ordering::Relaxed);
+        live.min_ns.fetch_min(latency, Ordering::Relaxed);
+        live.max_ns.fetch_max(latency, Ordering::Relaxed);
         next += interval;
         // Woke so late that the next wake-up is already past: skip it, as
         // cyclictest does, rather than firing a burst of catch-up cycles.
@@ -341,22 +367,24 @@ fn measure(config: &TimerConfig, start_ns: u64, stop: &AtomicBool, live: Option<
 mod tests {
     use super::*;
 
-    fn config() -> TimerConfig {
-        TimerConfig { cpus: vec![0], priority: 0, interval_ns: 1_000_000, duration_ns: 50_000_000, align_to_second: false }
+    fn config() -> Config {
+        Config { cpus: Some(vec![0]), priority: 0, duration_ns: 50_000_000, ..Config::default() }
     }
 
     #[test]
     fn validation_rejects_what_cannot_run() {
         let online = vec![0, 1];
         assert!(config().validate(&online).is_ok());
-        let bad_cpu = TimerConfig { cpus: vec![7], ..config() };
-        assert!(matches!(bad_cpu.validate(&online), Err(Error::Invalid(m)) if m.contains("CPU 7")));
-        let short = TimerConfig { interval_ns: 1_000, ..config() };
-        assert_eq!(short.validate(&online).unwrap_err().exit_code(), 2);
-        let tiny = TimerConfig { duration_ns: 10, ..config() };
-        assert!(tiny.validate(&online).is_err());
-        let prio = TimerConfig { priority: 120, ..config() };
-        assert!(prio.validate(&online).is_err());
+        let bad_cpu = Config { cpus: Some(vec![7]), ..config() };
+        assert!(matches!(bad_cpu.validate(&online), Err(Error::Invalid(m)) if m == "cpu 7: not an online CPU (online: 0-1)"));
+        let short = Config { interval_ns: 1_000, ..config() };
+        assert!(matches!(short.validate(&online), Err(Error::Invalid(m)) if m.starts_with("interval 1000 ns: ")));
+        let tiny = Config { duration_ns: 10, ..config() };
+        assert!(matches!(tiny.validate(&online), Err(Error::Invalid(m)) if m.starts_with("duration 10 ns: ")));
+        let prio = Config { priority: 120, ..config() };
+        assert!(matches!(prio.validate(&online), Err(Error::Invalid(m)) if m.starts_with("priority 120: ")));
+        let every_online = Config { cpus: None, ..config() };
+        assert!(every_online.validate(&online).is_ok());
     }
 
     #[test]
@@ -370,7 +398,7 @@ mod tests {
         // SCHED_OTHER, no privilege needed beyond mlockall's: if mlockall is
         // refused the error must name CAP_IPC_LOCK.
         let stop = AtomicBool::new(false);
-        match run(&config(), &stop, None) {
+        match measure(&config(), &stop, |_| {}) {
             Ok(report) => {
                 assert_eq!(report.schema, SCHEMA);
                 assert!(report.complete);
@@ -386,7 +414,7 @@ mod tests {
     #[test]
     fn stop_flag_ends_the_run_incomplete() {
         let stop = AtomicBool::new(true);
-        match run(&config(), &stop, None) {
+        match measure(&config(), &stop, |_| {}) {
             Ok(report) => {
                 assert!(!report.complete);
                 assert_eq!(report.threads[0].cycles, 0);

@@ -4,7 +4,6 @@
 //! `sched_wakeup` tracepoints). A live server's controller turns these
 //! events into the observations of the shared policy code.
 
-use crate::accounting::check_prerequisites as check_bpf;
 use crate::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
@@ -95,7 +94,7 @@ impl<'obj> ThreadWatch<'obj> {
     /// Loads and attaches the watch for `tids` (at most [`MAX_THREADS`]).
     /// Exit 3 naming what is missing (BTF, CAP_BPF, CAP_PERFMON).
     pub fn start(storage: &'obj mut Storage, tids: &[u32]) -> Result<ThreadWatch<'obj>> {
-        check_bpf()?;
+        crate::privilege::require_bpf("load and attach the thread-watch BPF program")?;
         if tids.len() > MAX_THREADS {
             return Err(Error::Invalid(format!("{} threads to watch: at most {MAX_THREADS}", tids.len())));
         }

@@ -46,24 +46,7 @@ impl Ticks for Monotonic {
 
 pub use crate::rt::monotonic_ns;
 
-/// Whether the TSC can be used, and if not, why.
-pub fn tsc_usable() -> Result<(), String> {
-    if !cfg!(target_arch = "x86_64") {
-        return Err("not an x86_64 machine".into());
-    }
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| format!("cannot read /proc/cpuinfo: {e}"))?;
-    tsc_flags_ok(&cpuinfo)
-}
-
-fn tsc_flags_ok(cpuinfo: &str) -> Result<(), String> {
-    let flags = cpuinfo.lines().find(|l| l.starts_with("flags")).unwrap_or("");
-    let has = |f: &str| flags.split_whitespace().any(|w| w == f);
-    match (has("constant_tsc"), has("nonstop_tsc")) {
-        (true, true) => Ok(()),
-        (false, _) => Err("the CPU lacks constant_tsc (TSC rate changes with frequency)".into()),
-        (_, false) => Err("the CPU lacks nonstop_tsc (TSC stops in idle states)".into()),
-    }
-}
+pub use crate::machine::tsc_usable;
 
 /// A (ticks, CLOCK_MONOTONIC ns) pair read back to back; the pair with the
 /// shortest bracketing read out of a few is kept so a preemption between
@@ -90,13 +73,6 @@ pub fn rate(start: (u64, u64), end: (u64, u64)) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tsc_flags_are_required() {
-        assert!(tsc_flags_ok("flags\t: fpu constant_tsc nonstop_tsc rdtscp\n").is_ok());
-        assert!(tsc_flags_ok("flags\t: fpu constant_tsc\n").unwrap_err().contains("nonstop_tsc"));
-        assert!(tsc_flags_ok("flags\t: fpu\n").unwrap_err().contains("constant_tsc"));
-    }
 
     #[test]
     fn tsc_calibrates_against_monotonic() {

@@ -6,11 +6,11 @@
 //! measured load bound, computed exactly over all window positions.
 //!
 //! ```no_run
-//! use irqlab_live::probe::{run, ProbeConfig};
-//! use std::sync::{atomic::AtomicBool, Arc};
+//! use irqlab_live::probe::{measure, Config};
+//! use std::sync::atomic::AtomicBool;
 //! // RT throttling is lifted for the run where allowed (`rt_limit`).
-//! let config = ProbeConfig::new(1, 2_000_000_000);
-//! let curve = run(&config, Arc::new(AtomicBool::new(false)), |_| {})?;
+//! let config = Config { cpu: Some(1), duration_ns: 2_000_000_000, ..Config::default() };
+//! let curve = measure(&config, &AtomicBool::new(false), |_| {})?;
 //! println!("mean load {:.4}, resolution {:.0} ns", curve.mean_load, curve.sampling_period_ns);
 //! # Ok::<(), irqlab_live::Error>(())
 //! ```
@@ -18,14 +18,17 @@
 pub mod clock;
 pub mod inject;
 pub mod result;
-pub mod rt_limit;
 pub mod run;
 pub mod sched;
 pub mod spin;
 pub mod window;
 
+/// The shared RT-throttling lift, a module of its own ([`crate::rt_limit`]):
+/// `control` and `machine` use it too.
+pub use crate::rt_limit;
+
 pub use inject::Injector;
 pub use result::InterferenceCurve;
-pub use run::{measure_gaps, run, Measurement, ProbeConfig, RtLimit, Snapshot, MAX_GAPS};
+pub use run::{check_prerequisites, measure, measure_with_gaps, Config, Measurement, RtLimit, Snapshot, MAX_GAPS};
 pub use sched::Policy;
 pub use window::{log_windows, Gap, GapIndex, MAX_PER_DECADE};

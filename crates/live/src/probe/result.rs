@@ -2,9 +2,9 @@
 //! `irqlab fit` / `irqlab analyze`) plus everything needed to judge it.
 
 use super::clock::ClockKind;
-use super::rt_limit::RtBandwidth;
 use super::sched::Policy;
 use super::window::Gap;
+use crate::rt_limit::RtBandwidth;
 use irqlab_analysis::curve::{CurvePoint, CURVE_SCHEMA};
 use serde::Serialize;
 
@@ -76,7 +76,7 @@ pub struct InterferenceCurve {
     pub log_overflow: bool,
     /// Baseline curve subtracted from `points`, and the curve before it.
     /// The kernel and its interference-relevant settings (`irqlab doctor`).
-    pub machine: crate::doctor::MachineContext,
+    pub machine: crate::machine::MachineContext,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

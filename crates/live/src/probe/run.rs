@@ -1,23 +1,27 @@
-//! One probe run: prepare the thread (CPU, policy, locked memory), spin,
+//! One probe run with the shape of every live measurement,
+//! `measure(&Config, &stop, on_tick) -> Result<InterferenceCurve>`: prepare
+//! the thread (CPU, policy, locked memory, through [`crate::rt`]), spin,
 //! then turn the gap log into the curve document.
 
 use super::clock::{self, ClockKind, Monotonic, Ticks, Tsc};
 use super::result::{histogram, InterferenceCurve, RtThrottling};
-use super::rt_limit::{LiftedRtLimit, RtBandwidth};
 use super::sched::{self, Policy};
 use super::spin::{spin, GapLog, RawGap, SpinOutcome};
 use super::window::{Gap, GapIndex};
 use crate::error::{Error, Result};
 use crate::privilege::{require, Capability};
+use crate::rt_limit::{LiftedRtLimit, RtBandwidth};
 use irqlab_analysis::curve::CurvePoint;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
-/// What to measure and how.
+/// What to measure and how; [`Config::default`] has the defaults of
+/// `irqlab measure interference`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProbeConfig {
-    pub cpu: usize,
+pub struct Config {
+    /// The CPU to measure; `None`: the last online one (from sysfs, not
+    /// this process's affinity: the probe thread pins itself there).
+    pub cpu: Option<usize>,
     pub policy: Policy,
     /// SCHED_FIFO priority; `None`: just below the driver threads, else 90.
     pub priority: Option<i32>,
@@ -57,20 +61,32 @@ pub const MAX_GAPS: usize = 1_000_000_000;
 /// The gap log's size in bytes.
 pub const BYTES_PER_GAP: usize = std::mem::size_of::<RawGap>();
 
-impl ProbeConfig {
-    /// Defaults: CPU `cpu`, FIFO at the default priority, 1 us threshold,
-    /// windows 10 us .. 1 s at 8 per decade.
-    pub fn new(cpu: usize, duration_ns: u64) -> ProbeConfig {
-        ProbeConfig {
-            cpu,
+impl Default for Config {
+    /// The last online CPU, SCHED_FIFO at the default priority, 10 s, 1 us
+    /// threshold, windows 10 us .. 1 s at 8 per decade, RT throttling
+    /// lifted where allowed, the TSC where usable, 4 M gaps.
+    fn default() -> Config {
+        Config {
+            cpu: None,
             policy: Policy::Fifo,
             priority: None,
-            duration_ns,
+            duration_ns: 10_000_000_000,
             windows_ns: super::window::log_windows(10_000, 1_000_000_000, 8),
             threshold_ns: 1_000,
             rt_limit: RtLimit::LiftIfAllowed,
             force_clock_gettime: false,
             max_gaps: 4_000_000,
+        }
+    }
+}
+
+impl Config {
+    /// The CPU the probe measures: [`Config::cpu`], checked to be online
+    /// (exit 2 naming `cpu`), or the last online CPU.
+    pub fn resolve_cpu(&self) -> Result<usize> {
+        match self.cpu {
+            Some(cpu) => crate::rt::require_online(cpu, "cpu").map(|()| cpu),
+            None => Ok(*crate::rt::online_cpus()?.last().expect("the kernel lists at least one online CPU")),
         }
     }
 }
@@ -95,8 +111,8 @@ const LIVE_WINDOWS: [u64; 4] = [100_000, 1_000_000, 10_000_000, 100_000_000];
 /// Runs the probe; calls `on_tick` about once a second from the calling
 /// thread while the probe spins on its CPU. Stops early when `stop` is set
 /// and returns what was measured with `complete: false`.
-pub fn run(config: &ProbeConfig, stop: Arc<AtomicBool>, on_tick: impl FnMut(&Snapshot)) -> Result<InterferenceCurve> {
-    measure_gaps(config, stop, on_tick).map(|m| m.curve)
+pub fn measure(config: &Config, stop: &AtomicBool, on_tick: impl FnMut(&Snapshot)) -> Result<InterferenceCurve> {
+    measure_with_gaps(config, stop, on_tick).map(|m| m.curve)
 }
 
 /// The curve document and the gaps it was computed from (for `--raw`).
@@ -134,12 +150,12 @@ pub fn check_prerequisites(policy: Policy) -> Result<()> {
 /// twice its size.
 fn check_max_gaps(max_gaps: usize, available: Option<u64>) -> Result<()> {
     if !(1..=MAX_GAPS).contains(&max_gaps) {
-        return Err(Error::Invalid(format!("--max-gaps {max_gaps} is outside 1..={MAX_GAPS}")));
+        return Err(Error::Invalid(format!("max_gaps {max_gaps}: outside 1..={MAX_GAPS}")));
     }
     let needed = 2 * (max_gaps * BYTES_PER_GAP) as u64;
     match available {
         Some(free) if needed > free => Err(Error::Invalid(format!(
-            "--max-gaps {max_gaps} needs {} MB (the gap log at {BYTES_PER_GAP} bytes a gap, and its copy for the curve), more than the {} MB this machine has available",
+            "max_gaps {max_gaps}: needs {} MB (the gap log at {BYTES_PER_GAP} bytes a gap, and its copy for the curve), more than the {} MB this machine has available",
             needed >> 20,
             free >> 20
         ))),
@@ -161,21 +177,21 @@ fn throttling_could_explain(points: &[CurvePoint], throttled_ns: u64) -> Vec<u64
     points.iter().filter(|p| p.max_load <= (throttled_ns as f64 / p.window_ns as f64).min(1.0) + 1e-9).map(|p| p.window_ns).collect()
 }
 
-/// [`run`], also returning the gaps.
-pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
+/// [`measure`], also returning the gaps.
+pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut(&Snapshot)) -> Result<Measurement> {
     check_max_gaps(config.max_gaps, mem_available())?;
-    crate::rt::require_online(config.cpu, "cpu")?;
+    let cpu = config.resolve_cpu()?;
     check_prerequisites(config.policy)?;
     // A run that was killed while it had the limit lifted could not
     // restore it: this run does, before it reads the setting. Without the
     // right to write the sysctl it cannot; `irqlab doctor` says so.
-    let _ = super::rt_limit::repair_abandoned();
+    let _ = crate::rt_limit::repair_abandoned();
     // Before the run: a lifted RT limit is the run's, not the machine's.
-    let machine = crate::doctor::machine_context();
+    let machine = crate::machine::MachineContext::read();
     if config.policy == Policy::Fifo {
         if let Some(p) = config.priority {
             if !(1..=99).contains(&p) {
-                return Err(Error::Invalid(format!("SCHED_FIFO priority {p} is outside 1..99")));
+                return Err(Error::Invalid(format!("priority {p}: outside SCHED_FIFO's 1..=99")));
             }
         }
     }
@@ -189,10 +205,8 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     // would throttle this one. `before` is the setting from before any lift.
     // Allocated before anything changes on the machine: no allocation
     // failure can then come between a change and its restore.
-    let log = Arc::new(
-        GapLog::with_capacity(config.max_gaps)
-            .map_err(|e| Error::Invalid(format!("--max-gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps)))?,
-    );
+    let log = GapLog::with_capacity(config.max_gaps)
+        .map_err(|e| Error::Invalid(format!("max_gaps {}: cannot allocate the gap log ({e}); lower it", config.max_gaps)))?;
     let current = RtBandwidth::read()?;
     let (lifted, not_lifted_because) = match config.rt_limit {
         RtLimit::Lift => (Some(LiftedRtLimit::lift()?), None),
@@ -217,22 +231,9 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
     };
 
     crate::rt::lock_memory()?;
-    let spun = spawn_probe(config, priority, clock_kind, log.clone(), stop.clone());
-    let spun = match spun {
-        Ok(handle) => {
-            let mut rate_guess = None;
-            while !handle.is_finished() {
-                std::thread::sleep(Duration::from_millis(100));
-                let (elapsed, _) = log.progress();
-                let rate = *rate_guess.get_or_insert_with(|| estimate_rate(clock_kind));
-                if elapsed > 0 && elapsed_ns(elapsed, rate) / 1_000_000_000 > 0 && tick_due(elapsed_ns(elapsed, rate)) {
-                    on_tick(&snapshot(log.published(), elapsed_ns(elapsed, rate), rate));
-                }
-            }
-            handle.join().map_err(|_| Error::Failed("the probe thread panicked".into()))?
-        }
-        Err(e) => Err(e),
-    };
+    let probe =
+        Probe { cpu, policy: config.policy, priority, clock_kind, duration_ns: config.duration_ns, threshold_ns: config.threshold_ns };
+    let spun = spin_on_cpu(&probe, &log, stop, on_tick);
     crate::rt::unlock_memory();
     let any_lift = lifted.is_some();
     let was_lifted = any_lift && before.limits();
@@ -285,7 +286,7 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
         schema: InterferenceCurve::SCHEMA,
         points,
         complete: !outcome.stopped && !outcome.overflow,
-        cpu: config.cpu,
+        cpu,
         policy: config.policy,
         priority,
         priority_reason,
@@ -324,34 +325,53 @@ pub fn measure_gaps(config: &ProbeConfig, stop: Arc<AtomicBool>, mut on_tick: im
 
 type Spun = Result<(SpinOutcome, (u64, u64), (u64, u64))>;
 
-fn spawn_probe(
-    config: &ProbeConfig,
+/// What the probe thread needs to know.
+struct Probe {
+    cpu: usize,
+    policy: Policy,
     priority: i32,
     clock_kind: ClockKind,
-    log: Arc<GapLog>,
-    stop: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<Spun>> {
-    let (cpu, policy, duration_ns, threshold_ns) = (config.cpu, config.policy, config.duration_ns, config.threshold_ns);
-    std::thread::Builder::new()
-        .name("irqlab-probe".into())
-        .spawn(move || -> Spun {
-            crate::rt::pin_to_cpu(cpu)?;
-            sched::set_policy(policy, priority)?;
-            let out = match clock_kind {
-                ClockKind::Tsc => measure(&Tsc, &log, threshold_ns, duration_ns, &stop),
-                ClockKind::ClockGettime => measure(&Monotonic, &log, threshold_ns, duration_ns, &stop),
-            };
-            // Leave the real-time class before the thread ends.
-            let _ = sched::set_policy(Policy::Other, 0);
-            Ok(out)
-        })
-        .map_err(|e| Error::io("spawning the probe thread", e))
+    duration_ns: u64,
+    threshold_ns: u64,
+}
+
+/// Spins on a thread that pins itself to `probe.cpu` and takes its policy
+/// (whatever this process's own affinity: root or the same user may set a
+/// thread's affinity beyond it), while this thread calls `on_tick` about
+/// once a second.
+fn spin_on_cpu(probe: &Probe, log: &GapLog, stop: &AtomicBool, mut on_tick: impl FnMut(&Snapshot)) -> Spun {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("irqlab-probe".into())
+            .spawn_scoped(scope, move || -> Spun {
+                crate::rt::pin_to_cpu(probe.cpu)?;
+                sched::set_policy(probe.policy, probe.priority)?;
+                let out = match probe.clock_kind {
+                    ClockKind::Tsc => spin_for(&Tsc, log, probe.threshold_ns, probe.duration_ns, stop),
+                    ClockKind::ClockGettime => spin_for(&Monotonic, log, probe.threshold_ns, probe.duration_ns, stop),
+                };
+                // Leave the real-time class before the thread ends.
+                let _ = sched::set_policy(Policy::Other, 0);
+                Ok(out)
+            })
+            .map_err(|e| Error::io("spawning the probe thread", e))?;
+        let mut rate_guess = None;
+        while !handle.is_finished() {
+            std::thread::sleep(Duration::from_millis(100));
+            let (elapsed, _) = log.progress();
+            let rate = *rate_guess.get_or_insert_with(|| estimate_rate(probe.clock_kind));
+            if elapsed > 0 && elapsed_ns(elapsed, rate) / 1_000_000_000 > 0 && tick_due(elapsed_ns(elapsed, rate)) {
+                on_tick(&snapshot(log.published(), elapsed_ns(elapsed, rate), rate));
+            }
+        }
+        handle.join().map_err(|_| Error::Failed("the probe thread panicked".into()))?
+    })
 }
 
 /// Calibrates briefly (to turn ns into ticks for the threshold and the
 /// deadline), then spins; returns the outcome and the bracketing
 /// (ticks, ns) pairs for the final calibration.
-fn measure<C: Ticks>(
+fn spin_for<C: Ticks>(
     clock: &C,
     log: &GapLog,
     threshold_ns: u64,
@@ -439,7 +459,7 @@ mod tests {
         assert!(check_max_gaps(4_000_000, None).is_ok());
         for bad in [0, MAX_GAPS + 1, usize::MAX] {
             let e = check_max_gaps(bad, None).unwrap_err().to_string();
-            assert!(e.contains("--max-gaps") && e.contains("1..=1000000000"), "{e}");
+            assert!(e.starts_with(&format!("max_gaps {bad}: ")) && e.contains("1..=1000000000"), "{e}");
         }
         let e = check_max_gaps(100_000_000, Some(1 << 30)).unwrap_err().to_string();
         assert!(e.contains("needs 3051 MB") && e.contains("1024 MB"), "{e}");

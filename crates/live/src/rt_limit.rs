@@ -5,6 +5,10 @@
 //! tasks up to 50 ms per second the same way). The probe must not report
 //! that as device interference silently: it either lifts the limit for the
 //! run (restored on every exit path) or marks the run as limited.
+//!
+//! A module of its own, not the probe's: the probe lifts the limit, the
+//! control journal lists and reverts a lift killed runs abandoned, and
+//! [`crate::machine`] reports the setting (`probe::rt_limit` still names it).
 
 use crate::error::{Error, Result};
 use crate::flock::{flock, open};
