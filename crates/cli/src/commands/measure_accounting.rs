@@ -5,14 +5,15 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
+use irqlab_analysis::format_ns;
 use irqlab_live::accounting::{self, fig6, render, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// How long to measure
-    #[arg(long, default_value = "10s", value_name = "D")]
+    /// How long to measure (with --fig6: each rate)
+    #[arg(long, default_value_t = format_ns(accounting::Config::default().duration_ns), value_name = "D")]
     duration: String,
     /// Refresh period of the live view on a terminal
     #[arg(long, default_value = "1s", value_name = "I")]
@@ -47,7 +48,7 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["pids", "top", "check", "prometheus", "interval"])]
     fig6: bool,
     /// Fig. 6: UDP sending rates in packets per second
-    #[arg(long, requires = "fig6", value_delimiter = ',', default_values_t = [5000u64, 20000, 50000], value_name = "PPS,...")]
+    #[arg(long, requires = "fig6", value_delimiter = ',', default_values_t = fig6::Config::default().rates_pps, value_name = "PPS,...")]
     rates: Vec<u64>,
     /// Fig. 6: the CPU shared by the hog and the server (default: the last one)
     #[arg(long, requires = "fig6", value_name = "N")]

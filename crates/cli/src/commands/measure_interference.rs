@@ -4,6 +4,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_analysis::curve::Curve;
+use irqlab_analysis::format_ns;
 use irqlab_live::probe::{self, InterferenceCurve, Policy, Snapshot};
 use std::fmt::Write;
 use std::io::IsTerminal;
@@ -11,7 +12,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// CPU to measure (default: the last one)
+    /// CPU to measure (default: the last online one)
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
     /// SCHED_FIFO priority (default: just below the irq/napi threads, else 90)
@@ -21,7 +22,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PolicyArg::Fifo)]
     policy: PolicyArg,
     /// How long to measure
-    #[arg(long, default_value = "10s", value_name = "D")]
+    #[arg(long, default_value_t = format_ns(probe::Config::default().duration_ns), value_name = "D")]
     duration: String,
     /// Window lengths, `FROM..TO` on a log scale
     #[arg(long, default_value = "10us..1s", value_name = "RANGE")]
@@ -30,7 +31,7 @@ pub struct Args {
     #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=probe::MAX_PER_DECADE as i64))]
     per_decade: u32,
     /// Clock jumps longer than this count as preemptions
-    #[arg(long, default_value = "1us", value_name = "NS")]
+    #[arg(long, default_value_t = format_ns(probe::Config::default().threshold_ns), value_name = "NS")]
     threshold: String,
     /// Require RT throttling off for the run (kernel.sched_rt_runtime_us =
     /// -1, restored on exit): fail (exit 3) where it cannot be lifted. By
@@ -66,7 +67,7 @@ pub struct Args {
     overlay: Vec<String>,
     /// Capacity of the preallocated gap log (1 to 10^9, 16 bytes a gap;
     /// twice the log must fit in the memory available)
-    #[arg(long, default_value_t = 4_000_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=probe::MAX_GAPS as u64))]
+    #[arg(long, default_value_t = probe::Config::default().max_gaps as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=probe::MAX_GAPS as u64))]
     max_gaps: u64,
 }
 

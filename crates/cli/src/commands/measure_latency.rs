@@ -3,6 +3,7 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
+use irqlab_analysis::format_ns;
 use irqlab_live::latency::{self, LatencyReport, LiveThread};
 use irqlab_live::rt;
 use std::io::{IsTerminal, Write};
@@ -14,13 +15,13 @@ pub struct Args {
     #[arg(long, value_name = "LIST")]
     cpu: Option<String>,
     /// SCHED_FIFO priority of the measuring threads (0 = SCHED_OTHER)
-    #[arg(long, default_value_t = 80, value_name = "P")]
+    #[arg(long, default_value_t = latency::Config::default().priority, value_name = "P")]
     priority: u8,
     /// Time between wake-ups
-    #[arg(long, default_value = "1ms", value_name = "I")]
+    #[arg(long, default_value_t = format_ns(latency::Config::default().interval_ns), value_name = "I")]
     interval: String,
     /// How long to measure
-    #[arg(long, default_value = "10s", value_name = "D")]
+    #[arg(long, default_value_t = format_ns(latency::Config::default().duration_ns), value_name = "D")]
     duration: String,
     /// Wake at multiples of the interval from the next full second, as
     /// `cyclictest --secaligned` does
