@@ -1,5 +1,5 @@
-//! The live crate's one error type. The CLI maps it onto DESIGN.md's exit
-//! codes through [`Error::exit_code`]: 3 for a missing capability or kernel
+//! The live crate's one error type. The CLI maps it onto the exit codes of `docs/conventions.md`
+//! through [`Error::exit_code`]: 3 for a missing capability or kernel
 //! feature, 2 for an argument the machine cannot honour, 1 for a run that
 //! failed.
 
@@ -43,7 +43,7 @@ impl Error {
         Error::Io { what: what.into(), source: io::Error::from_raw_os_error(errno as i32) }
     }
 
-    /// DESIGN.md's exit code for this error.
+    /// The exit code of `docs/conventions.md` for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::MissingPrivilege { .. } | Error::MissingKernelFeature { .. } => 3,

@@ -1,5 +1,5 @@
 //! `irqlab measure accounting`: per-task interrupt accounting with BPF
-//! (issue 7; the process-aware paper, SEEDS.md §2). Wiring only: the
+//! (issue 7; the process-aware paper, `docs/papers.md` §2). Wiring only: the
 //! measurement, report and text forms live in `irqlab_live::accounting`.
 
 use crate::error::{CliError, Status};

@@ -1,4 +1,4 @@
-//! The process-aware paper's Fig. 6 (SEEDS.md §2), live on the testbed: a
+//! The process-aware paper's Fig. 6 (`docs/papers.md` §2), live on the testbed: a
 //! CPU-bound SCHED_FIFO task pinned to one CPU, a SCHED_OTHER UDP server on
 //! the same CPU, and a UDP flood from testbed host `irqlab-b` at several
 //! rates. For each rate: how much time interrupts stole from the CPU-bound

@@ -1,5 +1,5 @@
 //! Per-process interrupt accounting with BPF (the process-aware paper,
-//! SEEDS.md §2): for every task, the time it ran, the hard-IRQ and softirq
+//! `docs/papers.md` §2): for every task, the time it ran, the hard-IRQ and softirq
 //! time that ran while it was current ("stolen"), the softirq time done on
 //! its behalf ("served", its beneficiary share), and what /proc charges it.
 //!

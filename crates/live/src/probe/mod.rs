@@ -1,5 +1,5 @@
 //! The interference probe (load-bounds paper §4, "empirical load bound";
-//! `shared/SEEDS.md` §3): a thread pinned to one CPU at real-time priority
+//! `docs/papers.md` §3): a thread pinned to one CPU at real-time priority
 //! just below the driver threads, memory locked, reads the clock as fast as
 //! it can; every jump above a threshold is a preemption. For each window
 //! length Δ the largest fraction of any window taken by preemptions is the

@@ -2,7 +2,7 @@
 //! timing, takes the kernel's send and receive timestamps, matches replies
 //! to stimuli by sequence number, and counts lost and late replies. The
 //! target takes no timestamps and writes nothing (the thesis's
-//! unintrusive measurement, `shared/SEEDS.md` §5).
+//! unintrusive measurement, `docs/papers.md` §5).
 //!
 //! Threads: one sender paces the stimuli; one receiver per path drains its
 //! socket (replies and the error queue's send timestamps) and pairs them;

@@ -1,5 +1,5 @@
 //! External stimulus/response latency (the unintrusive-measurement thesis,
-//! `shared/SEEDS.md` §5, over the network): a generator outside the target
+//! `docs/papers.md` §5, over the network): a generator outside the target
 //! sends stimuli and timestamps them and the replies with kernel
 //! timestamps; the target answers on two paths — the kernel's own ICMP echo
 //! (softirq only) and a SCHED_FIFO responder task (softirq + wake-up) — and
