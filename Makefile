@@ -31,7 +31,7 @@ lint: deps
 	$(CARGO) fmt --manifest-path python/Cargo.toml --check
 	CARGO_TARGET_DIR=$(CURDIR)/python/target $(CARGO) clippy --manifest-path python/Cargo.toml --release --quiet -- -D warnings
 
-test: deps
+test: lint
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast
 	@$(MAKE) --no-print-directory test-python
 

@@ -24,7 +24,6 @@ pub struct Args {
     pub svg: Option<PathBuf>,
 }
 
-
 fn read_curve(path: &Path) -> Result<Curve, CliError> {
     let text = read_text(path)?;
     warn_if_throttled(path, &text);
