@@ -2,9 +2,9 @@
 //! (`#[arg(value_parser = flags::duration)]`), so a bad value is a usage
 //! error (exit 2) naming the flag and the value: durations with units
 //! ("10ms", "1.5s") and rates with an optional k/M suffix ("50000", "100k",
-//! "1.5M"). Commands receive typed values (nanoseconds), never text.
-
-use crate::error::CliError;
+//! "1.5M"). Commands receive typed values (nanoseconds), never text; a
+//! range flag's parser (`--windows 10us..1s`) calls [`duration_ns`] on
+//! each half.
 
 /// The most threads a count flag (`--threads`, `--groups`) may start. A
 /// thread that cannot be spawned panics in `std::thread::scope`, and
@@ -15,6 +15,30 @@ pub const MAX_THREADS: usize = 1024;
 /// naming the flag and the range otherwise.
 pub fn thread_count() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(1..=MAX_THREADS as u64)
+}
+
+/// A duration flag's value when its default comes from a library
+/// `Config::default()`: parsed like [`duration_ns`], shown as a duration
+/// ("3s", not 3000000000) in `--help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duration(pub u64);
+
+impl std::fmt::Display for Duration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&irqlab_analysis::format_ns(self.0))
+    }
+}
+
+impl std::str::FromStr for Duration {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        duration_ns(text).map(Duration)
+    }
+}
+
+/// Value parser of a [`Duration`] that must be longer than 0.
+pub fn positive(text: &str) -> Result<Duration, String> {
+    positive_duration_ns(text).map(Duration)
 }
 
 /// Value parser of a duration flag, in nanoseconds; 0 allowed.
@@ -56,25 +80,6 @@ fn rate_per_second(text: &str) -> Result<f64, String> {
         .ok_or_else(|| "expected a positive rate per second, e.g. 50000 or 100k".into())
 }
 
-/// A duration given as text (a part of a range flag such as `--windows
-/// 10us..1s`, or a flag not yet parsed by clap): the error names `flag`.
-pub fn duration(flag: &str, text: &str) -> Result<u64, CliError> {
-    duration_ns(text).map_err(|e| CliError::Usage(format!("--{flag}: {e}")))
-}
-
-/// [`positive_duration_ns`] for a flag given as text.
-pub fn positive_duration(flag: &str, text: &str) -> Result<u64, CliError> {
-    match duration(flag, text)? {
-        0 => Err(CliError::Usage(format!("--{flag} must be longer than 0"))),
-        ns => Ok(ns),
-    }
-}
-
-/// [`rate_as_interval`] for a flag given as text.
-pub fn rate_to_interval_ns(flag: &str, text: &str) -> Result<u64, CliError> {
-    rate_as_interval(text).map_err(|e| CliError::Usage(format!("--{flag} `{text}`: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,8 +91,7 @@ mod tests {
         assert_eq!(rate_per_second("1.5M").unwrap(), 1_500_000.0);
         assert_eq!(rate_as_interval("1k").unwrap(), 1_000_000);
         for bad in ["0", "-5", "lots", "k", "inf", "NaN", ""] {
-            let err = rate_to_interval_ns("rate", bad).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("--rate `{bad}`: expected a positive rate")), "{bad}: {err}");
+            assert!(rate_as_interval(bad).unwrap_err().starts_with("expected a positive rate"), "{bad}");
         }
         assert!(rate_as_interval("5000M").unwrap_err().contains("above one per nanosecond"));
     }
@@ -97,7 +101,10 @@ mod tests {
         assert_eq!(duration_ns("0").unwrap(), 0);
         assert_eq!(positive_duration_ns("1.5ms").unwrap(), 1_500_000);
         assert_eq!(positive_duration_ns("0s").unwrap_err(), "must be longer than 0");
-        assert_eq!(positive_duration("duration", "0s").unwrap_err().to_string(), "--duration must be longer than 0");
-        assert!(duration("threshold", "fast").unwrap_err().to_string().starts_with("--threshold: "));
+        assert!(duration_ns("fast").is_err());
+        // Shown in --help as written, parsed back to the same value.
+        let d: Duration = "2.5ms".parse().unwrap();
+        assert_eq!((d.0, d.to_string().parse::<Duration>().unwrap()), (2_500_000, d));
+        assert_eq!(positive("0").unwrap_err(), "must be longer than 0");
     }
 }

@@ -21,8 +21,8 @@ pub struct Args {
     #[arg(value_enum)]
     kind: Kind,
     /// How long
-    #[arg(long, default_value = "10s", value_name = "D")]
-    duration: String,
+    #[arg(long, default_value = "10s", value_name = "D", value_parser = crate::flags::duration_ns)]
+    duration: u64,
     /// cpu: spin in SCHED_IDLE, taking only time nobody else wants: keeps
     /// the CPUs from halting without loading them (idle=poll on a VM).
     /// Check it on your kernel first: on one VM kernel (6.18 "-fc") a woken
@@ -56,7 +56,7 @@ fn parse_side(text: &str) -> Result<Side, String> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = crate::flags::duration("duration", &args.duration)?;
+    let duration_ns = args.duration;
     let kind = match args.kind {
         Kind::Cpu => LoadKind::Cpu { sched_idle: args.sched_idle },
         Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, threads: args.threads, ..NetLoad::loopback() }),

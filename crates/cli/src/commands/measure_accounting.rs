@@ -5,7 +5,6 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_analysis::format_ns;
 use irqlab_live::accounting::{self, fig6, render, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -13,11 +12,11 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// How long to measure (with --fig6: each rate)
-    #[arg(long, default_value_t = format_ns(accounting::Config::default().duration_ns), value_name = "D")]
-    duration: String,
+    #[arg(long, default_value_t = flags::Duration(accounting::Config::default().duration_ns), value_name = "D", value_parser = flags::positive)]
+    duration: flags::Duration,
     /// Refresh period of the live view on a terminal
-    #[arg(long, default_value = "1s", value_name = "I")]
-    interval: String,
+    #[arg(long, default_value = "1s", value_name = "I", value_parser = flags::positive_duration_ns)]
+    interval: u64,
     /// Only show these tasks (thread or process ids)
     #[arg(long = "pid", value_name = "PID", num_args = 1..)]
     pids: Vec<u32>,
@@ -56,8 +55,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = flags::positive_duration("duration", &args.duration)?;
-    let interval_ns = flags::positive_duration("interval", &args.interval)?;
+    let (duration_ns, interval_ns) = (args.duration.0, args.interval);
     output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--prometheus", args.prometheus.as_deref())])?;
     if args.fig6 {
         return run_fig6(&args, duration_ns);

@@ -4,7 +4,6 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_analysis::curve::Curve;
-use irqlab_analysis::format_ns;
 use irqlab_live::probe::{self, InterferenceCurve, Policy, Snapshot};
 use std::fmt::Write;
 use std::io::IsTerminal;
@@ -22,17 +21,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = PolicyArg::Fifo)]
     policy: PolicyArg,
     /// How long to measure
-    #[arg(long, default_value_t = format_ns(probe::Config::default().duration_ns), value_name = "D")]
-    duration: String,
+    #[arg(long, default_value_t = flags::Duration(probe::Config::default().duration_ns), value_name = "D", value_parser = flags::positive)]
+    duration: flags::Duration,
     /// Window lengths, `FROM..TO` on a log scale
-    #[arg(long, default_value = "10us..1s", value_name = "RANGE")]
-    windows: String,
+    #[arg(long, default_value = "10us..1s", value_name = "RANGE", value_parser = window_range)]
+    windows: (u64, u64),
     /// Window lengths per decade of the range (1 to 1000)
     #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=probe::MAX_PER_DECADE as i64))]
     per_decade: u32,
     /// Clock jumps longer than this count as preemptions
-    #[arg(long, default_value_t = format_ns(probe::Config::default().threshold_ns), value_name = "NS")]
-    threshold: String,
+    #[arg(long, default_value_t = flags::Duration(probe::Config::default().threshold_ns), value_name = "NS", value_parser = flags::positive)]
+    threshold: flags::Duration,
     /// Require RT throttling off for the run (kernel.sched_rt_runtime_us =
     /// -1, restored on exit): fail (exit 3) where it cannot be lifted. By
     /// default it is lifted where allowed, and marked where not
@@ -77,22 +76,22 @@ enum PolicyArg {
     Other,
 }
 
-fn windows_flag(text: &str, per_decade: u32) -> Result<Vec<u64>, CliError> {
-    let (from, to) =
-        text.split_once("..").ok_or_else(|| CliError::Usage(format!("--windows `{text}`: expected FROM..TO, e.g. 10us..1s")))?;
-    let (from, to) = (flags::duration("windows", from)?, flags::duration("windows", to)?);
-    if from == 0 || to < from || per_decade == 0 {
-        return Err(CliError::Usage(format!("--windows `{text}`: need 0 < FROM <= TO and --per-decade > 0")));
+/// Value parser of `--windows FROM..TO` (e.g. 10us..1s), 0 < FROM <= TO.
+fn window_range(text: &str) -> Result<(u64, u64), String> {
+    let (from, to) = text.split_once("..").ok_or("expected FROM..TO, e.g. 10us..1s")?;
+    let (from, to) = (flags::duration_ns(from)?, flags::duration_ns(to)?);
+    if from == 0 || to < from {
+        return Err("need 0 < FROM <= TO".into());
     }
-    Ok(probe::log_windows(from, to, per_decade))
+    Ok((from, to))
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let duration_ns = flags::positive_duration("duration", &args.duration)?;
-    // At 0 every clock read would be a "preemption": the gap log fills in
-    // milliseconds and the curve says load 1 everywhere.
-    let threshold_ns = flags::positive_duration("threshold", &args.threshold)?;
-    let windows_ns = windows_flag(&args.windows, args.per_decade)?;
+    // A threshold of 0 is refused by its parser: every clock read would be
+    // a "preemption", the gap log would fill in milliseconds and the curve
+    // say load 1 everywhere.
+    let (duration_ns, threshold_ns) = (args.duration.0, args.threshold.0);
+    let windows_ns = probe::log_windows(args.windows.0, args.windows.1, args.per_decade);
     let overlay_files: Vec<&std::path::Path> =
         args.overlay.iter().filter_map(|o| o.split_once('=')).map(|(_, file)| std::path::Path::new(file)).collect();
     let mut inputs = vec![("--baseline", args.baseline.as_deref())];

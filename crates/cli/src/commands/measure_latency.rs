@@ -3,7 +3,6 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_analysis::format_ns;
 use irqlab_live::latency::{self, LatencyReport, LiveThread};
 use irqlab_live::rt;
 use std::io::{IsTerminal, Write};
@@ -18,11 +17,11 @@ pub struct Args {
     #[arg(long, default_value_t = latency::Config::default().priority, value_name = "P")]
     priority: u8,
     /// Time between wake-ups
-    #[arg(long, default_value_t = format_ns(latency::Config::default().interval_ns), value_name = "I")]
-    interval: String,
+    #[arg(long, default_value_t = flags::Duration(latency::Config::default().interval_ns), value_name = "I")]
+    interval: flags::Duration,
     /// How long to measure
-    #[arg(long, default_value_t = format_ns(latency::Config::default().duration_ns), value_name = "D")]
-    duration: String,
+    #[arg(long, default_value_t = flags::Duration(latency::Config::default().duration_ns), value_name = "D")]
+    duration: flags::Duration,
     /// Wake at multiples of the interval from the next full second, as
     /// `cyclictest --secaligned` does
     #[arg(long)]
@@ -37,8 +36,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
-    let interval_ns = flags::duration("interval", &args.interval)?;
-    let duration_ns = flags::duration("duration", &args.duration)?;
+    let (interval_ns, duration_ns) = (args.interval.0, args.duration.0);
     // Without --cpu the library measures every online CPU.
     let cpus = match &args.cpu {
         Some(list) => Some(rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?),

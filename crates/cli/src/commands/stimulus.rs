@@ -63,17 +63,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "periodic")]
     pattern: PatternArg,
     /// Mean stimuli per second (e.g. 1000, 10k)
-    #[arg(long, value_name = "HZ", conflicts_with = "interval")]
-    rate: Option<String>,
+    #[arg(long, value_name = "HZ", conflicts_with = "interval", value_parser = flags::rate_as_interval)]
+    rate: Option<u64>,
     /// Mean time between stimuli (instead of --rate)
-    #[arg(long, value_name = "I")]
-    interval: Option<String>,
+    #[arg(long, value_name = "I", value_parser = flags::duration_ns)]
+    interval: Option<u64>,
     /// burst/mmpp: fraction of each ON/OFF cycle that is ON, in (0, 1]
     #[arg(long, default_value_t = 0.5)]
     duty: f64,
     /// burst/mmpp: length of one ON/OFF cycle
-    #[arg(long, default_value = "100ms", value_name = "D")]
-    cycle: String,
+    #[arg(long, default_value = "100ms", value_name = "D", value_parser = flags::duration_ns)]
+    cycle: u64,
     /// poisson/mmpp: random seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -81,11 +81,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     count: Option<u64>,
     /// Stop after this long (default 10s when no --count)
-    #[arg(long, value_name = "D")]
-    duration: Option<String>,
+    #[arg(long, value_name = "D", value_parser = flags::duration_ns)]
+    duration: Option<u64>,
     /// A reply later than this is late; none after this long is lost
-    #[arg(long, default_value = "1s", value_name = "D")]
-    timeout: String,
+    #[arg(long, default_value = "1s", value_name = "D", value_parser = flags::duration_ns)]
+    timeout: u64,
     /// SCHED_FIFO priority of the sending and receiving threads (0 = SCHED_OTHER)
     #[arg(long, default_value_t = 0, value_name = "P")]
     priority: u8,
@@ -117,9 +117,9 @@ fn respond(args: RespondArgs) -> Result<Status, CliError> {
 
 fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
     let target = irqlab_live::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
-    let interval_ns = match (&args.interval, &args.rate) {
-        (Some(i), _) => flags::duration("interval", i)?,
-        (None, Some(rate)) => flags::rate_to_interval_ns("rate", rate)?,
+    let interval_ns = match (args.interval, args.rate) {
+        (Some(i), _) => i,
+        (None, Some(rate_interval_ns)) => rate_interval_ns,
         (None, None) => 1_000_000,
     };
     let kind = match args.pattern {
@@ -128,9 +128,9 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         PatternArg::Burst => PatternKind::Burst,
         PatternArg::Mmpp => PatternKind::Mmpp,
     };
-    let pattern = Pattern { kind, interval_ns, duty: args.duty, cycle_ns: flags::duration("cycle", &args.cycle)?, seed: args.seed };
-    let duration_ns = match (&args.duration, args.count) {
-        (Some(d), _) => Some(flags::duration("duration", d)?),
+    let pattern = Pattern { kind, interval_ns, duty: args.duty, cycle_ns: args.cycle, seed: args.seed };
+    let duration_ns = match (args.duration, args.count) {
+        (Some(d), _) => Some(d),
         (None, Some(_)) => None,
         (None, None) => Some(10_000_000_000),
     };
@@ -145,7 +145,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         pattern,
         count: args.count,
         duration_ns,
-        timeout_ns: flags::duration("timeout", &args.timeout)?,
+        timeout_ns: args.timeout,
         preflight: true,
         sender_priority: args.priority,
     })
