@@ -284,6 +284,37 @@ fn testbed_and_traffic_round_trip() {
     assert!(!std::path::Path::new("/run/netns/irqlab-a").exists());
 }
 
+/// A rate the sender cannot reach: the run still ends at its duration
+/// (the clock ends it, not the schedule: a 12 s run at 400k/s took 18.4 s),
+/// says how far behind it fell and is not complete (exit 1).
+#[test]
+fn traffic_at_an_unreachable_rate_stops_on_time_and_says_it_fell_short() {
+    if !live("traffic_at_an_unreachable_rate_stops_on_time_and_says_it_fell_short") {
+        return;
+    }
+    let _turn = testbed_turn();
+    let started = std::time::Instant::now();
+    let out = irqlab()
+        .args(["traffic", "udp", "--from", "b", "--to", "root", "--rate", "20M", "--duration", "1s", "--json", "-"])
+        .output()
+        .unwrap();
+    let wall = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let t: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let elapsed_ns = t["elapsed_ns"].as_u64().unwrap();
+    eprintln!("20M/s for 1 s: {t}\nwall {wall:?} (testbed set-up included)");
+    // 50 ms: room for the VM to preempt the sender once near the end; the
+    // bug this guards against overran by half the duration.
+    assert!((1_000_000_000..1_050_000_000).contains(&elapsed_ns), "elapsed {elapsed_ns} ns for a 1 s run: {t}");
+    assert_eq!(t["complete"], false, "{t}");
+    assert_eq!(t["scheduled"], 20_000_000, "{t}");
+    let sent = t["sent"].as_u64().unwrap();
+    assert!(sent > 0 && sent < 20_000_000, "{t}");
+    assert!(t["behind_ns"].as_u64().unwrap() > 0, "{t}");
+    let rate = t["rate_per_s"].as_f64().unwrap();
+    assert!((rate - sent as f64 * 1e9 / elapsed_ns as f64).abs() < 1.0, "{t}");
+}
+
 fn sigint(child: &std::process::Child) {
     let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success();
     assert!(ok, "kill -INT");

@@ -229,7 +229,17 @@ fn summary(report: &StimulusReport) -> String {
             report.max_send_lag_ns as f64 / 1000.0
         );
     }
-    if !report.complete {
+    if report.behind_ns > report.pattern.min_gap_ns() {
+        let sent = report.paths.first().map_or(0, |p| p.sent);
+        let _ = writeln!(
+            out,
+            "fell short: {} of {} scheduled stimuli per path ({:.0}/s), {:.3} s behind the pattern when the duration ended",
+            sent,
+            report.scheduled,
+            sent as f64 * 1e9 / report.elapsed_ns.max(1) as f64,
+            report.behind_ns as f64 / 1e9
+        );
+    } else if !report.complete {
         let _ = writeln!(out, "stopped early: partial result");
     }
     out

@@ -132,8 +132,20 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         .join()
     }
     .map_err(|_| CliError::Failed("the sender thread panicked".into()))??;
+    let shortfall = if counters.behind_ns > interval_ns {
+        format!(
+            " (fell short: {:.0}/s reached of {:.0}/s, {} of {} scheduled sends, {:.3} s behind)",
+            counters.rate_per_s(),
+            1e9 / interval_ns as f64,
+            counters.sent,
+            counters.scheduled,
+            counters.behind_ns as f64 / 1e9
+        )
+    } else {
+        String::new()
+    };
     let summary = format!(
-        "{} {} -> {}: sent {} failed {} replies {} late {} in {:.3} s{}\n",
+        "{} {} -> {}: sent {} failed {} replies {} late {} in {:.3} s{}{shortfall}\n",
         from.netns(),
         match args.kind {
             KindArg::PingFlood => "ping-flood",
@@ -147,7 +159,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         counters.replies,
         counters.late,
         counters.elapsed_ns as f64 / 1e9,
-        if counters.complete { "" } else { " (stopped early)" }
+        if counters.complete || !shortfall.is_empty() { "" } else { " (stopped early)" }
     );
     let complete = counters.complete;
     let mut doc = serde_json::to_value(counters).map_err(|e| CliError::Failed(format!("serialising the counters: {e}")))?;
@@ -155,6 +167,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     doc["from"] = from.netns().into();
     doc["to"] = plan.target.to_string().into();
     doc["interval_ns"] = interval_ns.into();
+    doc["rate_per_s"] = counters.rate_per_s().into();
     output::json_or_summary(args.json.as_deref(), &doc, |_| summary)?;
     Ok(Status::from_ok(complete))
 }

@@ -74,8 +74,25 @@ pub struct Counters {
     /// Sends that started later than their scheduled time by more than
     /// one interval (the generator could not keep up).
     pub late: u64,
-    /// False when stopped early by the stop flag.
+    /// Sends the schedule called for within the duration.
+    pub scheduled: u64,
+    /// How far the sender was behind its schedule when the duration ended
+    /// (0 when it kept up): the time the unsent part of the schedule needed.
+    pub behind_ns: u64,
+    /// False when stopped early by the stop flag, or when the sender fell
+    /// short of its schedule by more than one interval.
     pub complete: bool,
+}
+
+impl Counters {
+    /// Sends per second actually reached.
+    pub fn rate_per_s(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.elapsed_ns as f64
+        }
+    }
 }
 
 /// Runs `plan` on the calling thread (in whatever namespace it is in).
@@ -102,25 +119,39 @@ trait PacedSender {
 /// The sending loop every generator shares: `sender` sends at each time of
 /// `plan`'s schedule until the plan's duration is over or `stop` is set;
 /// sends that start more than one interval late are counted as late.
+///
+/// The clock ends the run, not the schedule: a sender that cannot reach
+/// the rate stops at the duration (within one send) and reports how far
+/// behind it was, instead of running on until it has sent the schedule's
+/// count (a 12 s run at 400k/s used to take 18.4 s).
 fn run_paced(plan: &Plan, stop: &AtomicBool, sender: &mut impl PacedSender) -> Counters {
     let start = now_ns();
     let end = start + plan.duration_ns;
     let mut pacer = Pacer::new(plan.schedule, start);
     let mut c = Counters::default();
-    loop {
-        let at = pacer.next_send_ns();
-        if at >= end || stop.load(Ordering::Relaxed) {
-            break;
-        }
+    let mut at = pacer.next_send_ns();
+    while at < end && now_ns() < end && !stop.load(Ordering::Relaxed) {
         wait_until(at);
         if now_ns().saturating_sub(at) > interval_of(plan) {
             c.late += 1;
         }
         sender.send_one(&mut c);
+        c.scheduled += 1;
+        at = pacer.next_send_ns();
     }
     sender.settle(&mut c);
-    c.complete = !stop.load(Ordering::Relaxed);
     c.elapsed_ns = now_ns() - start;
+    let stopped = stop.load(Ordering::Relaxed);
+    if !stopped && at < end {
+        // Ended by the clock with sends still due: count them (after the
+        // clock is read: millions of schedule steps take milliseconds).
+        c.behind_ns = end - at;
+        c.scheduled += match plan.schedule {
+            Schedule::Periodic { interval_ns } => (end - at).div_ceil(interval_ns.max(1)),
+            Schedule::Mmpp { .. } => 1 + std::iter::from_fn(|| Some(pacer.next_send_ns())).take_while(|&t| t < end).count() as u64,
+        };
+    }
+    c.complete = !stopped && c.behind_ns <= interval_of(plan);
     c
 }
 
