@@ -41,6 +41,27 @@ fn an_interrupted_sim_exits_1_with_its_partial_result() {
     assert_eq!(json(&doc)["complete"], false);
 }
 
+/// The text summary and the HTML page of an interrupted sim say so too,
+/// not only the JSON (issue 25, item 15).
+#[test]
+fn an_interrupted_sims_text_and_page_say_it_is_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("sim.html");
+    let child = irqlab()
+        .args(["sim", &repo_file("scenarios/examples/ping-flood.toml"), "--duration", "100000s", "--html", path_str(&page)])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    let stdout = child.stdout.take().unwrap();
+    let status = stop_after_a_second(child, libc::SIGTERM);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let text = std::io::read_to_string(stdout).unwrap();
+    assert!(text.contains("INCOMPLETE: stopped early, the figures cover"), "{text}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("INCOMPLETE: stopped early"), "the page does not say it: {}", &html[..html.len().min(600)]);
+}
+
 #[test]
 fn an_interrupted_bench_exits_1_with_its_partial_result() {
     let dir = tempfile::tempdir().unwrap();

@@ -101,7 +101,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
 
 /// One line on what was simulated: models, seed, length, events.
 fn run_line(r: &SimResult) -> String {
-    format!(
+    let line = format!(
         "{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
         r.machine.softirq_model,
         r.machine.scheduler,
@@ -109,7 +109,13 @@ fn run_line(r: &SimResult) -> String {
         r.seed,
         format_ns(r.measured_ns),
         r.events
-    )
+    );
+    if r.complete {
+        return line;
+    }
+    // Said where the figures are (text and page), not only in the JSON.
+    let asked = r.duration_ns.saturating_sub(r.warmup_ns);
+    format!("INCOMPLETE: stopped early, the figures cover {} of the {} asked for. {line}", format_ns(r.measured_ns), format_ns(asked))
 }
 
 /// What a user at a terminal wants first: where the CPU went, what each
