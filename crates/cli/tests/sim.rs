@@ -83,6 +83,23 @@ fn a_socket_nothing_sends_to_is_a_located_error() {
     assert!(err.contains("typo.toml:42:"), "{err}");
 }
 
+/// The same typo on the sending side: traffic to a socket no task reads
+/// and no [[socket]] declares (issue 25, item 9).
+#[test]
+fn traffic_to_a_socket_nobody_reads_is_a_located_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("typo.toml");
+    let mut text = std::fs::read_to_string(common::repo_file("scenarios/load-bounds/traditional.toml")).unwrap();
+    let line = text.lines().count() + 5; // the blank line, [[traffic]], kind, interval, then socket
+    text.push_str("\n[[traffic]]\nkind = \"constant\"\ninterval = \"10ms\"\nsocket = \"heartbaet\"\n");
+    std::fs::write(&f, text).unwrap();
+    let out = irqlab().arg("sim").arg(&f).args(["--duration", "100ms"]).output().unwrap();
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no task reads socket `heartbaet`") && err.contains("heartbeat"), "{err}");
+    assert!(err.contains(&format!("typo.toml:{line}:")), "{err}");
+}
+
 #[test]
 fn prints_a_summary_and_json_only_when_asked() {
     let dir = tempfile::tempdir().unwrap();

@@ -242,7 +242,7 @@ impl Builder<'_> {
     fn traffic(&mut self, t: &TrafficSpec) {
         let proto = match &t.proto {
             TrafficProto::IcmpEcho { reply } => Proto::IcmpEcho { reply: *reply },
-            TrafficProto::Udp { socket } => Proto::Udp { socket: self.socket(socket) as u16 },
+            TrafficProto::Udp { socket } => Proto::Udp { socket: self.socket(&socket.name) as u16 },
         };
         self.sim.sources.push(Source {
             rng: rng_stream(self.seed, &format!("traffic/{}", t.name)),
@@ -261,31 +261,42 @@ impl Builder<'_> {
     /// A socket a task reads that nothing sends to and no [[socket]]
     /// declares is a misspelt name (`poll = "hearbeat"`): every datagram
     /// would go to the other socket and the task would wait forever.
+    ///
+    /// The other way round too: traffic to a socket no task reads and no
+    /// [[socket]] declares (`socket = "tcpp"`) would fill a socket nobody
+    /// drains while the reader waits on the real one.
     fn check_read_sockets(&self) -> Result<(), InputError> {
-        let fed: BTreeSet<&str> = self
+        let sent_to: Vec<&SocketRef> = self
             .spec
             .traffic
             .iter()
             .filter_map(|t| match &t.proto {
-                TrafficProto::Udp { socket } => Some(socket.as_str()),
+                TrafficProto::Udp { socket } => Some(socket),
                 TrafficProto::IcmpEcho { .. } => None,
             })
             .collect();
+        let read: Vec<&SocketRef> = self.spec.tasks.iter().filter_map(|t| read_socket(&t.work)).collect();
         let declared = || self.spec.sockets.iter().map(|d| d.name.as_str());
-        for s in self.spec.tasks.iter().filter_map(|t| read_socket(&t.work)) {
+        let mut known: Vec<&str> = sent_to.iter().chain(&read).map(|s| s.name.as_str()).chain(declared()).collect();
+        known.sort_unstable();
+        known.dedup();
+        let unmatched = |s: &SocketRef, others: &[&SocketRef], what: &str| -> Result<(), InputError> {
             let name = s.name.as_str();
-            if !fed.contains(name) && !declared().any(|d| d == name) {
-                let mut known: Vec<&str> = fed.iter().copied().collect();
-                known.extend(declared());
-                let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-                return Err(self.sc.err(
-                    s.at.clone(),
-                    format!(
-                        "no traffic sends to socket `{name}` and no [[socket]] declares it (sockets that exist: {known}); \
-                         declare it with [[socket]] if nothing is meant to arrive"
-                    ),
-                ));
+            if others.iter().any(|o| o.name == name) || declared().any(|d| d == name) {
+                return Ok(());
             }
+            let others: Vec<&str> = known.iter().copied().filter(|k| *k != name).collect();
+            let others = if others.is_empty() { "none".to_string() } else { others.join(", ") };
+            Err(self.sc.err(
+                s.at.clone(),
+                format!("{what} socket `{name}` and no [[socket]] declares it (other sockets: {others}); declare it with [[socket]] if that is meant"),
+            ))
+        };
+        for s in &read {
+            unmatched(s, &sent_to, "no traffic sends to")?;
+        }
+        for s in &sent_to {
+            unmatched(s, &read, "no task reads")?;
         }
         Ok(())
     }

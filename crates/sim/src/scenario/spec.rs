@@ -259,7 +259,7 @@ pub struct TrafficSpec {
 #[derive(Debug, Clone)]
 pub enum TrafficProto {
     IcmpEcho { reply: bool },
-    Udp { socket: String },
+    Udp { socket: SocketRef },
 }
 
 #[derive(Debug, Clone)]

@@ -538,7 +538,8 @@ impl V<'_> {
             }
         };
         let udp = || -> Result<TrafficProto, InputError> {
-            Ok(TrafficProto::Udp { socket: self.need(&r.socket, tr.span(), "socket")?.get_ref().clone() })
+            let socket = self.need(&r.socket, tr.span(), "socket")?;
+            Ok(TrafficProto::Udp { socket: SocketRef { name: socket.get_ref().clone(), at: socket.span() } })
         };
         let icmp = TrafficProto::IcmpEcho { reply: r.reply.unwrap_or(true) };
         let (arrivals, proto) = match kind {
