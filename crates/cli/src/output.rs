@@ -23,11 +23,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CliError> {
-    irqlab_report::write_json(path, value).map_err(|e| CliError::io(path, e))
+    crate::signal::writing(|| irqlab_report::write_json(path, value)).map_err(|e| CliError::io(path, e))
 }
 
 pub fn write_text(path: &Path, text: &str) -> Result<(), CliError> {
-    irqlab_report::write_atomic(path, text.as_bytes()).map_err(|e| CliError::io(path, e))
+    crate::signal::writing(|| irqlab_report::write_atomic(path, text.as_bytes())).map_err(|e| CliError::io(path, e))
 }
 
 /// Whether stdout is free for text (summaries, tables, live views): not
