@@ -89,7 +89,7 @@ fn commands() -> Vec<Readiness> {
         readiness("measure interference", probe_run::check_prerequisites(Policy::Fifo), clock_note),
         realtime.clone(),
         readiness("measure accounting", accounting_check, skipped),
-        readiness("measure accounting --fig6", accounting::fig6::check_prerequisites(), None),
+        readiness("measure accounting --fig6", accounting::check_testbed_experiment_prerequisites(), None),
         readiness("testbed, traffic, load net --testbed", testbed::check_prerequisites(), None),
         readiness("traffic ping-flood", privilege::require(&[Capability::NetRaw], "open a raw ICMP socket for the ping flood"), None),
         readiness(

@@ -29,7 +29,6 @@ pub mod net;
 pub mod net_tx;
 pub mod policy;
 pub mod probe;
-pub mod reproduce;
 pub mod results;
 pub mod scenario;
 pub mod sched;

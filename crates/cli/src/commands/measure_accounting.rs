@@ -5,7 +5,8 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::accounting::{self, fig6, render, Report};
+use irqlab_experiments::process_aware::fig6;
+use irqlab_live::accounting::{self, render, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 

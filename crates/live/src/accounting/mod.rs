@@ -30,7 +30,6 @@
 //!   the test's spinner matches its CPU clock within 1%. The count is
 //!   reported per CPU (`hidden_switches`).
 
-pub mod fig6;
 mod measure;
 pub mod names;
 pub mod procfs;
@@ -43,3 +42,14 @@ mod skel;
 pub use measure::{measure, Config};
 pub use report::Report;
 pub use session::{check_prerequisites, check_required_tracepoints, missing_optional_tracepoints, Options, Session, Storage};
+
+/// What an accounting experiment on the testbed needs (the process-aware
+/// paper's Fig. 6, `irqlab_experiments::process_aware::fig6`): the
+/// accounting's BPF prerequisites and tracepoints, SCHED_FIFO and thread
+/// pinning, and the testbed's (exit 3 naming the first missing).
+pub fn check_testbed_experiment_prerequisites() -> crate::Result<()> {
+    check_prerequisites()?;
+    check_required_tracepoints()?;
+    crate::privilege::require(&[crate::privilege::Capability::SysNice], "run the CPU-bound task at SCHED_FIFO and pin threads")?;
+    crate::testbed::check_prerequisites()
+}

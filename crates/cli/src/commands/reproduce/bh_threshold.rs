@@ -1,14 +1,14 @@
 //! `irqlab reproduce bh-threshold`: wiring of
-//! `irqlab_sim::reproduce::bh_threshold` to the terminal, JSON, Markdown
+//! `irqlab_experiments::bh_threshold` to the terminal, JSON, Markdown
 //! and an HTML page with Figs. 4 and 5.
 
 use super::Args;
 use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
+use irqlab_experiments::bh_threshold::{reproduce, Details, Options, Run};
+use irqlab_experiments::Report;
 use irqlab_report::html::{Page, Section};
 use irqlab_report::plot::{LinePlot, Series};
-use irqlab_sim::reproduce::bh_threshold::{reproduce, Details, Options, Run};
-use irqlab_sim::reproduce::Report;
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed };

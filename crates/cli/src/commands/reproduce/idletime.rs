@@ -1,4 +1,4 @@
-//! `irqlab reproduce idletime`: wiring of `irqlab_sim::reproduce::idletime`
+//! `irqlab reproduce idletime`: wiring of `irqlab_experiments::idletime`
 //! to the terminal, JSON and an HTML page with the contour plots.
 
 use super::{threads, with_progress, Args};
@@ -7,12 +7,12 @@ use crate::signal::stop_flag;
 use irqlab_analysis::format_ns;
 use irqlab_analysis::idletime::BaselineTable;
 use irqlab_analysis::Nanos;
+use irqlab_experiments::idletime::{reproduce, Details, ExperimentResult, Options, Setup};
+use irqlab_experiments::Report;
 use irqlab_report::contour::{side_by_side_svg, HeatMap};
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_sim::idletime::disk_experiment::Pattern;
 use irqlab_sim::idletime::net::Proto;
-use irqlab_sim::reproduce::idletime::{reproduce, Details, ExperimentResult, Options, Setup};
-use irqlab_sim::reproduce::Report;
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };

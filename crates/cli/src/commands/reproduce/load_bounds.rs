@@ -1,5 +1,5 @@
 //! `irqlab reproduce load-bounds`: wiring of
-//! `irqlab_sim::reproduce::load_bounds` to the terminal, JSON and an HTML
+//! `irqlab_experiments::load_bounds` to the terminal, JSON and an HTML
 //! page with the plots of Figs. 4-10.
 
 use super::{threads, with_progress, Args};
@@ -7,10 +7,12 @@ use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
 use irqlab_analysis::fit::HyperbolaFit;
 use irqlab_analysis::Nanos;
+use irqlab_experiments::load_bounds::{
+    plot_points, reproduce, tau1_load, tau2_interference, tau2_load, Configuration, Details, Options, Probe,
+};
+use irqlab_experiments::Report;
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
-use irqlab_sim::reproduce::load_bounds::{plot_points, reproduce, tau1_load, tau2_interference, tau2_load, Details, Options};
-use irqlab_sim::reproduce::Report;
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
@@ -77,12 +79,12 @@ fn windows_us() -> Vec<f64> {
     (0..=60).map(|k| 10f64 * 10f64.powf(k as f64 / 15.0)).collect()
 }
 
-fn curve_plot(title: &str, d: &Details, names: &[&str], driver_only: bool) -> Result<String, CliError> {
+fn curve_plot(title: &str, d: &Details, names: &[Probe], driver_only: bool) -> Result<String, CliError> {
     let mut plot = LinePlot::new(title).x_label("window (us)").y_label("max load (%)").log_x(true).y_range(0.0..100.0);
-    for c in d.curves.iter().filter(|c| names.contains(&c.name.as_str())) {
+    for c in d.curves.iter().filter(|c| names.contains(&c.name)) {
         let (curve, fit) = if driver_only { (c.driver_only.as_ref(), c.driver_fit) } else { (Some(&c.curve), c.fit) };
         if let Some(curve) = curve {
-            plot = plot.series(Series::points(c.name.clone(), plot_points(curve)));
+            plot = plot.series(Series::points(c.name.to_string(), plot_points(curve)));
         }
         if let Some(f) = fit {
             let pts = windows_us().into_iter().map(|w| (w, f.load((w * 1e3) as Nanos) * 100.0)).collect();
@@ -109,17 +111,17 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
          with the fitted hyperbolic load bound (eq. 10). Fig. 6 shows the driver alone: the curve minus its kernel's idle baseline.",
     );
     figs = figs
-        .svg(curve_plot("Fig. 4: no network traffic", d, &["vanilla, idle", "threaded, idle"], false)?)
-        .svg(curve_plot("Fig. 5: ping every 10 us, with replies", d, &["vanilla, ping", "threaded, ping"], false)?)
+        .svg(curve_plot("Fig. 4: no network traffic", d, &[Probe::VanillaIdle, Probe::ThreadedIdle], false)?)
+        .svg(curve_plot("Fig. 5: ping every 10 us, with replies", d, &[Probe::VanillaPing, Probe::ThreadedPing], false)?)
         .svg(curve_plot(
             "Fig. 6: driver alone (idle subtracted), with and without replies",
             d,
-            &["vanilla, ping", "threaded, ping", "vanilla, ping without reply", "threaded, ping without reply"],
+            &[Probe::VanillaPing, Probe::ThreadedPing, Probe::VanillaPingNoReply, Probe::ThreadedPingNoReply],
             true,
         )?);
     let mut fits = Table::new(["case", "fit", "driver-only fit", "fit covers every point"]);
     for c in &d.curves {
-        fits.push_row([c.name.clone(), fit_text(&c.fit), fit_text(&c.driver_fit), if c.fits_cover { "yes" } else { "NO" }.to_string()]);
+        fits.push_row([c.name.to_string(), fit_text(&c.fit), fit_text(&c.driver_fit), if c.fits_cover { "yes" } else { "NO" }.to_string()]);
     }
     page = page.section(figs.table(fits));
 
@@ -133,10 +135,10 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
         "heartbeats missed",
     ]);
     for c in &d.configs {
-        miss = miss.series(Series::line(c.name.clone(), c.points.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()));
-        hb = hb.series(Series::line(c.name.clone(), c.points.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()));
+        miss = miss.series(Series::line(c.name.to_string(), c.points.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()));
+        hb = hb.series(Series::line(c.name.to_string(), c.points.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()));
         table.push_row([
-            c.name.clone(),
+            c.name.to_string(),
             fit_text(&c.driver_fit),
             format!("{:.2} ms", ms(c.predicted_max_e2_ns)),
             c.meets_up_to_e2_ns.map_or("none".into(), |e| format!("{:.2} ms", ms(e))),
@@ -166,7 +168,7 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
         f9 = f9.series(Series::line(format!("e2 = {} ms", e2 / 1_000_000), pts));
     }
     let mut section = Section::new("Analysis (Figs. 9-10)").svg(f9.to_svg().map_err(plot_err)?);
-    if let Some(fg) = d.configs.iter().find(|c| c.name == "Foreground") {
+    if let Some(fg) = d.configs.iter().find(|c| c.name == Configuration::Foreground) {
         if let Some(f) = fg.driver_fit {
             let mut f10 = LinePlot::new("Fig. 10: tau1, tauD (Foreground, fitted) and their sum")
                 .x_label("window (us)")

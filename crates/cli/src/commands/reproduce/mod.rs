@@ -1,7 +1,7 @@
 //! `irqlab reproduce <paper>`: run a paper's experiments in simulation and
 //! print the paper's numbers beside the simulated ones. One module per
 //! paper; each returns an `irqlab/reproduce/v1` document
-//! (`irqlab_sim::reproduce::Report`) whose rows this module prints. Exit 1
+//! (`irqlab_experiments::Report`) whose rows this module prints. Exit 1
 //! when a relation the paper reports does not hold in simulation.
 
 mod bh_threshold;
@@ -12,7 +12,7 @@ mod process_aware;
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, write_text};
 use crate::progress::bar;
-use irqlab_sim::reproduce::{Report, Row};
+use irqlab_experiments::{Report, Row};
 use std::path::PathBuf;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

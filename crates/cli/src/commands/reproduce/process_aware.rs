@@ -1,14 +1,14 @@
 //! `irqlab reproduce process-aware`: wiring of
-//! `irqlab_sim::reproduce::process_aware` to the terminal, JSON, Markdown
+//! `irqlab_experiments::process_aware` to the terminal, JSON, Markdown
 //! and an HTML page with Figs. 6-8.
 
 use super::{html_table, threads, Args};
 use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
+use irqlab_experiments::process_aware::sim::{reproduce, Details, Mode, Options};
+use irqlab_experiments::Report;
 use irqlab_report::html::{Page, Section};
 use irqlab_report::plot::{LinePlot, Series};
-use irqlab_sim::reproduce::process_aware::{reproduce, Details, Options};
-use irqlab_sim::reproduce::Report;
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
@@ -32,14 +32,14 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     super::finish(args, &report, details, "Process-aware", "docs/papers.md §2; the paper's Figs. 6-8", html)
 }
 
-fn acc_series(d: &Details, mode: &str, f: impl Fn(&irqlab_sim::reproduce::process_aware::AccountingPoint) -> f64) -> Series {
-    Series::line(mode, d.accounting.iter().filter(|p| p.mode == mode).map(|p| (p.rate_pps, f(p))).collect())
+fn acc_series(d: &Details, mode: Mode, f: impl Fn(&irqlab_experiments::process_aware::sim::AccountingPoint) -> f64) -> Series {
+    Series::line(mode.name(), d.accounting.iter().filter(|p| p.mode == mode).map(|p| (p.rate_pps, f(p))).collect())
 }
 
-fn bursty_series(d: &Details, mode: &str, f: impl Fn(&irqlab_sim::reproduce::process_aware::BurstyPoint) -> f64) -> Series {
+fn bursty_series(d: &Details, mode: Mode, f: impl Fn(&irqlab_experiments::process_aware::sim::BurstyPoint) -> f64) -> Series {
     let mut pts: Vec<(f64, f64)> = d.bursty.iter().filter(|p| p.mode == mode).map(|p| (p.rate_pps, f(p))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Series::line(mode, pts)
+    Series::line(mode.name(), pts)
 }
 
 fn svg(p: LinePlot) -> Result<String, CliError> {
@@ -64,50 +64,50 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
                 .svg(svg(LinePlot::new("(a) time charged to the CPU-bound process (s)")
                     .x_label(x)
                     .y_label("s")
-                    .series(acc_series(d, "vanilla", |p| p.t_charged_s))
-                    .series(acc_series(d, "IA", |p| p.t_charged_s))
-                    .series(Series { name: "Opt".into(), ..acc_series(d, "vanilla", |p| p.t_opt_s) }))?)
+                    .series(acc_series(d, Mode::Vanilla, |p| p.t_charged_s))
+                    .series(acc_series(d, Mode::Ia, |p| p.t_charged_s))
+                    .series(Series { name: "Opt".into(), ..acc_series(d, Mode::Vanilla, |p| p.t_opt_s) }))?)
                 .svg(svg(LinePlot::new("(b) accounting error (t - t_opt)/t_opt (%)")
                     .x_label(x)
                     .y_label("%")
-                    .series(acc_series(d, "vanilla", |p| 100.0 * p.error))
-                    .series(acc_series(d, "IA", |p| 100.0 * p.error)))?)
+                    .series(acc_series(d, Mode::Vanilla, |p| 100.0 * p.error))
+                    .series(acc_series(d, Mode::Ia, |p| 100.0 * p.error)))?)
                 .svg(svg(LinePlot::new("(c) time charged to the UDP server (s)")
                     .x_label(x)
                     .y_label("s")
-                    .series(acc_series(d, "vanilla", |p| p.server_charged_s))
-                    .series(acc_series(d, "IA", |p| p.server_charged_s)))?),
+                    .series(acc_series(d, Mode::Vanilla, |p| p.server_charged_s))
+                    .series(acc_series(d, Mode::Ia, |p| p.server_charged_s)))?),
         )
         .section(
             Section::new("Fig. 7: scheduling and accounting (ISA)")
                 .svg(svg(LinePlot::new("(a) CPU-bound process: CPU time / active phase (%)")
                     .x_label(x)
                     .y_label("%")
-                    .series(acc_series(d, "vanilla", |p| 100.0 * p.cpu_share_of_active))
-                    .series(acc_series(d, "ISA", |p| 100.0 * p.cpu_share_of_active)))?)
+                    .series(acc_series(d, Mode::Vanilla, |p| 100.0 * p.cpu_share_of_active))
+                    .series(acc_series(d, Mode::Isa, |p| 100.0 * p.cpu_share_of_active)))?)
                 .svg(svg(LinePlot::new("(c) UDP reception ratio (%)")
                     .x_label(x)
                     .y_label("%")
-                    .series(acc_series(d, "vanilla", |p| 100.0 * p.reception_ratio))
-                    .series(acc_series(d, "ISA", |p| 100.0 * p.reception_ratio)))?),
+                    .series(acc_series(d, Mode::Vanilla, |p| 100.0 * p.reception_ratio))
+                    .series(acc_series(d, Mode::Isa, |p| 100.0 * p.reception_ratio)))?),
         )
         .section(
             Section::new("Fig. 8: MMPP-2 bursts, periodic task 0.95 s / 1 s")
                 .svg(svg(LinePlot::new("(a) deadline miss rate (%)")
                     .x_label("mean UDP packets/s")
                     .y_label("%")
-                    .series(bursty_series(d, "vanilla", |p| 100.0 * p.miss_rate))
-                    .series(bursty_series(d, "ISA", |p| 100.0 * p.miss_rate)))?)
+                    .series(bursty_series(d, Mode::Vanilla, |p| 100.0 * p.miss_rate))
+                    .series(bursty_series(d, Mode::Isa, |p| 100.0 * p.miss_rate)))?)
                 .svg(svg(LinePlot::new("(b) bottom-half time (s)")
                     .x_label("mean UDP packets/s")
                     .y_label("s")
-                    .series(bursty_series(d, "vanilla", |p| p.bh_s))
-                    .series(bursty_series(d, "ISA", |p| p.bh_s)))?)
+                    .series(bursty_series(d, Mode::Vanilla, |p| p.bh_s))
+                    .series(bursty_series(d, Mode::Isa, |p| p.bh_s)))?)
                 .svg(svg(LinePlot::new("(c) UDP reception ratio (%)")
                     .x_label("mean UDP packets/s")
                     .y_label("%")
-                    .series(bursty_series(d, "vanilla", |p| 100.0 * p.reception_ratio))
-                    .series(bursty_series(d, "ISA", |p| 100.0 * p.reception_ratio)))?),
+                    .series(bursty_series(d, Mode::Vanilla, |p| 100.0 * p.reception_ratio))
+                    .series(bursty_series(d, Mode::Isa, |p| 100.0 * p.reception_ratio)))?),
         );
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }

@@ -1,6 +1,6 @@
 //! Runs the load-bounds reproduction and prints its rows without the CLI:
-//! `cargo run --release -p irqlab-sim --example load_bounds_quick [full]`.
-use irqlab_sim::reproduce::load_bounds::{reproduce, Options};
+//! `cargo run --release -p irqlab-experiments --example load_bounds_quick [full]`.
+use irqlab_experiments::load_bounds::{reproduce, Options};
 use std::sync::atomic::AtomicBool;
 
 fn main() {

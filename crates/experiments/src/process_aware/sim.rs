@@ -7,9 +7,9 @@
 //! `scenarios/process-aware/` (embedded); the sweep rewrites only their
 //! rate line (`interval` or `gap`) and, in quick mode, the lengths.
 
-use super::{Report, Row};
-use crate::results::SimResult;
-use crate::{run_scenario, Scenario};
+use crate::report::{Report, Row};
+use irqlab_sim::results::SimResult;
+use irqlab_sim::{run_scenario, Scenario};
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
@@ -26,10 +26,38 @@ pub struct Options {
     pub threads: usize,
 }
 
+/// The kernel variants compared: vanilla, the paper's "IA" (interrupt
+/// accounting) and "ISA" (interrupt scheduling + accounting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Vanilla,
+    Ia,
+    Isa,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Vanilla => "vanilla",
+            Mode::Ia => "IA",
+            Mode::Isa => "ISA",
+        }
+    }
+}
+
+by_name!(Mode);
+
+/// Which of the two experiments a run belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Experiment {
+    Accounting(Mode),
+    Bursty(Mode),
+}
+
 /// One accounting-experiment run (one mode at one rate).
 #[derive(Debug, Clone, Serialize)]
 pub struct AccountingPoint {
-    pub mode: String,
+    pub mode: Mode,
     pub rate_pps: f64,
     /// CPU time the CPU-bound process really got (t_opt), s.
     pub t_opt_s: f64,
@@ -44,7 +72,7 @@ pub struct AccountingPoint {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BurstyPoint {
-    pub mode: String,
+    pub mode: Mode,
     pub rate_pps: f64,
     pub jobs: u64,
     pub misses: u64,
@@ -87,8 +115,8 @@ fn run_text(name: &str, text: &str, seed: u64, stop: &AtomicBool) -> Result<SimR
     Ok(run_scenario(&sc, p, false, stop, |_| {}).map_err(|e| e.to_string())?.result)
 }
 
-/// One run of the sweep: (mode, swept value, result).
-type Job<'a> = Box<dyn FnOnce() -> Result<(String, f64, SimResult), String> + Send + 'a>;
+/// One run of the sweep: (experiment and mode, swept value, result).
+type Job<'a> = Box<dyn FnOnce() -> Result<(Experiment, f64, SimResult), String> + Send + 'a>;
 
 /// Runs `jobs` on `threads` workers, keeping the order.
 fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>, threads: usize) -> Vec<T> {
@@ -108,7 +136,7 @@ fn parallel<T: Send>(jobs: Vec<Box<dyn FnOnce() -> T + Send + '_>>, threads: usi
     out.into_inner().expect("out").into_iter().map(|r| r.expect("every job ran")).collect()
 }
 
-fn task<'a>(r: &'a SimResult, name: &str) -> Option<&'a crate::results::TaskResult> {
+fn task<'a>(r: &'a SimResult, name: &str) -> Option<&'a irqlab_sim::results::TaskResult> {
     r.tasks.iter().find(|t| t.name == name)
 }
 
@@ -146,7 +174,7 @@ struct BurstyTrials {
 }
 
 impl BurstyTrials {
-    fn add(&mut self, r: &SimResult, cpu_bound: &crate::results::TaskResult) {
+    fn add(&mut self, r: &SimResult, cpu_bound: &irqlab_sim::results::TaskResult) {
         self.secs += r.measured_ns as f64 / 1e9;
         self.sent += r.nics.iter().map(|n| n.stats.packets_offered).sum::<u64>();
         self.received += received(r);
@@ -156,7 +184,7 @@ impl BurstyTrials {
         self.n += 1;
     }
 
-    fn point(self, mode: String) -> BurstyPoint {
+    fn point(self, mode: Mode) -> BurstyPoint {
         let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
         BurstyPoint {
             mode,
@@ -189,20 +217,20 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, S
     let bursty_len = "\"60s\"";
 
     let mut jobs: Vec<Job<'_>> = Vec::new();
-    for (mode, base) in [("vanilla", ACC_VANILLA), ("IA", ACC_IA), ("ISA", ACC_ISA)] {
+    for (mode, base) in [(Mode::Vanilla, ACC_VANILLA), (Mode::Ia, ACC_IA), (Mode::Isa, ACC_ISA)] {
         for &rate in rates {
             let text = set_line(base, "interval", &format!("\"{}ns\"", 1_000_000_000 / rate));
             let text = set_line(&set_line(&set_line(&text, "run", active), "sleep", sleep), "duration", total);
-            jobs.push(Box::new(move || Ok((mode.to_string(), rate as f64, run_text("accounting", &text, opts.seed, stop)?))));
+            jobs.push(Box::new(move || Ok((Experiment::Accounting(mode), rate as f64, run_text("accounting", &text, opts.seed, stop)?))));
         }
     }
-    for (mode, base) in [("vanilla", BURSTY_VANILLA), ("ISA", BURSTY_ISA)] {
+    for (mode, base) in [(Mode::Vanilla, BURSTY_VANILLA), (Mode::Isa, BURSTY_ISA)] {
         for &gap in gaps_ms {
             let text = set_line(&set_line(base, "gap", &format!("\"{gap}ms\"")), "duration", bursty_len);
             for trial in 0..BURSTY_TRIALS {
                 let text = text.clone();
                 let seed = opts.seed.wrapping_add(trial);
-                jobs.push(Box::new(move || Ok((format!("bursty-{mode}"), gap as f64, run_text("bursty", &text, seed, stop)?))));
+                jobs.push(Box::new(move || Ok((Experiment::Bursty(mode), gap as f64, run_text("bursty", &text, seed, stop)?))));
             }
         }
     }
@@ -210,21 +238,21 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, S
     let mut d = Details { active_s, accounting: Vec::new(), bursty: Vec::new() };
     let mut complete = true;
     // The bursty trials of one (mode, gap), pooled.
-    let mut trials: Vec<(String, f64, BurstyTrials)> = Vec::new();
+    let mut trials: Vec<(Mode, f64, BurstyTrials)> = Vec::new();
     for r in results {
-        let (mode, x, res) = r?;
+        let (experiment, x, res) = r?;
         complete &= res.complete;
-        if let Some(m) = mode.strip_prefix("bursty-") {
+        if let Experiment::Bursty(m) = experiment {
             let t = task(&res, "cpu-bound").ok_or("no cpu-bound task")?;
-            let i = match trials.iter().position(|(tm, tx, _)| tm == m && *tx == x) {
+            let i = match trials.iter().position(|(tm, tx, _)| *tm == m && *tx == x) {
                 Some(i) => i,
                 None => {
-                    trials.push((m.to_string(), x, BurstyTrials::default()));
+                    trials.push((m, x, BurstyTrials::default()));
                     trials.len() - 1
                 }
             };
             trials[i].2.add(&res, t);
-        } else {
+        } else if let Experiment::Accounting(mode) = experiment {
             let t = task(&res, "cpu-bound").ok_or("no cpu-bound task")?;
             let s = task(&res, "udp-server").ok_or("no udp-server task")?;
             let t_opt = t.cpu_ns as f64 / 1e9;
@@ -246,11 +274,11 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, S
     Ok(Report::new("process-aware", opts.quick, complete, opts.seed, rows, d))
 }
 
-fn points<'a>(d: &'a Details, mode: &'a str) -> impl Iterator<Item = &'a AccountingPoint> {
+fn points(d: &Details, mode: Mode) -> impl Iterator<Item = &AccountingPoint> {
     d.accounting.iter().filter(move |p| p.mode == mode)
 }
 
-fn bursty<'a>(d: &'a Details, mode: &'a str) -> Vec<&'a BurstyPoint> {
+fn bursty(d: &Details, mode: Mode) -> Vec<&BurstyPoint> {
     let mut v: Vec<_> = d.bursty.iter().filter(|p| p.mode == mode).collect();
     v.sort_by(|a, b| a.rate_pps.total_cmp(&b.rate_pps));
     v
@@ -258,9 +286,9 @@ fn bursty<'a>(d: &'a Details, mode: &'a str) -> Vec<&'a BurstyPoint> {
 
 pub fn relations(d: &Details) -> Vec<Row> {
     let mut rows = Vec::new();
-    let van: Vec<_> = points(d, "vanilla").collect();
-    let ia: Vec<_> = points(d, "IA").collect();
-    let isa: Vec<_> = points(d, "ISA").collect();
+    let van: Vec<_> = points(d, Mode::Vanilla).collect();
+    let ia: Vec<_> = points(d, Mode::Ia).collect();
+    let isa: Vec<_> = points(d, Mode::Isa).collect();
     for p in &van {
         rows.push(Row::info(format!("Fig. 6b vanilla accounting error at {:.0} pkt/s", p.rate_pps), "rises to ~60%", 100.0 * p.error, "%"));
     }
@@ -317,8 +345,8 @@ pub fn relations(d: &Details) -> Vec<Row> {
         "points",
         !isa.is_empty() && worst_gap <= 0.05,
     ));
-    let bv = bursty(d, "vanilla");
-    let bi = bursty(d, "ISA");
+    let bv = bursty(d, Mode::Vanilla);
+    let bi = bursty(d, Mode::Isa);
     for (v, i) in bv.iter().zip(&bi) {
         rows.push(Row::info(format!("Fig. 8a deadline miss rate vanilla at {:.0} pkt/s", v.rate_pps), "rises", 100.0 * v.miss_rate, "%"));
         rows.push(Row::info(

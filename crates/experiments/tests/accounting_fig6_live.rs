@@ -4,7 +4,7 @@
 //! task exceeds its true run time by about what was stolen; at least 80% of the NET_RX time is attributed to
 //! the UDP server. Runs only with IRQLAB_LIVE_TESTS=1, as root.
 
-use irqlab_live::accounting::fig6::{self, Config};
+use irqlab_experiments::process_aware::fig6::{self, Config};
 use std::sync::atomic::AtomicBool;
 
 #[test]

@@ -1,12 +1,6 @@
-//! Paper reproductions: run a paper's experiments in simulation and set the
-//! simulated numbers beside the paper's. Every paper module returns a
-//! [`Report`] (the `irqlab/reproduce/v1` document) made of [`Row`]s, one per
-//! claim or landmark, and says whether each relation holds.
-
-pub mod bh_threshold;
-pub mod idletime;
-pub mod load_bounds;
-pub mod process_aware;
+//! The `irqlab/reproduce/v1` document every simulated reproduction
+//! returns: a [`Report`] made of [`Row`]s, one per claim or landmark of the
+//! paper, each saying whether the relation the paper claims holds.
 
 use serde::Serialize;
 

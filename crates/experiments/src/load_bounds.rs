@@ -14,16 +14,16 @@
 //! (for the driver curves of the configurations) the probe in τ2's place
 //! are changed here.
 
-use super::{Report, Row};
-use crate::scenario::{LoopSpec, MetricSpec, Scenario, ServerSpec, TrafficKind, Work};
-use crate::server::Accounting;
-use crate::task::Policy;
-use crate::workload::Dist;
+use crate::report::{Report, Row};
 use irqlab_analysis::curve::{Curve, CurvePoint};
 use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline, HyperbolaFit};
 use irqlab_analysis::fixed_priority::{response_time, Horizon};
 use irqlab_analysis::Nanos;
+use irqlab_sim::scenario::{LoopSpec, MetricSpec, Scenario, ServerSpec, TrafficKind, Work};
+use irqlab_sim::server::Accounting;
+use irqlab_sim::task::Policy;
+use irqlab_sim::workload::Dist;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -35,36 +35,158 @@ const E1: Nanos = 2 * MS;
 /// The sporadic server's budget (§5), for the ideal e2 ≤ 10 − e1 − budget.
 const SS_BUDGET: Nanos = MS;
 
-/// The scenario files, embedded so that the reproduction runs anywhere.
-const PROBE_FILES: [(&str, &str, &str, &str, &str); 6] = [
-    ("vanilla, idle", "linux-2.6", "idle", "4", include_str!("../../../../scenarios/load-bounds/probe-vanilla-idle.toml")),
-    ("threaded, idle", "threaded", "idle", "4", include_str!("../../../../scenarios/load-bounds/probe-threaded-idle.toml")),
-    ("vanilla, ping", "linux-2.6", "ping", "5", include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping.toml")),
-    ("threaded, ping", "threaded", "ping", "5", include_str!("../../../../scenarios/load-bounds/probe-threaded-ping.toml")),
-    (
-        "vanilla, ping without reply",
-        "linux-2.6",
-        "ping-noreply",
-        "6",
-        include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping-noreply.toml"),
-    ),
-    (
-        "threaded, ping without reply",
-        "threaded",
-        "ping-noreply",
-        "6",
-        include_str!("../../../../scenarios/load-bounds/probe-threaded-ping-noreply.toml"),
-    ),
-];
+/// The kernel a probe curve was measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    Vanilla,
+    Threaded,
+}
 
-const CONFIG_FILES: [(&str, &str); 6] = [
-    ("Traditional", include_str!("../../../../scenarios/load-bounds/traditional.toml")),
-    ("Background", include_str!("../../../../scenarios/load-bounds/background.toml")),
-    ("Foreground", include_str!("../../../../scenarios/load-bounds/foreground.toml")),
-    ("Sporadic", include_str!("../../../../scenarios/load-bounds/sporadic.toml")),
-    ("Sporadic (fine-grained)", include_str!("../../../../scenarios/load-bounds/sporadic-fine.toml")),
-    ("SCHED_DEADLINE", include_str!("../../../../scenarios/load-bounds/deadline.toml")),
-];
+impl Kernel {
+    /// The softirq model's name, as in the scenarios.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Vanilla => "linux-2.6",
+            Kernel::Threaded => "threaded",
+        }
+    }
+}
+
+/// The network traffic during a probe run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    Idle,
+    Ping,
+    PingNoReply,
+}
+
+impl Traffic {
+    pub fn name(self) -> &'static str {
+        match self {
+            Traffic::Idle => "idle",
+            Traffic::Ping => "ping",
+            Traffic::PingNoReply => "ping-noreply",
+        }
+    }
+}
+
+/// One measured interference curve of Figs. 4-6: a kernel under a traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    VanillaIdle,
+    ThreadedIdle,
+    VanillaPing,
+    ThreadedPing,
+    VanillaPingNoReply,
+    ThreadedPingNoReply,
+}
+
+impl Probe {
+    /// In the order they are run and reported.
+    pub const ALL: [Probe; 6] = [
+        Probe::VanillaIdle,
+        Probe::ThreadedIdle,
+        Probe::VanillaPing,
+        Probe::ThreadedPing,
+        Probe::VanillaPingNoReply,
+        Probe::ThreadedPingNoReply,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::VanillaIdle => "vanilla, idle",
+            Probe::ThreadedIdle => "threaded, idle",
+            Probe::VanillaPing => "vanilla, ping",
+            Probe::ThreadedPing => "threaded, ping",
+            Probe::VanillaPingNoReply => "vanilla, ping without reply",
+            Probe::ThreadedPingNoReply => "threaded, ping without reply",
+        }
+    }
+
+    pub fn kernel(self) -> Kernel {
+        match self {
+            Probe::VanillaIdle | Probe::VanillaPing | Probe::VanillaPingNoReply => Kernel::Vanilla,
+            Probe::ThreadedIdle | Probe::ThreadedPing | Probe::ThreadedPingNoReply => Kernel::Threaded,
+        }
+    }
+
+    pub fn traffic(self) -> Traffic {
+        match self {
+            Probe::VanillaIdle | Probe::ThreadedIdle => Traffic::Idle,
+            Probe::VanillaPing | Probe::ThreadedPing => Traffic::Ping,
+            Probe::VanillaPingNoReply | Probe::ThreadedPingNoReply => Traffic::PingNoReply,
+        }
+    }
+
+    /// The paper's figure showing the curve.
+    pub fn figure(self) -> &'static str {
+        match self.traffic() {
+            Traffic::Idle => "4",
+            Traffic::Ping => "5",
+            Traffic::PingNoReply => "6",
+        }
+    }
+
+    /// The scenario file, embedded so that the reproduction runs anywhere.
+    fn scenario(self) -> &'static str {
+        match self {
+            Probe::VanillaIdle => include_str!("../../../scenarios/load-bounds/probe-vanilla-idle.toml"),
+            Probe::ThreadedIdle => include_str!("../../../scenarios/load-bounds/probe-threaded-idle.toml"),
+            Probe::VanillaPing => include_str!("../../../scenarios/load-bounds/probe-vanilla-ping.toml"),
+            Probe::ThreadedPing => include_str!("../../../scenarios/load-bounds/probe-threaded-ping.toml"),
+            Probe::VanillaPingNoReply => include_str!("../../../scenarios/load-bounds/probe-vanilla-ping-noreply.toml"),
+            Probe::ThreadedPingNoReply => include_str!("../../../scenarios/load-bounds/probe-threaded-ping-noreply.toml"),
+        }
+    }
+}
+
+/// One driver-scheduling configuration (Table 1 and two more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Configuration {
+    Traditional,
+    Background,
+    Foreground,
+    Sporadic,
+    SporadicFine,
+    Deadline,
+}
+
+impl Configuration {
+    /// In the order they are run and reported.
+    pub const ALL: [Configuration; 6] = [
+        Configuration::Traditional,
+        Configuration::Background,
+        Configuration::Foreground,
+        Configuration::Sporadic,
+        Configuration::SporadicFine,
+        Configuration::Deadline,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Configuration::Traditional => "Traditional",
+            Configuration::Background => "Background",
+            Configuration::Foreground => "Foreground",
+            Configuration::Sporadic => "Sporadic",
+            Configuration::SporadicFine => "Sporadic (fine-grained)",
+            Configuration::Deadline => "SCHED_DEADLINE",
+        }
+    }
+
+    /// The scenario file, embedded so that the reproduction runs anywhere.
+    fn scenario(self) -> &'static str {
+        match self {
+            Configuration::Traditional => include_str!("../../../scenarios/load-bounds/traditional.toml"),
+            Configuration::Background => include_str!("../../../scenarios/load-bounds/background.toml"),
+            Configuration::Foreground => include_str!("../../../scenarios/load-bounds/foreground.toml"),
+            Configuration::Sporadic => include_str!("../../../scenarios/load-bounds/sporadic.toml"),
+            Configuration::SporadicFine => include_str!("../../../scenarios/load-bounds/sporadic-fine.toml"),
+            Configuration::Deadline => include_str!("../../../scenarios/load-bounds/deadline.toml"),
+        }
+    }
+}
+
+by_name!(Kernel, Traffic, Probe, Configuration);
 
 /// Options of one reproduction.
 #[derive(Debug, Clone, Copy)]
@@ -99,9 +221,9 @@ impl Options {
 /// One measured interference curve (Figs. 4-6).
 #[derive(Debug, Clone, Serialize)]
 pub struct CurveCase {
-    pub name: String,
-    pub kernel: String,
-    pub traffic: String,
+    pub name: Probe,
+    pub kernel: Kernel,
+    pub traffic: Traffic,
     pub figure: String,
     pub curve: Curve,
     pub fit: Option<HyperbolaFit>,
@@ -128,7 +250,7 @@ pub struct SweepPoint {
 /// One driver-scheduling configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConfigResult {
-    pub name: String,
+    pub name: Configuration,
     pub description: String,
     pub points: Vec<SweepPoint>,
     /// The driver (and kernel) as τ2 sees it: the probe in τ2's place, τ1
@@ -190,13 +312,13 @@ enum Out {
 /// incomplete).
 pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Report<Details>, Error> {
     let e2s = opts.e2_values();
-    let probes = PROBE_FILES.iter().map(|&(name, _, _, _, text)| parse(name, text)).collect::<Result<Vec<_>, _>>()?;
-    let configs = CONFIG_FILES.iter().map(|&(name, text)| parse(name, text)).collect::<Result<Vec<_>, _>>()?;
+    let probes = Probe::ALL.iter().map(|p| parse(p.name(), p.scenario())).collect::<Result<Vec<_>, _>>()?;
+    let configs = Configuration::ALL.iter().map(|c| parse(c.name(), c.scenario())).collect::<Result<Vec<_>, _>>()?;
     let mut jobs = Vec::new();
-    for idx in 0..PROBE_FILES.len() {
+    for idx in 0..Probe::ALL.len() {
         jobs.push(Job::Probe { idx });
     }
-    for idx in 0..CONFIG_FILES.len() {
+    for idx in 0..Configuration::ALL.len() {
         jobs.push(Job::ConfigProbe { idx });
         for &e2 in &e2s {
             jobs.push(Job::Sweep { idx, e2 });
@@ -229,7 +351,7 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, us
     // Figs. 4-6: the measured curves, their fits, the driver alone.
     let mut raw_curves: Vec<Option<Curve>> = Vec::new();
     let mut k = 0;
-    for _ in 0..PROBE_FILES.len() {
+    for _ in 0..Probe::ALL.len() {
         raw_curves.push(match outs[k].take() {
             Some(Out::Curve(c)) => Some(c),
             _ => None,
@@ -239,7 +361,7 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, us
     let curves = curve_cases(&raw_curves);
 
     let mut results = Vec::new();
-    for ((name, _), sc) in CONFIG_FILES.iter().zip(&configs) {
+    for (&name, sc) in Configuration::ALL.iter().zip(&configs) {
         let driver_curve = match outs[k].take() {
             Some(Out::Curve(c)) => c,
             _ => Curve::new(Vec::new()),
@@ -253,7 +375,7 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, us
             k += 1;
         }
         let description = sc.description().unwrap_or_default().to_string();
-        let baseline = curves.iter().find(|c| c.name == "threaded, idle").and_then(|c| c.fit);
+        let baseline = curves.iter().find(|c| c.name == Probe::ThreadedIdle).and_then(|c| c.fit);
         let sweep = opts.sweep_duration();
         for p in &mut points {
             complete_counts(p, sc, sweep);
@@ -294,9 +416,9 @@ fn parse(name: &str, text: &str) -> Result<Scenario, Error> {
     Scenario::parse(name, text).map_err(|e| Error::Scenario(name.into(), e.to_string()))
 }
 
-fn run(sc: &Scenario, opts: &Options, duration: Nanos, stop: &AtomicBool) -> Result<crate::SimResult, Error> {
+fn run(sc: &Scenario, opts: &Options, duration: Nanos, stop: &AtomicBool) -> Result<irqlab_sim::SimResult, Error> {
     let p = sc.run_params(Some(opts.seed), Some(duration)).map_err(|e| Error::Scenario(sc.name(), e.to_string()))?;
-    crate::run_scenario(sc, p, false, stop, |_| {}).map(|o| o.result).map_err(|e| Error::Scenario(sc.name(), e.to_string()))
+    irqlab_sim::run_scenario(sc, p, false, stop, |_| {}).map(|o| o.result).map_err(|e| Error::Scenario(sc.name(), e.to_string()))
 }
 
 /// The configuration with τ2's execution time set to `e2`.
@@ -319,12 +441,12 @@ fn probe_in_tau2s_place(sc: &Scenario, keep_tau1: bool) -> Result<Scenario, Stri
     spec.tasks.retain(|t| keep_tau1 || t.name != "tau1");
     spec.task_mut("tau2").ok_or("no task `tau2`")?.work = Work::Probe(LoopSpec::default());
     // τ1's socket has no reader now; the heartbeat only queues there.
-    let windows = crate::probe::log_windows(10_000, 100 * MS, 31);
+    let windows = irqlab_sim::probe::log_windows(10_000, 100 * MS, 31);
     spec.metrics = vec![MetricSpec::Probe { task: "tau2".into(), windows, at: 0..0 }];
     Ok(sc)
 }
 
-fn sweep_point(r: &crate::SimResult, e2: Nanos) -> SweepPoint {
+fn sweep_point(r: &irqlab_sim::SimResult, e2: Nanos) -> SweepPoint {
     let task = |n: &str| r.tasks.iter().find(|t| t.name == n);
     let (jobs, misses) = task("tau2").map_or((0, 0), |t| (t.jobs, t.deadline_misses));
     let polls = |key: &str| task("tau1").and_then(|t| t.extra.as_ref()).and_then(|x| x.get(key)).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -363,7 +485,7 @@ fn complete_counts(p: &mut SweepPoint, sc: &Scenario, duration: Nanos) {
 fn heartbeat_of(sc: &Scenario) -> Option<(Nanos, Nanos)> {
     let hb = sc.spec().traffic.iter().find(|t| t.kind == TrafficKind::Heartbeat)?;
     match hb.arrivals {
-        crate::net::Arrivals::Constant { interval } => Some((hb.start, interval)),
+        irqlab_sim::net::Arrivals::Constant { interval } => Some((hb.start, interval)),
         _ => None,
     }
 }
@@ -382,16 +504,17 @@ pub fn covers(fit: &HyperbolaFit, curve: &Curve) -> bool {
 }
 
 fn curve_cases(raw: &[Option<Curve>]) -> Vec<CurveCase> {
-    let baseline = |kernel: &str| -> Option<&Curve> {
-        PROBE_FILES.iter().zip(raw).find(|((_, k, t, _, _), _)| *k == kernel && *t == "idle").and_then(|(_, c)| c.as_ref())
+    let baseline = |kernel: Kernel| -> Option<&Curve> {
+        Probe::ALL.iter().zip(raw).find(|(p, _)| p.kernel() == kernel && p.traffic() == Traffic::Idle).and_then(|(_, c)| c.as_ref())
     };
-    PROBE_FILES
+    Probe::ALL
         .iter()
         .zip(raw)
-        .filter_map(|(&(name, kernel, traffic, figure, _), c)| {
+        .filter_map(|(&name, c)| {
+            let (kernel, traffic) = (name.kernel(), name.traffic());
             let curve = c.clone()?;
             let fit = fit_hyperbola(&curve.points).ok();
-            let (driver_only, driver_fit) = if traffic == "idle" {
+            let (driver_only, driver_fit) = if traffic == Traffic::Idle {
                 (None, None)
             } else {
                 let d = baseline(kernel).map(|b| subtract_baseline(&curve, b));
@@ -404,17 +527,7 @@ fn curve_cases(raw: &[Option<Curve>]) -> Vec<CurveCase> {
                     (Some(_), None) => false,
                     _ => true,
                 };
-            Some(CurveCase {
-                name: name.into(),
-                kernel: kernel.into(),
-                traffic: traffic.into(),
-                figure: figure.into(),
-                curve,
-                fit,
-                driver_only,
-                driver_fit,
-                fits_cover,
-            })
+            Some(CurveCase { name, kernel, traffic, figure: name.figure().into(), curve, fit, driver_only, driver_fit, fits_cover })
         })
         .collect()
 }
@@ -470,7 +583,7 @@ fn server_of(sc: &Scenario) -> Option<ServerBound> {
     let (budget_ns, period_ns, overrun_ns) = match rx.server {
         // Exact accounting: budget checks happen at granularity boundaries,
         // so a run may pass its budget by up to one granule. Tick-sampled
-        // accounting (crate::server::Accounting::TickSampled) charges only
+        // accounting (irqlab_sim::server::Accounting::TickSampled) charges only
         // the ticks that find the thread running: no overrun bound at all.
         Some(ServerSpec::Sporadic { budget, period, accounting, .. }) => (
             budget,
@@ -519,7 +632,7 @@ pub fn max_e2(interference: &dyn Fn(Nanos) -> Nanos) -> Nanos {
 }
 
 fn config_result(
-    name: &str,
+    name: Configuration,
     sc: &Scenario,
     baseline: Option<HyperbolaFit>,
     description: String,
@@ -554,7 +667,7 @@ fn config_result(
     }
     let unsafe_points = points.iter().filter(|p| p.e2_ns <= predicted_max_e2_ns && p.tau2_misses > 0).count();
     ConfigResult {
-        name: name.into(),
+        name,
         description,
         heartbeats_missed_total: points.iter().map(|p| p.heartbeats_missed).sum(),
         points,
@@ -582,10 +695,11 @@ fn relations(d: &Details) -> Vec<Row> {
     let mut rows = Vec::new();
     curve_rows(d, &mut rows);
     config_rows(d, &mut rows);
-    if let [Some(tr), Some(bg), Some(fg), Some(ss)] = ["Traditional", "Background", "Foreground", "Sporadic"].map(|n| config(d, n)) {
+    use Configuration::{Background, Foreground, Sporadic, SporadicFine, Traditional};
+    if let [Some(tr), Some(bg), Some(fg), Some(ss)] = [Traditional, Background, Foreground, Sporadic].map(|n| config(d, n)) {
         table1_rows([tr, bg, fg, ss], &mut rows);
     }
-    if let (Some(coarse), Some(fine)) = (config(d, "Sporadic"), config(d, "Sporadic (fine-grained)")) {
+    if let (Some(coarse), Some(fine)) = (config(d, Sporadic), config(d, SporadicFine)) {
         let ideal = ms(d.ideal_sporadic_e2_ns);
         rows.push(Row::check(
             "Fine-grained sporadic server: closer to the ideal e2 <= 10 - e1 - budget than the coarse one",
@@ -606,7 +720,7 @@ fn relations(d: &Details) -> Vec<Row> {
     rows
 }
 
-fn config<'a>(d: &'a Details, name: &str) -> Option<&'a ConfigResult> {
+fn config(d: &Details, name: Configuration) -> Option<&ConfigResult> {
     d.configs.iter().find(|c| c.name == name)
 }
 
@@ -617,10 +731,11 @@ fn meets(c: &ConfigResult) -> f64 {
 
 /// Figs. 4-6: the measured curves and their fits.
 fn curve_rows(d: &Details, rows: &mut Vec<Row>) {
-    let case = |name: &str| d.curves.iter().find(|c| c.name == name);
+    use Probe::{ThreadedIdle, ThreadedPing, ThreadedPingNoReply, VanillaIdle, VanillaPing};
+    let case = |name: Probe| d.curves.iter().find(|c| c.name == name);
 
     // Figs. 4-6.
-    if let (Some(v), Some(t)) = (case("vanilla, idle"), case("threaded, idle")) {
+    if let (Some(v), Some(t)) = (case(VanillaIdle), case(ThreadedIdle)) {
         // The paper's vanilla idle curve shows rare long non-preemptible
         // stretches; this model has no such sections, so both kernels see
         // only the timer tick. Shown, not checked.
@@ -632,7 +747,7 @@ fn curve_rows(d: &Details, rows: &mut Vec<Row>) {
             "% of window",
         ));
     }
-    if let (Some(v), Some(t)) = (case("vanilla, ping"), case("threaded, ping")) {
+    if let (Some(v), Some(t)) = (case(VanillaPing), case(ThreadedPing)) {
         if let (Some(vf), Some(tf)) = (v.driver_fit, t.driver_fit) {
             rows.push(Row::info("Fig. 5: vanilla driver-only fitted utilisation u", "-", vf.utilization * 100.0, "%"));
             rows.push(Row::check(
@@ -644,7 +759,7 @@ fn curve_rows(d: &Details, rows: &mut Vec<Row>) {
             ));
         }
     }
-    if let (Some(r), Some(n)) = (case("threaded, ping"), case("threaded, ping without reply")) {
+    if let (Some(r), Some(n)) = (case(ThreadedPing), case(ThreadedPingNoReply)) {
         let (a, b) = (load_at_or_after(&r.curve, 10 * MS), load_at_or_after(&n.curve, 10 * MS));
         rows.push(Row::info(
             "Fig. 6: threaded, load at >= 10 ms without reply / with reply",
@@ -692,7 +807,7 @@ fn config_rows(d: &Details, rows: &mut Vec<Row>) {
 fn table1_rows(four: [&ConfigResult; 4], rows: &mut Vec<Row>) {
     let [tr, bg, fg, ss] = four;
     {
-        let others_meet = four.iter().filter(|c| c.name != "Background").map(|c| meets(c)).fold(0.0, f64::max);
+        let others_meet = four.iter().filter(|c| c.name != Configuration::Background).map(|c| meets(c)).fold(0.0, f64::max);
         rows.push(Row::check(
             "Background: tau2 meets its deadlines for the largest e2 (Fig. 7)",
             "no miss until e2 > 7 ms (Fig. 9)",
@@ -760,7 +875,7 @@ fn table1_rows(four: [&ConfigResult; 4], rows: &mut Vec<Row>) {
         // to rare long blocks of preemption (§4, "batching" under NAPI).
         // The model has neither, so its vanilla softirqs at IRQ exit never
         // fall behind: shown, not checked, so that the table says so.
-        let others = || four.iter().copied().filter(|c| c.name != "Traditional");
+        let others = || four.iter().copied().filter(|c| c.name != Configuration::Traditional);
         let most_lost = others().map(|c| c.heartbeats_missed_total).max().unwrap_or(0);
         let least_met = others().map(meets).fold(f64::INFINITY, f64::min);
         let verdict = |held: bool| if held { "reproduced" } else { "not reproduced: no long kernel blocks modelled" };
@@ -814,11 +929,11 @@ mod tests {
 
     #[test]
     fn embedded_scenarios_parse_and_derive() {
-        for (name, _, _, _, text) in PROBE_FILES {
-            Scenario::parse(name, text).unwrap();
+        for p in Probe::ALL {
+            Scenario::parse(p.name(), p.scenario()).unwrap();
         }
-        for (name, text) in CONFIG_FILES {
-            let sc = Scenario::parse(name, text).unwrap();
+        for c in Configuration::ALL {
+            let (name, sc) = (c.name(), Scenario::parse(c.name(), c.scenario()).unwrap());
             with_tau2_exec(&sc, 3 * MS).unwrap().check().unwrap();
             probe_in_tau2s_place(&sc, false).unwrap().check().unwrap();
             probe_in_tau2s_place(&sc, true).unwrap().check().unwrap();

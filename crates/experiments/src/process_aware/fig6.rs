@@ -17,16 +17,15 @@
 //! would. The sender and the napi thread are kept off the measured CPU.
 //! Everything changed (rps_cpus, the napi thread's affinity) is restored.
 
-use super::names::{softirq_name, NET_RX};
-use super::procfs;
-use super::{Options, Report, Session, Storage};
-use crate::control::journal::{self, Object, Value};
-use crate::control::threads::Thread;
-use crate::error::{Error, Result};
-use crate::privilege::{self, Capability};
-use crate::rt;
-use crate::testbed::{self, Side, Testbed};
-use crate::traffic::{self, Kind, Plan, Schedule};
+use irqlab_live::accounting::names::{softirq_name, NET_RX};
+use irqlab_live::accounting::procfs;
+use irqlab_live::accounting::{self, Options, Report, Session, Storage};
+use irqlab_live::control::journal::{self, Object, Value};
+use irqlab_live::control::threads::Thread;
+use irqlab_live::error::{Error, Result};
+use irqlab_live::rt;
+use irqlab_live::testbed::{self, Side, Testbed};
+use irqlab_live::traffic::{self, Kind, Plan, Schedule};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -142,10 +141,7 @@ fn gettid() -> u32 {
 /// SCHED_FIFO for the CPU-bound task, and the testbed's (exit 3 naming the
 /// first missing).
 pub fn check_prerequisites() -> Result<()> {
-    super::check_prerequisites()?;
-    super::check_required_tracepoints()?;
-    privilege::require(&[Capability::SysNice], "run the CPU-bound task at SCHED_FIFO and pin threads")?;
-    crate::testbed::check_prerequisites()
+    accounting::check_testbed_experiment_prerequisites()
 }
 
 /// Runs the experiment, the shape of every live measurement; `on_tick` gets

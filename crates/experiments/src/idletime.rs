@@ -6,12 +6,12 @@
 //! ([`irqlab_analysis::idletime`]) and checked against the relations the
 //! dissertation reports.
 
-use super::{Report, Row};
-use crate::idletime::disk_experiment::{self, DiskExperiment, Pattern};
-use crate::idletime::net::{self, NetExperiment, NetSetup, Proto};
-use crate::idletime::{Discipline, IntervalStart, RunResult};
+use crate::report::{Report, Row};
 use irqlab_analysis::idletime::{self as model, BaselineTable, ModelParams, ServiceTime, T_MAX_NS};
 use irqlab_analysis::Nanos;
+use irqlab_sim::idletime::disk_experiment::{self, DiskExperiment, Pattern};
+use irqlab_sim::idletime::net::{self, NetExperiment, NetSetup, Proto};
+use irqlab_sim::idletime::{Discipline, IntervalStart, RunResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,10 +28,40 @@ pub enum Setup {
     Net { setup: NetSetup, fg: Proto, bg: Proto },
 }
 
+/// The experiments of Chapter 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Experiment {
+    DiskRandom,
+    DiskSequential,
+    GigeUdpUdp,
+    GigeUdpTcp,
+    GigeTcpUdp,
+    GigeTcpTcp,
+    Lan100TcpUdp,
+    Wan10msTcpUdp,
+}
+
+impl Experiment {
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::DiskRandom => "disk-random",
+            Experiment::DiskSequential => "disk-sequential",
+            Experiment::GigeUdpUdp => "gige-udp-udp",
+            Experiment::GigeUdpTcp => "gige-udp-tcp",
+            Experiment::GigeTcpUdp => "gige-tcp-udp",
+            Experiment::GigeTcpTcp => "gige-tcp-tcp",
+            Experiment::Lan100TcpUdp => "lan100-tcp-udp",
+            Experiment::Wan10msTcpUdp => "wan10ms-tcp-udp",
+        }
+    }
+}
+
+by_name!(Experiment);
+
 /// One experiment of Chapter 6 and its sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExperimentSpec {
-    pub name: String,
+    pub name: Experiment,
     /// The dissertation's figure with the measured contour plots.
     pub figure: String,
     pub setup: Setup,
@@ -64,8 +94,8 @@ pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
     let disk_s = 30_000 * MS; // §6: 30-second iterations
     let seq_s = if quick { 10_000 * MS } else { 30_000 * MS };
     let net_s = if quick { 1_000 * MS } else { 4_000 * MS };
-    let net = |name: &str, fig: &str, setup: NetSetup, fg, bg, p: &Vec<Nanos>, lm: Nanos, lmname: &str| ExperimentSpec {
-        name: name.into(),
+    let net = |name: Experiment, fig: &str, setup: NetSetup, fg, bg, p: &Vec<Nanos>, lm: Nanos, lmname: &str| ExperimentSpec {
+        name,
         figure: fig.into(),
         setup: Setup::Net { setup, fg, bg },
         intensities: intensities.clone(),
@@ -74,10 +104,11 @@ pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
         landmark_ns: lm,
         landmark: lmname.into(),
     };
+    use Experiment::*;
     use Proto::{Tcp, Udp};
     vec![
         ExperimentSpec {
-            name: "disk-random".into(),
+            name: DiskRandom,
             figure: "6.4".into(),
             setup: Setup::Disk { pattern: Pattern::Random },
             intensities: intensities.clone(),
@@ -87,7 +118,7 @@ pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
             landmark: "service time ~20 ms".into(),
         },
         ExperimentSpec {
-            name: "disk-sequential".into(),
+            name: DiskSequential,
             figure: "6.6".into(),
             setup: Setup::Disk { pattern: Pattern::Sequential },
             intensities: intensities.clone(),
@@ -96,12 +127,12 @@ pub fn experiments(quick: bool) -> Vec<ExperimentSpec> {
             landmark_ns: 20 * MS,
             landmark: "service time ~20 ms".into(),
         },
-        net("gige-udp-udp", "6.9", NetSetup::gige_lan(), Udp, Udp, &udp_p, 50 * US, "service time ~0.05 ms"),
-        net("gige-udp-tcp", "6.10", NetSetup::gige_lan(), Udp, Tcp, &udp_p, 50 * US, "service time ~0.05 ms"),
-        net("gige-tcp-udp", "6.11", NetSetup::gige_lan(), Tcp, Udp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
-        net("gige-tcp-tcp", "6.12", NetSetup::gige_lan(), Tcp, Tcp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
-        net("lan100-tcp-udp", "6.13", NetSetup::fast_lan(), Tcp, Udp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
-        net("wan10ms-tcp-udp", "6.15", NetSetup::wan_10ms(), Tcp, Udp, &wan_p, 20 * MS, "RTT 20 ms (paper: effective above 20-30 ms)"),
+        net(GigeUdpUdp, "6.9", NetSetup::gige_lan(), Udp, Udp, &udp_p, 50 * US, "service time ~0.05 ms"),
+        net(GigeUdpTcp, "6.10", NetSetup::gige_lan(), Udp, Tcp, &udp_p, 50 * US, "service time ~0.05 ms"),
+        net(GigeTcpUdp, "6.11", NetSetup::gige_lan(), Tcp, Udp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
+        net(GigeTcpTcp, "6.12", NetSetup::gige_lan(), Tcp, Tcp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
+        net(Lan100TcpUdp, "6.13", NetSetup::fast_lan(), Tcp, Udp, &lan_tcp_p, 1_250 * US, "RTT estimate 1.25 ms"),
+        net(Wan10msTcpUdp, "6.15", NetSetup::wan_10ms(), Tcp, Udp, &wan_p, 20 * MS, "RTT 20 ms (paper: effective above 20-30 ms)"),
     ]
 }
 
@@ -419,7 +450,7 @@ fn model_comparison(x: &ExperimentResult) -> Option<ModelComparison> {
     Some(m)
 }
 
-fn find<'a>(xs: &'a [ExperimentResult], name: &str) -> Option<&'a ExperimentResult> {
+fn find(xs: &[ExperimentResult], name: Experiment) -> Option<&ExperimentResult> {
     xs.iter().find(|x| x.spec.name == name)
 }
 
@@ -480,7 +511,7 @@ fn pct(x: f64) -> f64 {
 pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     let mut rows = Vec::new();
     // Headline 1: foreground TCP > 90% while background UDP reaches 80% (§6.2.2.1).
-    if let Some(x) = find(xs, "gige-tcp-udp") {
+    if let Some(x) = find(xs, Experiment::GigeTcpUdp) {
         let best = cells(x).filter(|(_, _, c)| c.fg_norm > 0.9).map(|(_, _, c)| c.bg_norm).fold(0.0, f64::max);
         rows.push(Row::check(
             "GigE TCP/UDP: max background while foreground TCP > 90%",
@@ -490,7 +521,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
             best >= 0.8,
         ));
     }
-    if let Some(x) = find(xs, "disk-random") {
+    if let Some(x) = find(xs, Experiment::DiskRandom) {
         // Headline 2: disk random foreground ≥ 80% while background ≥ 60%.
         let best = cells(x).filter(|(_, _, c)| c.fg_norm >= 0.8).map(|(_, _, c)| c.bg_norm).fold(0.0, f64::max);
         rows.push(Row::check(
@@ -523,7 +554,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         // Background stalls when p exceeds the foreground inter-arrival time:
         // dispatch to dispatch that is the sleep (1 − i)·100 ms plus a service
         // time, up to the longest random service (full seek + revolution).
-        let g = crate::disk::DiskGeometry::default();
+        let g = irqlab_sim::disk::DiskGeometry::default();
         let max_service =
             g.overhead_ns as f64 + g.seek_ns(g.cylinders()) + g.rotation_ns() + g.transfer_ns(disk_experiment::FS_BLOCK_SECTORS);
         let stalled: Vec<f64> =
@@ -542,7 +573,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         rows.push(Row::info("disk random: simulated baseline r_max (Fig. 6.3: r(100%))", "52.4", x.r_max, "blocks/s"));
         rows.push(Row::info("disk random: mean service time", "~19-20", x.mean_service_ns / 1e6, "ms"));
     }
-    if let Some(x) = find(xs, "disk-sequential") {
+    if let Some(x) = find(xs, Experiment::DiskSequential) {
         let effective: Vec<f64> = cells(x).filter(|(p, _, _)| *p >= 20 * MS).map(|(_, _, c)| c.bg_norm).collect();
         let mx = effective.iter().cloned().fold(0.0, f64::max);
         rows.push(Row::check(
@@ -572,7 +603,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
         rows.push(Row::info("disk sequential: min foreground at p >= service", "70-100%", pct(fgmin), "% of baseline"));
         rows.push(Row::info("disk sequential: simulated baseline r_max (Fig. 6.5)", "12.9", x.r_max, "MB/s"));
     }
-    if let Some(x) = find(xs, "gige-udp-udp") {
+    if let Some(x) = find(xs, Experiment::GigeUdpUdp) {
         let low: Vec<f64> = cells(x).filter(|(p, i, _)| *p < 50 * US && *i >= 0.8).map(|(_, _, c)| c.fg_norm).collect();
         let m = low.iter().sum::<f64>() / low.len().max(1) as f64;
         rows.push(Row::check(
@@ -601,9 +632,12 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     // TCP foreground needs p above its RTT (estimate). The landmark holds
     // when it falls in the paper's range widened by one step of the swept
     // intervals on each side (the sweep cannot resolve finer).
-    for (name, paper, paper_lo, paper_hi) in
-        [("gige-tcp-udp", "0.9-1.25 ms", 0.9, 1.25), ("lan100-tcp-udp", "1.25 ms", 1.25, 1.25), ("wan10ms-tcp-udp", "20-30 ms", 20.0, 30.0)]
-    {
+    let rtt_checked = [
+        (Experiment::GigeTcpUdp, "0.9-1.25 ms", 0.9, 1.25),
+        (Experiment::Lan100TcpUdp, "1.25 ms", 1.25, 1.25),
+        (Experiment::Wan10msTcpUdp, "20-30 ms", 20.0, 30.0),
+    ];
+    for (name, paper, paper_lo, paper_hi) in rtt_checked {
         if let Some(x) = find(xs, name) {
             let p = effective_interval_ns(x);
             let v = p.map(|p| p as f64 / 1e6).unwrap_or(f64::NAN);
@@ -621,7 +655,7 @@ pub fn relations(xs: &[ExperimentResult]) -> Vec<Row> {
     }
     for x in xs {
         if let Some(p) = effective_interval_ns(x) {
-            if !x.spec.name.contains("tcp-udp") {
+            if !rtt_checked.iter().any(|c| c.0 == x.spec.name) {
                 rows.push(Row::info(
                     format!("{}: smallest p with foreground >= 90%", x.spec.name),
                     x.spec.landmark.clone(),
