@@ -100,7 +100,7 @@ impl Builder<'_> {
         let sim = &mut self.sim;
         *self.sockets.entry(name.to_string()).or_insert_with(|| {
             // Linux's default rmem_default (212992 bytes).
-            sim.sockets.push(Socket::new(name, 212_992));
+            sim.sockets.push(Socket::new(name, DEFAULT_RCVBUF));
             sim.sockets.len() - 1
         })
     }

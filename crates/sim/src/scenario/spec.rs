@@ -155,6 +155,10 @@ pub struct SocketSpec {
     pub rcvbuf: u64,
 }
 
+/// The receive buffer of a socket no [[socket]] sizes: Linux's default
+/// `net.core.rmem_default`.
+pub const DEFAULT_RCVBUF: u64 = 212_992;
+
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub name: String,
