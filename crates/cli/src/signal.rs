@@ -63,6 +63,12 @@ fn writing_then<T>(write: impl FnOnce() -> T, exit: impl Fn()) -> T {
     out
 }
 
+/// Whether SIGINT or SIGTERM stopped this run (the flag was asked for and
+/// set): its result is partial whatever the command made of it.
+pub fn interrupted() -> bool {
+    STOP.get().is_some_and(|flag| flag.load(Ordering::SeqCst))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,10 +97,4 @@ mod tests {
         assert_eq!(exits.get(), 3);
         EXIT_WHEN_WRITTEN.store(false, Ordering::SeqCst);
     }
-}
-
-/// Whether SIGINT or SIGTERM stopped this run (the flag was asked for and
-/// set): its result is partial whatever the command made of it.
-pub fn interrupted() -> bool {
-    STOP.get().is_some_and(|flag| flag.load(Ordering::SeqCst))
 }
