@@ -21,6 +21,18 @@ pub struct CurvePoint {
     pub max_load: f64,
 }
 
+/// The other end of a window length: over every window of `window_ns`, at
+/// least `min_load` of it was taken. For an idle-system baseline this is
+/// the interference that is in *every* window of that length, so the part
+/// of a measured maximum that can be put down to the background for sure
+/// (see [`crate::fit::subtract_baseline_floor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FloorPoint {
+    pub window_ns: u64,
+    /// Smallest observed load over any window of that length.
+    pub min_load: f64,
+}
+
 /// The minimal curve document every producer writes and every consumer
 /// reads. Producers add their own fields (resolution, histogram,
 /// `complete`, ...) beside these; readers ignore what they do not know.
@@ -30,15 +42,26 @@ pub struct Curve {
     pub schema: String,
     /// The measured points, in any order.
     pub points: Vec<CurvePoint>,
+    /// The least load per window length, where the producer measured it
+    /// (the live probe does; CSV curves and older documents have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub floor: Vec<FloorPoint>,
 }
 
 /// The header line a CSV curve file starts with.
 pub const CSV_HEADER: &str = "window_ns,max_load";
+/// The header of a CSV curve that has its least loads too.
+pub const CSV_HEADER_WITH_FLOOR: &str = "window_ns,max_load,min_load";
 
 impl Curve {
     /// A curve document holding `points`.
     pub fn new(points: Vec<CurvePoint>) -> Self {
-        Curve { schema: CURVE_SCHEMA.to_string(), points }
+        Curve { schema: CURVE_SCHEMA.to_string(), points, floor: Vec::new() }
+    }
+
+    /// A curve document with its least loads too.
+    pub fn with_floor(points: Vec<CurvePoint>, floor: Vec<FloorPoint>) -> Self {
+        Curve { floor, ..Curve::new(points) }
     }
 
     /// Reads a curve file's text: JSON (`{"schema": "irqlab/curve/v1",
@@ -72,29 +95,41 @@ impl Curve {
             !l.is_empty() && !l.starts_with('#')
         });
         let at = |line: usize, col: usize| Location { file: file.to_string(), line: line + 1, col };
-        match lines.next() {
-            Some((_, header)) if header.trim().replace(' ', "") == CSV_HEADER => {}
-            Some((n, _)) => return Err(InputError::at(format!("a CSV curve starts with the header `{CSV_HEADER}`"), at(n, 1))),
+        let with_floor = match lines.next() {
+            Some((_, header)) if header.trim().replace(' ', "") == CSV_HEADER => false,
+            Some((_, header)) if header.trim().replace(' ', "") == CSV_HEADER_WITH_FLOOR => true,
+            Some((n, _)) => {
+                return Err(InputError::at(
+                    format!("a CSV curve starts with the header `{CSV_HEADER}` (or `{CSV_HEADER_WITH_FLOOR}`)"),
+                    at(n, 1),
+                ))
+            }
             None => return Err(InputError::at("empty curve file", Location::file_only(file))),
-        }
-        let mut points = Vec::new();
+        };
+        let columns = if with_floor { 3 } else { 2 };
+        let (mut points, mut floor) = (Vec::new(), Vec::new());
         for (n, line) in lines {
-            let mut fields = line.splitn(2, ',');
-            let window = fields.next().unwrap_or("").trim();
-            let Some(load_field) = fields.next() else {
-                return Err(InputError::at("expected two fields: window_ns,max_load", at(n, 1)));
-            };
-            let load_col = line.find(',').map_or(1, |i| i + 2);
+            let fields: Vec<&str> = line.split(',').collect();
+            if fields.len() != columns {
+                let header = if with_floor { CSV_HEADER_WITH_FLOOR } else { CSV_HEADER };
+                return Err(InputError::at(format!("expected {columns} fields: {header}"), at(n, 1)));
+            }
+            // The column where field i starts, for error places.
+            let col = |i: usize| fields[..i].iter().map(|f| f.len() + 1).sum::<usize>() + 1;
+            let window = fields[0].trim();
             let window_ns = window
                 .parse::<u64>()
                 .map_err(|_| InputError::at(format!("window_ns `{window}` is not a whole number of nanoseconds"), at(n, 1)))?;
-            let max_load = load_field
-                .trim()
-                .parse::<f64>()
-                .map_err(|_| InputError::at(format!("max_load `{}` is not a number", load_field.trim()), at(n, load_col)))?;
-            points.push(CurvePoint { window_ns, max_load });
+            let number = |i: usize, name: &str| {
+                let f = fields[i].trim();
+                f.parse::<f64>().map_err(|_| InputError::at(format!("{name} `{f}` is not a number"), at(n, col(i))))
+            };
+            points.push(CurvePoint { window_ns, max_load: number(1, "max_load")? });
+            if with_floor {
+                floor.push(FloorPoint { window_ns, min_load: number(2, "min_load")? });
+            }
         }
-        Ok(Curve::new(points))
+        Ok(Curve::with_floor(points, floor))
     }
 
     /// Checks what every consumer relies on: at least one point, windows
@@ -112,14 +147,29 @@ impl Curve {
                 return Err((Some(i), format!("point {} (window_ns {}): max_load {} is outside [0, 1]", i + 1, p.window_ns, p.max_load)));
             }
         }
+        for (i, f) in self.floor.iter().enumerate() {
+            let max = self.points.iter().find(|p| p.window_ns == f.window_ns).map_or(1.0, |p| p.max_load);
+            if f.window_ns == 0 || !f.min_load.is_finite() || !(0.0..=max).contains(&f.min_load) {
+                return Err((
+                    None,
+                    format!("floor point {} (window_ns {}): min_load {} is outside [0, max_load {max}]", i + 1, f.window_ns, f.min_load),
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// Writes the curve as CSV with the header [`CSV_HEADER`].
+    /// Writes the curve as CSV with the header [`CSV_HEADER`], or
+    /// [`CSV_HEADER_WITH_FLOOR`] when every point has its least load.
     pub fn to_csv(&self) -> String {
-        let mut out = format!("{CSV_HEADER}\n");
+        let floor_of = |w: u64| self.floor.iter().find(|f| f.window_ns == w).map(|f| f.min_load);
+        let with_floor = !self.floor.is_empty() && self.points.iter().all(|p| floor_of(p.window_ns).is_some());
+        let mut out = format!("{}\n", if with_floor { CSV_HEADER_WITH_FLOOR } else { CSV_HEADER });
         for p in &self.points {
-            out.push_str(&format!("{},{}\n", p.window_ns, p.max_load));
+            match floor_of(p.window_ns).filter(|_| with_floor) {
+                Some(min) => out.push_str(&format!("{},{},{min}\n", p.window_ns, p.max_load)),
+                None => out.push_str(&format!("{},{}\n", p.window_ns, p.max_load)),
+            }
         }
         out
     }
@@ -177,5 +227,21 @@ mod tests {
         assert_eq!(e.location.unwrap().line, 3);
         let e = Curve::parse("c.json", "{\"points\": ").unwrap_err();
         assert_eq!(e.location.unwrap().line, 1);
+        let e = Curve::parse("c.csv", "window_ns,max_load,min_load\n1000,0.5,zero\n").unwrap_err();
+        assert_eq!((e.message.as_str(), e.location.unwrap().to_string()), ("min_load `zero` is not a number", "c.csv:2:10".to_string()));
+        let e = Curve::parse("c.csv", "window_ns,max_load,min_load\n1000,0.5,0.7\n").unwrap_err();
+        assert!(e.message.contains("outside [0, max_load 0.5]"), "{}", e.message);
+    }
+
+    #[test]
+    fn floors_travel_through_json_and_csv() {
+        let csv = "window_ns,max_load,min_load\n1000,0.5,0.1\n2000,0.25,0.05\n";
+        let c = Curve::parse("f.csv", csv).unwrap();
+        assert_eq!(c.floor, vec![FloorPoint { window_ns: 1000, min_load: 0.1 }, FloorPoint { window_ns: 2000, min_load: 0.05 }]);
+        assert_eq!(c.to_csv(), csv);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(Curve::parse("f.json", &json).unwrap(), c);
+        // Without a floor the document is what it always was.
+        assert!(!serde_json::to_string(&Curve::new(c.points.clone())).unwrap().contains("floor"));
     }
 }

@@ -8,6 +8,7 @@
 // floats), which reads better than clippy's partial_cmp form.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+use irqlab_analysis::demand::{periodic_load, DemandBound};
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline};
 use irqlab_live::accounting::procfs::cpu_steal_ns;
 use irqlab_live::probe::rt_limit::{LiftedRtLimit, RtBandwidth};
@@ -155,6 +156,60 @@ fn injected_interference_gives_the_expected_curve() {
         check!((fit.utilization - 0.1).abs() <= 0.02, "fitted u = {}", fit.utilization);
         Ok(())
     });
+}
+
+/// Issue 25 item 12: the fit of a curve minus an idle baseline must still
+/// bound a known interferer (SCHED_FIFO, 300 us every 2 ms) from above at
+/// every window, in every one of three rounds (baseline and loaded curve
+/// measured anew each time). This VM's idle baseline can hold 1-2.5 ms
+/// stalls; subtracting the baseline's maxima then erased the interferer
+/// (p = 0, a bound of 16% where it takes 100%) about one run in three.
+#[test]
+fn the_fit_minus_a_baseline_bounds_a_known_interferer_every_time() {
+    if !live() {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _lift = LiftedRtLimit::lift().ok();
+    const RUN_NS: u64 = 300_000;
+    const PERIOD_NS: u64 = 2_000_000;
+    for round in 1..=3 {
+        let baseline = measure(&config(800_000_000, 400_000_000), &AtomicBool::new(false), |_| {}).unwrap();
+        let injector = Injector::start(test_cpu(), INJECT_PRIORITY, RUN_NS, PERIOD_NS).unwrap();
+        let mut c = measure(&config(800_000_000, 400_000_000), &AtomicBool::new(false), |_| {}).unwrap();
+        let activations = injector.activations();
+        drop(injector);
+        assert!(!baseline.floor.is_empty() && c.complete, "round {round}: no floor or incomplete");
+        let raw = c.curve();
+        let used = c.subtract_baseline(&baseline.curve(), "idle").clone();
+        let fit = fit_hyperbola(&c.points).unwrap();
+        // The interferer's true load at each window, from the period it
+        // actually kept (its sleeps may overshoot).
+        let period = (c.duration_ns / activations.max(1)).max(PERIOD_NS);
+        let truth = |w: u64| periodic_load(DemandBound::Refined, period, RUN_NS, w);
+        let maxima = fit_hyperbola(&subtract_baseline(&raw, &baseline.curve()).points).unwrap();
+        eprintln!(
+            "round {round}: {activations} activations (period {period} ns); baseline max gap {} ns, high at {:?}; \
+             fit minus floor u {:.4} p {} ns; minus maxima (the paper's) u {:.4} p {} ns, at 100 us {:.3} vs truth 1",
+            baseline.max_gap_ns,
+            used.baseline_high_windows_ns,
+            fit.utilization,
+            fit.period_ns,
+            maxima.utilization,
+            maxima.period_ns,
+            maxima.load(100_000)
+        );
+        assert_eq!(used.subtracted, "floor");
+        for p in &c.points {
+            let (bound, true_load) = (fit.load(p.window_ns), truth(p.window_ns));
+            // 0.01: the probe's resolution and the injector's switch costs.
+            assert!(
+                bound >= true_load - 0.01,
+                "round {round}: the fit gives {bound:.4} at {} ns, the interferer takes {true_load:.4}",
+                p.window_ns
+            );
+        }
+    }
 }
 
 /// oslat's histogram (1 us buckets; the last one holds the overflows):

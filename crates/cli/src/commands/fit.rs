@@ -3,7 +3,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_text};
-use irqlab_analysis::fit::{staircase, FitDocument, HyperbolaFit};
+use irqlab_analysis::fit::{staircase, BaselineUse, FitDocument, HyperbolaFit};
 use irqlab_analysis::{format_ns, Curve, InputError, Location};
 use irqlab_report::plot::{LinePlot, Series};
 use std::path::{Path, PathBuf};
@@ -64,12 +64,36 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let (doc, curve) = FitDocument::fit(&measured, baseline.as_ref(), (&names.0, names.1.as_deref()))
         .map_err(|e| CliError::Input(InputError::at(e.to_string(), Location::file_only(&names.0))))?;
     let fit = doc.hyperbola();
+    if let (Some(used), Some(base)) = (&doc.baseline_use, &names.1) {
+        warn_about_baseline(base, used);
+    }
     json_or_summary(args.json.as_deref(), &doc, summary)?;
     if let Some(path) = &args.svg {
         let svg = plot(&args.curve, &measured, baseline.as_ref(), &curve, &fit).map_err(|e| CliError::Failed(e.to_string()))?;
         write_text(path, &svg)?;
     }
     Ok(Status::Success)
+}
+
+/// A baseline that could not be subtracted, or that is itself high at
+/// some windows, is said on stderr: the fit is sound either way (it only
+/// subtracts what the baseline justifies), but it is not what the user
+/// asked for.
+pub(crate) fn warn_about_baseline(name: &str, used: &BaselineUse) {
+    if used.subtracted == "nothing" {
+        eprintln!(
+            "warning: {name} has no per-window minima (a CSV curve or a document from an older irqlab), so nothing was subtracted: \
+             a baseline's maxima cannot be subtracted soundly; measure it again with `irqlab measure interference`"
+        );
+    }
+    if let (Some(first), Some(last)) = (used.baseline_high_windows_ns.first(), used.baseline_high_windows_ns.last()) {
+        eprintln!(
+            "warning: {name} alone reaches 50% or more of the windows {}..{} (host stalls or RT throttling on the idle machine): \
+             the measured curve cannot tell the driver from them there",
+            format_ns(*first),
+            format_ns(*last)
+        );
+    }
 }
 
 fn summary(d: &FitDocument) -> String {
@@ -80,7 +104,11 @@ fn summary(d: &FitDocument) -> String {
          as a task:  kind = \"hyperbolic\", utilization = {:.6}, period = \"{}\"\n",
         d.curve,
         d.points,
-        if d.baseline.is_some() { ", baseline subtracted" } else { "" },
+        match &d.baseline_use {
+            Some(u) if u.subtracted == "floor" => ", minus the baseline's least load per window",
+            Some(_) => ", baseline given but nothing subtracted (it has no per-window minima)",
+            None => "",
+        },
         d.utilization,
         format_ns(d.period_ns),
         d.period_ns,

@@ -138,7 +138,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     .map_err(|e| super::measure::name_flags(e, &[("cpu", "--cpu"), ("priority", "--priority"), ("max_gaps", "--max-gaps")]))?;
     let mut curve = measured.curve.clone();
     if let (Some(base), Some(path)) = (&baseline, &args.baseline) {
-        curve.subtract_baseline(base, &path.display().to_string());
+        let name = path.display().to_string();
+        super::fit::warn_about_baseline(&name, curve.subtract_baseline(base, &name));
     }
     output::json_or_summary(args.json.as_deref(), &curve, summary)?;
     if let Some(path) = &args.raw {

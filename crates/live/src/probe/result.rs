@@ -5,7 +5,8 @@ use super::clock::ClockKind;
 use super::sched::Policy;
 use super::window::Gap;
 use crate::rt_limit::RtBandwidth;
-use irqlab_analysis::curve::{CurvePoint, CURVE_SCHEMA};
+use irqlab_analysis::curve::{CurvePoint, FloorPoint, CURVE_SCHEMA};
+use irqlab_analysis::fit::BaselineUse;
 use serde::Serialize;
 
 /// One histogram bucket: gaps with `from_ns <= len < to_ns`.
@@ -47,6 +48,11 @@ pub struct InterferenceCurve {
     /// Maximum load over every window of each length (after the baseline
     /// was subtracted, when there is one).
     pub points: Vec<CurvePoint>,
+    /// Least load over every window of each length (never changed by a
+    /// baseline): what this curve justifies subtracting when it is used as
+    /// one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub floor: Vec<FloorPoint>,
     /// False when stopped early (Ctrl-C) or the gap log filled up.
     pub complete: bool,
     pub cpu: usize,
@@ -79,6 +85,9 @@ pub struct InterferenceCurve {
     pub machine: crate::machine::MachineContext,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
+    /// What was subtracted for the baseline, and where it was high.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_use: Option<BaselineUse>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub points_before_baseline: Option<Vec<CurvePoint>>,
 }
@@ -88,15 +97,19 @@ impl InterferenceCurve {
 
     /// The plain curve that `irqlab fit` reads.
     pub fn curve(&self) -> irqlab_analysis::curve::Curve {
-        irqlab_analysis::curve::Curve::new(self.points.clone())
+        irqlab_analysis::curve::Curve::with_floor(self.points.clone(), self.floor.clone())
     }
 
-    /// Replaces the points by `points − baseline` (load-bounds paper §4).
-    pub fn subtract_baseline(&mut self, baseline: &irqlab_analysis::curve::Curve, name: &str) {
+    /// Replaces the points by the points minus what `baseline` justifies
+    /// (its least load per window: `irqlab_analysis::fit::subtract_baseline_floor`),
+    /// and says what that was.
+    pub fn subtract_baseline(&mut self, baseline: &irqlab_analysis::curve::Curve, name: &str) -> &BaselineUse {
         let before = self.points.clone();
-        self.points = irqlab_analysis::fit::subtract_baseline(&self.curve(), baseline).points;
+        let (curve, used) = irqlab_analysis::fit::subtract_baseline_floor(&self.curve(), baseline);
+        self.points = curve.points;
         self.points_before_baseline = Some(before);
         self.baseline = Some(name.to_string());
+        self.baseline_use.insert(used)
     }
 }
 

@@ -11,7 +11,7 @@ use super::window::{Gap, GapIndex};
 use crate::error::{Error, Result};
 use crate::privilege::{require, Capability};
 use crate::rt_limit::{LiftedRtLimit, RtBandwidth};
-use irqlab_analysis::curve::CurvePoint;
+use irqlab_analysis::curve::{CurvePoint, FloorPoint};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -252,6 +252,13 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
         .into_iter()
         .map(|(window_ns, max_load)| CurvePoint { window_ns, max_load: max_load.clamp(0.0, 1.0) })
         .collect();
+    // The least load per window too: what a baseline measured this way
+    // can justify subtracting (irqlab_analysis::fit::subtract_baseline_floor).
+    let floor: Vec<FloorPoint> = index
+        .min_loads(&config.windows_ns)
+        .into_iter()
+        .map(|(window_ns, min_load)| FloorPoint { window_ns, min_load: min_load.clamp(0.0, 1.0) })
+        .collect();
     let windows_skipped_ns = config.windows_ns.iter().copied().filter(|&w| w > duration_ns).collect();
     let total_gap_ns = index.total_gap_ns();
     let throttled = before.throttled_ns_per_period();
@@ -285,6 +292,7 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
     let curve = InterferenceCurve {
         schema: InterferenceCurve::SCHEMA,
         points,
+        floor,
         complete: !outcome.stopped && !outcome.overflow,
         cpu,
         policy: config.policy,
@@ -318,6 +326,7 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
         log_overflow: outcome.overflow,
         machine,
         baseline: None,
+        baseline_use: None,
         points_before_baseline: None,
     };
     Ok(Measurement { curve, gaps })

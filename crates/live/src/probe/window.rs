@@ -158,10 +158,58 @@ impl GapIndex {
             .collect()
     }
 
+    /// The least gap time (ns) inside any window of each length (`None`
+    /// when the run is shorter than the window): what interference is in
+    /// *every* window of that length. The gap time over `[t, t + Δ]` falls
+    /// while its start is in a gap and rises while its end is, so it is
+    /// least where the start leaves a gap (`t = end`), where the end reaches
+    /// one (`t = start − Δ`), or at the ends of the run; two monotone
+    /// pointers per window, as for the maximum.
+    pub fn min_in_windows(&self, windows_ns: &[u64]) -> Vec<Option<u64>> {
+        let at = |x: u64| self.cumulative(self.entries.partition_point(|e| e.start < x), x);
+        windows_ns
+            .iter()
+            .map(|&w| {
+                if w == 0 || w > self.total_ns {
+                    return None;
+                }
+                let last_start = self.total_ns - w;
+                let mut least = at(w).min(at(self.total_ns) - at(last_start));
+                let (mut k_end, mut k_start) = (0, 0);
+                for g in &self.entries {
+                    let (before, through) = (g.start - g.off, g.end - g.off);
+                    // Window starts where gap i ends.
+                    if g.end <= last_start {
+                        let x = g.end + w;
+                        self.advance(&mut k_end, x);
+                        least = least.min(self.cumulative(k_end, x) - through);
+                    }
+                    // Window ends where gap i starts.
+                    if g.start >= w {
+                        let t = g.start - w;
+                        self.advance(&mut k_start, t);
+                        least = least.min(before - self.cumulative(k_start, t));
+                    }
+                }
+                Some(least)
+            })
+            .collect()
+    }
+
     /// Maximum load (fraction of the window) for each window length;
     /// windows longer than the run are left out. The windows are split
     /// over the machine's cores, each core making one pass.
     pub fn max_loads(&self, windows_ns: &[u64]) -> Vec<(u64, f64)> {
+        self.loads(windows_ns, Self::max_in_windows)
+    }
+
+    /// Least load (fraction of the window) for each window length, as
+    /// [`GapIndex::max_loads`] gives the greatest.
+    pub fn min_loads(&self, windows_ns: &[u64]) -> Vec<(u64, f64)> {
+        self.loads(windows_ns, Self::min_in_windows)
+    }
+
+    fn loads(&self, windows_ns: &[u64], scan: fn(&Self, &[u64]) -> Vec<Option<u64>>) -> Vec<(u64, f64)> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(windows_ns.len().max(1));
         // Interleave so each thread gets short and long windows alike.
         let mut parts: Vec<Vec<u64>> = vec![Vec::new(); threads];
@@ -170,7 +218,7 @@ impl GapIndex {
         }
         let results: Vec<Vec<(u64, Option<u64>)>> = std::thread::scope(|scope| {
             let handles: Vec<_> =
-                parts.iter().map(|ws| scope.spawn(move || ws.iter().copied().zip(self.max_in_windows(ws)).collect::<Vec<_>>())).collect();
+                parts.iter().map(|ws| scope.spawn(move || ws.iter().copied().zip(scan(self, ws)).collect::<Vec<_>>())).collect();
             handles.into_iter().map(|h| h.join().expect("window scan")).collect()
         });
         let mut out: Vec<(u64, f64)> = results.into_iter().flatten().filter_map(|(w, m)| m.map(|m| (w, m as f64 / w as f64))).collect();
@@ -307,7 +355,22 @@ mod tests {
         }
     }
 
+    /// Brute-force least over every integer start.
+    fn brute_min(gaps: &[Gap], total: u64, w: u64) -> Option<u64> {
+        if w == 0 || w > total {
+            return None;
+        }
+        (0..=total - w).map(|t| gaps.iter().map(|g| (g.start_ns + g.len_ns).min(t + w).saturating_sub(g.start_ns.max(t))).sum()).min()
+    }
+
     proptest! {
+        #[test]
+        fn least_matches_brute_force(spec in proptest::collection::vec((0u64..40, 1u64..30), 0..12), w in 1u64..300) {
+            let (gaps, total) = gaps_from(&spec);
+            let idx = GapIndex::new(&gaps, total);
+            prop_assert_eq!(idx.min_in_windows(&[w])[0], brute_min(&gaps, total, w));
+        }
+
         #[test]
         fn matches_brute_force(spec in proptest::collection::vec((0u64..40, 1u64..30), 0..12), w in 1u64..300) {
             let (gaps, total) = gaps_from(&spec);
