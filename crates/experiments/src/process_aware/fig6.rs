@@ -353,7 +353,10 @@ fn run_rate(
         std::thread::sleep(Duration::from_millis(20));
     }
     let counters = sender.join().map_err(|_| Error::Failed("the sender thread panicked".into()))??;
-    let report = session.report(counters.complete);
+    // Complete unless interrupted: a sender short of its rate (traffic's
+    // `complete` is false then too) still measured what it sent, and the
+    // rate point records what it sent.
+    let report = session.report(!stop.load(Ordering::SeqCst));
     let cpu_steal_ns = procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
     hog_stop.store(true, Ordering::SeqCst);
     let hog_result = hog.join().map_err(|_| Error::Failed("the CPU-bound task panicked".into()))?;
