@@ -41,6 +41,22 @@ fn an_interrupted_sim_exits_1_with_its_partial_result() {
     assert_eq!(json(&doc)["complete"], false);
 }
 
+/// An interrupted reproduction's relations are "not evaluated", not
+/// failed: its sweeps are partial (issue 25, item 15).
+#[test]
+fn an_interrupted_reproduction_evaluates_no_relation() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("r.json");
+    let child = irqlab().args(["reproduce", "load-bounds", "--json", path_str(&doc)]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let status = stop_after_a_second(child, libc::SIGINT);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let d = json(&doc);
+    assert_eq!(d["complete"], false);
+    let rows = d["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["holds"].is_null()), "a relation was judged on partial sweeps: {rows:?}");
+    assert!(rows.iter().any(|r| r["not_evaluated"] == true), "{rows:?}");
+}
+
 /// The text summary and the HTML page of an interrupted sim say so too,
 /// not only the JSON (issue 25, item 15).
 #[test]

@@ -17,14 +17,18 @@ pub struct Row {
     pub simulated: f64,
     pub unit: String,
     pub holds: Option<bool>,
+    /// The run was stopped before this relation could be judged: its
+    /// numbers are partial, and neither "yes" nor "no" would be true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_evaluated: bool,
 }
 
 impl Row {
     pub fn info(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>) -> Self {
-        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: None }
+        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: None, not_evaluated: false }
     }
     pub fn check(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>, holds: bool) -> Self {
-        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: Some(holds) }
+        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: Some(holds), not_evaluated: false }
     }
 }
 
@@ -45,7 +49,14 @@ pub struct Report<D: Serialize> {
 }
 
 impl<D: Serialize> Report<D> {
-    pub fn new(paper: &str, quick: bool, complete: bool, seed: u64, rows: Vec<Row>, details: D) -> Self {
+    /// An interrupted run's relations are not evaluated (its sweeps are
+    /// partial), rather than reported as failing.
+    pub fn new(paper: &str, quick: bool, complete: bool, seed: u64, mut rows: Vec<Row>, details: D) -> Self {
+        if !complete {
+            for r in rows.iter_mut().filter(|r| r.holds.is_some()) {
+                (r.holds, r.not_evaluated) = (None, true);
+            }
+        }
         let all_hold = complete && rows.iter().all(|r| r.holds != Some(false));
         Report { schema: SCHEMA, paper: paper.into(), quick, complete, seed, rows, all_hold, details }
     }

@@ -81,7 +81,7 @@ pub fn finish<D: serde::Serialize>(
 ) -> Result<Status, CliError> {
     json_or_summary(args.json.as_deref(), report, |r| format!("{details}\n{}", rows_text(&r.rows)))?;
     if !report.complete {
-        eprintln!("stopped early: the document is marked \"complete\": false");
+        eprintln!("stopped early: the document is marked \"complete\": false, its relations \"not evaluated\"");
     }
     if let Some(path) = &args.html {
         write_text(path, &html(report)?)?;
@@ -140,6 +140,7 @@ pub fn with_progress<T>(what: &str, sweep: impl FnOnce(&(dyn Fn(usize, usize) + 
 
 fn verdict(r: &Row) -> &'static str {
     match r.holds {
+        _ if r.not_evaluated => "not evaluated",
         Some(true) => "yes",
         Some(false) => "NO",
         None => "-",
@@ -158,7 +159,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
 /// The one-sentence outcome every paper's HTML page opens with.
 pub fn verdict_sentence<D: serde::Serialize>(report: &Report<D>) -> &'static str {
     if !report.complete {
-        "The run was stopped early; the results are incomplete."
+        "The run was stopped early; the results are incomplete and the relations not evaluated."
     } else if report.all_hold {
         "Every checked relation holds in simulation."
     } else {
