@@ -5,14 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv/bench
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "error: python3 is missing (bench/simso_compare.py needs Python 3.8 or newer)" >&2
-  exit 3
-fi
-if [ ! -x "$venv/bin/python" ]; then
-  echo "installing: Python virtual environment $venv" >&2
-  python3 -m venv "$venv"
-fi
+. scripts/venv.sh
+ensure_venv "$venv" "bench/simso_compare.py"
 if ! "$venv/bin/python" -c "import simso" >/dev/null 2>&1; then
   echo "installing: SimSo (PyPI) into $venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r bench/requirements.txt

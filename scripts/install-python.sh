@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
 # Builds and installs the Python package (python/, PyO3 + maturin) into the
-# virtual environment .venv/python with pandas and pytest, as a user would:
-# `pip install ./python[test]` (pip builds the wheel with maturin from PyPI).
+# virtual environment .venv/python with what its tests use (pandas, pytest,
+# Ray, nbclient, ipykernel, matplotlib), as a user would:
+# `pip install ./python[test,ray]` (pip builds the wheel with maturin from PyPI).
 # Re-installs only when a source of the package changed. Quiet unless it
 # has work to do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv/python
-if ! command -v python3 >/dev/null 2>&1; then
-  echo "error: python3 is missing (the Python package needs Python 3.8 or newer)" >&2
-  exit 3
-fi
-if [ ! -x "$venv/bin/python" ]; then
-  echo "installing: Python virtual environment $venv" >&2
-  python3 -m venv "$venv"
-fi
+. scripts/venv.sh
+ensure_venv "$venv" "the Python package"
 # The package's inputs: its own sources and the crates it links.
 stamp="$venv/.irqlab-sources"
 sources=$(find python/src python/irqlab python/Cargo.toml python/pyproject.toml crates/analysis crates/policy crates/sim \

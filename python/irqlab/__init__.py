@@ -14,6 +14,8 @@ reads and the JSON documents it writes into DataFrames. Bad input raises
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import math
 import os
@@ -227,9 +229,7 @@ class SimResult(Document):
 
     @property
     def cpus(self) -> pd.DataFrame:
-        cpu = self.get("cpu", {})
-        rows = cpu if isinstance(cpu, list) else [cpu]
-        return pd.DataFrame(rows)
+        return pd.DataFrame([self.get("cpu", {})])
 
     @property
     def devices(self) -> pd.DataFrame:
@@ -244,8 +244,7 @@ class SimResult(Document):
             for key, value in t.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     out[f"task.{t['name']}.{key}"] = value
-        cpu = self.get("cpu", {})
-        for key, value in (cpu.items() if isinstance(cpu, dict) else []):
+        for key, value in self.get("cpu", {}).items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[f"cpu.{key}"] = value
         return out
@@ -299,13 +298,10 @@ def _set_key(doc: Any, key: str, value: Any) -> None:
             node = node[part]
 
 
-def _one_run(job: Tuple[str, str, Mapping[str, Any], Optional[int], Optional[int]]) -> dict:
-    """One run of a sweep (a top-level function: process and Ray workers
-    import it)."""
-    import copy
-
-    text, name, params, seed, duration = job
-    doc = tomllib.loads(text)
+def _one_run(job: Tuple[Mapping[str, Any], str, Mapping[str, Any], Optional[int], Optional[int]]) -> dict:
+    """One run of a sweep: the parsed scenario with `params` set (a
+    top-level function: process and Ray workers import it)."""
+    doc, name, params, seed, duration = job
     run = copy.deepcopy(doc)
     for key, value in params.items():
         _set_key(run, key, value)
@@ -327,17 +323,16 @@ def sweep(
     "processes" (one worker per core) or "ray" (a running cluster at
     `ray_address`, or a local one started for the sweep); every backend gives
     the same rows in the same order."""
-    import itertools
-
     text, name = _scenario_text(scenario)
     ns = None if duration is None else parse_duration(duration)
     keys = list(grid)
+    doc = tomllib.loads(text)
     # Check every key and value before the first run: a typo fails at once.
-    probe = tomllib.loads(text)
+    probe = copy.deepcopy(doc)
     for key in keys:
         for value in grid[key]:
             _set_key(probe, key, value)
-    jobs = [(text, name, dict(zip(keys, values)), seed, ns) for values in itertools.product(*(grid[k] for k in keys)) for seed in seeds]
+    jobs = [(doc, name, dict(zip(keys, values)), seed, ns) for values in itertools.product(*(grid[k] for k in keys)) for seed in seeds]
     if backend == "serial":
         rows = [_one_run(job) for job in jobs]
     elif backend == "processes":

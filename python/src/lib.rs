@@ -164,7 +164,7 @@ fn idletime_model(
     alpha: f64,
     t_max_ns: Option<Nanos>,
 ) -> PyResult<Vec<ModelCell>> {
-    use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
+    use irqlab_analysis::idletime::{predict_grid, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
     if !(0.0..=1.0).contains(&alpha) {
         return Err(PyValueError::new_err(format!("alpha {alpha}: expected a number in 0..1")));
     }
@@ -187,14 +187,8 @@ fn idletime_model(
         params.t_max_ns = t;
     }
     Ok(py.allow_threads(|| {
-        let mut cells = Vec::with_capacity(intervals_ns.len() * intensities.len());
-        for &p in &intervals_ns {
-            for &i in &intensities {
-                let pr = predict(&table, &params, i, p);
-                cells.push((p, i, pr.foreground_norm, pr.background_norm, pr.foreground, pr.background));
-            }
-        }
-        cells
+        let grid = predict_grid(&table, &params, &intervals_ns, &intensities);
+        grid.iter().flatten().map(|c| (c.p_ns, c.intensity, c.foreground_norm, c.background_norm, c.foreground, c.background)).collect()
     }))
 }
 

@@ -211,16 +211,12 @@ pub struct BaselineUse {
 /// idle VM makes the baseline's maximum 1.0 up to 1 ms windows and erases a
 /// real driver there. A baseline without a floor subtracts nothing.
 pub fn subtract_baseline_floor(curve: &Curve, baseline: &Curve) -> (Curve, BaselineUse) {
-    let mut floor: Vec<(Nanos, f64)> = baseline.floor.iter().map(|p| (p.window_ns, p.min_load)).collect();
-    floor.sort_by_key(|p| p.0);
-    let points = curve
-        .points
-        .iter()
-        .map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - load_at(&floor, p.window_ns)).max(0.0) })
-        .collect();
+    let floor: Vec<(Nanos, f64)> = baseline.floor.iter().map(|p| (p.window_ns, p.min_load)).collect();
+    let subtracted = if floor.is_empty() { "nothing" } else { "floor" }.to_string();
+    let points = minus(curve, floor);
     let mut high: Vec<Nanos> = baseline.points.iter().filter(|p| p.max_load >= 0.5).map(|p| p.window_ns).collect();
     high.sort_unstable();
-    let used = BaselineUse { subtracted: if floor.is_empty() { "nothing" } else { "floor" }.to_string(), baseline_high_windows_ns: high };
+    let used = BaselineUse { subtracted, baseline_high_windows_ns: high };
     (Curve { floor: curve.floor.clone(), ..Curve::new(points) }, used)
 }
 
@@ -233,30 +229,19 @@ pub fn subtract_baseline_floor(curve: &Curve, baseline: &Curve) -> (Curve, Basel
 /// baseline has no point at that window it is interpolated linearly in
 /// load (and held flat beyond its ends). Results below 0 become 0.
 pub fn subtract_baseline(curve: &Curve, baseline: &Curve) -> Curve {
-    let base: Vec<CurvePoint> = {
-        let mut b = baseline.points.clone();
-        b.sort_by_key(|p| p.window_ns);
-        b
-    };
-    let at = |w: Nanos| -> f64 {
-        let Some(first) = base.first() else { return 0.0 };
-        let i = base.partition_point(|p| p.window_ns < w);
-        if i == 0 {
-            return first.max_load;
-        }
-        if i == base.len() {
-            return base[i - 1].max_load;
-        }
-        let (a, b) = (base[i - 1], base[i]);
-        if b.window_ns == w {
-            return b.max_load;
-        }
-        let f = (w - a.window_ns) as f64 / (b.window_ns - a.window_ns) as f64;
-        a.max_load + f * (b.max_load - a.max_load)
-    };
-    let points =
-        curve.points.iter().map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - at(p.window_ns)).max(0.0) }).collect();
-    Curve::new(points)
+    let maxima: Vec<(Nanos, f64)> = baseline.points.iter().map(|p| (p.window_ns, p.max_load)).collect();
+    Curve::new(minus(curve, maxima))
+}
+
+/// `curve`'s points less the load `by` gives at each point's window
+/// ([`load_at`]), never below 0.
+fn minus(curve: &Curve, mut by: Vec<(Nanos, f64)>) -> Vec<CurvePoint> {
+    by.sort_by_key(|p| p.0);
+    curve
+        .points
+        .iter()
+        .map(|p| CurvePoint { window_ns: p.window_ns, max_load: (p.max_load - load_at(&by, p.window_ns)).max(0.0) })
+        .collect()
 }
 
 #[cfg(test)]

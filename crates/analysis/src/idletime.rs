@@ -289,6 +289,12 @@ pub fn predict(table: &BaselineTable, params: &ModelParams, i: f64, p_ns: Nanos)
     }
 }
 
+/// [`predict`] over a grid of preemption intervals × foreground
+/// intensities: one row per interval, one cell per intensity.
+pub fn predict_grid(table: &BaselineTable, params: &ModelParams, intervals_ns: &[Nanos], intensities: &[f64]) -> Vec<Vec<Prediction>> {
+    intervals_ns.iter().map(|&p| intensities.iter().map(|&i| predict(table, params, i, p)).collect()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

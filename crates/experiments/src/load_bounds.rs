@@ -20,7 +20,7 @@ use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline, HyperbolaFit};
 use irqlab_analysis::fixed_priority::{response_time, Horizon};
 use irqlab_analysis::Nanos;
-use irqlab_sim::scenario::{LoopSpec, MetricSpec, Scenario, ServerSpec, SocketSpec, TrafficKind, Work, DEFAULT_RCVBUF};
+use irqlab_sim::scenario::{LoopSpec, MetricSpec, Scenario, ServerSpec, TrafficKind, Work};
 use irqlab_sim::server::Accounting;
 use irqlab_sim::task::Policy;
 use irqlab_sim::workload::Dist;
@@ -440,11 +440,9 @@ fn probe_in_tau2s_place(sc: &Scenario, keep_tau1: bool) -> Result<Scenario, Stri
     let spec = sc.spec_mut();
     spec.tasks.retain(|t| keep_tau1 || t.name != "tau1");
     spec.task_mut("tau2").ok_or("no task `tau2`")?.work = Work::Probe(LoopSpec::default());
-    if !keep_tau1 {
-        // τ1's socket has no reader now; the heartbeat only queues there,
-        // on purpose: declared, as a scenario would with [[socket]].
-        spec.sockets.push(SocketSpec { name: "heartbeat".into(), rcvbuf: DEFAULT_RCVBUF });
-    }
+    // Without τ1 its socket has no reader; the heartbeat only queues there,
+    // on purpose: declared, as a scenario would with [[socket]].
+    spec.declare_unread_sockets();
     let windows = irqlab_sim::probe::log_windows(10_000, 100 * MS, 31);
     spec.metrics = vec![MetricSpec::Probe { task: "tau2".into(), windows, at: 0..0 }];
     Ok(sc)

@@ -6,7 +6,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_text};
-use irqlab_analysis::idletime::{predict, BaselineTable, ModelParams, Resource, ServiceTime, T_MAX_NS};
+use irqlab_analysis::idletime::{predict_grid, BaselineTable, ModelParams, Prediction, Resource, ServiceTime, T_MAX_NS};
 use irqlab_analysis::{format_ns, Nanos};
 use irqlab_report::contour::{side_by_side_svg, HeatMap};
 use serde::Serialize;
@@ -143,15 +143,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         )));
     }
 
-    let mut fg = vec![vec![0.0; intensities.len()]; intervals.len()];
-    let mut bg = fg.clone();
-    for (pi, &p) in intervals.iter().enumerate() {
-        for (k, &i) in intensities.iter().enumerate() {
-            let pr = predict(&table, &params, i, p);
-            fg[pi][k] = pr.foreground_norm;
-            bg[pi][k] = pr.background_norm;
-        }
-    }
+    let grid = predict_grid(&table, &params, &intervals, &intensities);
+    let matrix = |cell: fn(&Prediction) -> f64| -> Vec<Vec<f64>> { grid.iter().map(|row| row.iter().map(cell).collect()).collect() };
+    let (fg, bg) = (matrix(|c| c.foreground_norm), matrix(|c| c.background_norm));
 
     if let Some(path) = &args.svg {
         let x: Vec<String> = intensities.iter().map(|i| format!("{:.0}%", i * 100.0)).collect();

@@ -348,7 +348,8 @@ fn send(
     let gap = config.pattern.min_gap_ns();
     let mut pacing = Pacing { elapsed_ns: 0, late_sends: 0, max_lag_ns: 0, scheduled: 0, behind_ns: 0 };
     let mut seq = 0u64;
-    let mut unsent = 0u64;
+    // The first send still due when the duration ran out, if any.
+    let mut due_at_end = None;
     while !stop.load(Ordering::Relaxed) && config.count.is_none_or(|c| seq < c) {
         let at = schedule.next_send_ns();
         if let Some(d) = config.duration_ns {
@@ -360,9 +361,7 @@ fn send(
             // it was (it used to run on until it had sent the pattern's
             // count: 39.4 s for a 10 s run at 100k/s).
             if monotonic_ns() >= start_ns + d {
-                pacing.elapsed_ns = monotonic_ns().saturating_sub(start_ns);
-                pacing.behind_ns = d - at;
-                unsent = 1 + std::iter::from_fn(|| Some(schedule.next_send_ns())).take_while(|&t| t < d).count() as u64;
+                due_at_end = Some(at);
                 break;
             }
         }
@@ -382,9 +381,13 @@ fn send(
         }
         seq += 1;
     }
-    pacing.scheduled = seq + unsent;
-    if pacing.elapsed_ns == 0 {
-        pacing.elapsed_ns = monotonic_ns().saturating_sub(start_ns);
+    pacing.elapsed_ns = monotonic_ns().saturating_sub(start_ns);
+    pacing.scheduled = seq;
+    if let (Some(at), Some(d)) = (due_at_end, config.duration_ns) {
+        // Counted after the clock is read: the rest of a fast pattern is
+        // many schedule steps.
+        pacing.behind_ns = d - at;
+        pacing.scheduled += 1 + std::iter::from_fn(|| Some(schedule.next_send_ns())).take_while(|&t| t < d).count() as u64;
     }
     Ok(pacing)
 }

@@ -196,7 +196,7 @@ impl Builder<'_> {
             if let Policy::Rr(_) = policy {
                 self.sim.tasks[id].rr_left = crate::sched::rt::RR_TIMESLICE_NS;
             }
-            if let Some(s) = read_socket(&t.work) {
+            if let Some(s) = t.work.read_socket() {
                 let sid = self.socket(&s.name);
                 self.sim.sockets[sid].owner.get_or_insert(id);
             }
@@ -275,7 +275,7 @@ impl Builder<'_> {
                 TrafficProto::IcmpEcho { .. } => None,
             })
             .collect();
-        let read: Vec<&SocketRef> = self.spec.tasks.iter().filter_map(|t| read_socket(&t.work)).collect();
+        let read: Vec<&SocketRef> = self.spec.tasks.iter().filter_map(|t| t.work.read_socket()).collect();
         let declared = || self.spec.sockets.iter().map(|d| d.name.as_str());
         let mut known: Vec<&str> = sent_to.iter().chain(&read).map(|s| s.name.as_str()).chain(declared()).collect();
         known.sort_unstable();
@@ -317,14 +317,5 @@ impl Builder<'_> {
             self.sim.probe = Some(Probe::new(id, log_windows(10_000, 100_000_000, 25), 0));
         }
         Ok(())
-    }
-}
-
-/// The socket a task reads, if any.
-fn read_socket(w: &Work) -> Option<&SocketRef> {
-    match w {
-        Work::Periodic(p) => p.poll.as_ref(),
-        Work::UdpServer(u) => Some(&u.socket),
-        _ => None,
     }
 }

@@ -36,6 +36,26 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Declares (as `[[socket]]` would) every socket traffic is sent to
+    /// that no task reads: for a variant that removes a reader on purpose,
+    /// so the build's check that sent-to sockets are read or declared
+    /// passes.
+    pub fn declare_unread_sockets(&mut self) {
+        let mut unread: Vec<String> = self
+            .traffic
+            .iter()
+            .filter_map(|t| match &t.proto {
+                TrafficProto::Udp { socket } => Some(socket.name.clone()),
+                TrafficProto::IcmpEcho { .. } => None,
+            })
+            .filter(|name| !self.tasks.iter().any(|t| t.work.read_socket().is_some_and(|s| &s.name == name)))
+            .filter(|name| !self.sockets.iter().any(|s| &s.name == name))
+            .collect();
+        unread.sort_unstable();
+        unread.dedup();
+        self.sockets.extend(unread.into_iter().map(|name| SocketSpec { name, rcvbuf: DEFAULT_RCVBUF }));
+    }
+
     pub fn task(&self, name: &str) -> Option<&TaskSpec> {
         self.tasks.iter().find(|t| t.name == name)
     }
@@ -178,6 +198,17 @@ pub enum Work {
     UdpServer(UdpServerSpec),
     MediaPlayer(MediaPlayerSpec),
     DiskReader(DiskReaderSpec),
+}
+
+impl Work {
+    /// The socket a task of this kind reads, if any.
+    pub fn read_socket(&self) -> Option<&SocketRef> {
+        match self {
+            Work::Periodic(p) => p.poll.as_ref(),
+            Work::UdpServer(u) => Some(&u.socket),
+            _ => None,
+        }
+    }
 }
 
 /// A socket a task reads, with where the file names it.
