@@ -1,0 +1,302 @@
+//! The `irqlab/survey/v1` document: what the survey measured (every
+//! sub-measurement embedded, so the file alone rebuilds the page), which
+//! steps ran or were skipped and why, and the findings and recommendations
+//! derived from the numbers.
+
+use irqlab_analysis::curve::Curve;
+use irqlab_analysis::fit::{BaselineUse, HyperbolaFit};
+use irqlab_live::latency::LatencyReport;
+use irqlab_live::machine::MachineContext;
+use irqlab_live::stimulus::StimulusReport;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SCHEMA: &str = "irqlab/survey/v1";
+
+/// The whole survey.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Survey {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// False when the survey was stopped (Ctrl-C) or a step failed: what is
+    /// here was measured, the rest was not.
+    pub complete: bool,
+    /// Start time, seconds since the Unix epoch.
+    pub started_unix_s: u64,
+    pub elapsed_ns: u64,
+    pub options: Options,
+    pub machine: MachineContext,
+    /// `irqlab doctor`'s readiness per live command.
+    pub readiness: Vec<Readiness>,
+    /// Changes killed irqlab runs left on this machine (`irqlab control status`).
+    pub leftovers: Vec<String>,
+    /// Every step in order, with its outcome.
+    pub steps: Vec<Step>,
+    /// Per surveyed CPU: the interference curves, idle and under each load.
+    pub cpus: Vec<CpuSurvey>,
+    /// Timer latency (cyclictest's method) on the surveyed CPUs, idle and
+    /// under each load.
+    pub latency: Vec<LatencyPhase>,
+    /// Stimulus latency on the testbed (softirq and task paths).
+    pub stimulus: Vec<StimulusPhase>,
+    /// BPF accounting during each load: who was robbed, who was served.
+    pub accounting: Vec<AccountingPhase>,
+    /// The user's task set checked against each CPU's measured driver load
+    /// (only with `--taskset`).
+    pub schedulability: Vec<TasksetCheck>,
+    pub findings: Vec<Finding>,
+    pub recommendations: Vec<Recommendation>,
+    pub verdict: Verdict,
+}
+
+/// What was asked for, with the defaults resolved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Options {
+    pub cpus: Vec<usize>,
+    /// The loads measured besides idle, in order.
+    pub loads: Vec<Load>,
+    /// The task set file given with `--taskset`, and its text.
+    pub taskset: Option<TasksetInput>,
+    pub quick: bool,
+    /// Length of each interference probe run.
+    pub probe_ns: u64,
+    /// Length of each timer latency run.
+    pub latency_ns: u64,
+    /// Length of each stimulus run.
+    pub stimulus_ns: u64,
+}
+
+/// A task set in `irqlab analyze`'s format.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TasksetInput {
+    pub file: String,
+    pub text: String,
+}
+
+/// What runs beside a measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Load {
+    /// Nothing: the idle baseline.
+    None,
+    /// A UDP flood from testbed host b through the root side's threaded-NAPI
+    /// kthread, pinned to the measured CPU at SCHED_FIFO 50.
+    Net,
+    /// One SCHED_OTHER busy loop per CPU.
+    Cpu,
+    /// A writer that writes and fdatasyncs a scratch file.
+    Disk,
+}
+
+impl Load {
+    pub fn name(self) -> &'static str {
+        match self {
+            Load::None => "idle",
+            Load::Net => "net",
+            Load::Cpu => "cpu",
+            Load::Disk => "disk",
+        }
+    }
+}
+
+/// One `irqlab doctor` line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Readiness {
+    pub command: String,
+    /// Why it cannot run here; `None`: it can.
+    pub missing: Option<String>,
+    pub note: Option<String>,
+}
+
+/// One step of the survey and how it went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Step {
+    /// e.g. "probe cpu 1 idle", "latency net", "accounting net".
+    pub name: String,
+    pub status: StepStatus,
+    /// Why it was skipped or failed, or what it did.
+    pub detail: Option<String>,
+    pub elapsed_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Done,
+    /// Cannot run here (privilege, kernel feature, tool); the rest went on.
+    Skipped,
+    /// Ran and failed; the rest went on.
+    Failed,
+    /// Stopped by Ctrl-C; what it measured so far is kept where it can be.
+    Interrupted,
+}
+
+/// One CPU's interference curves.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CpuSurvey {
+    pub cpu: usize,
+    /// Idle first, then one per load, in the order measured.
+    pub curves: Vec<LoadCurve>,
+}
+
+/// The interference probe on one CPU under one load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadCurve {
+    pub load: Load,
+    pub complete: bool,
+    pub duration_ns: u64,
+    /// Max (and least) load per window as measured (`irqlab/curve/v1`).
+    pub measured: Curve,
+    /// Loaded runs: the measured curve minus the idle baseline's floor
+    /// (`irqlab fit --baseline`), the load's own share.
+    pub attributed: Option<Curve>,
+    pub baseline_use: Option<BaselineUse>,
+    /// The hyperbola fitted to `attributed` (loaded runs) or to `measured`
+    /// (idle), when it could be fitted.
+    pub fit: Option<HyperbolaFit>,
+    /// Why there is no fit.
+    pub fit_error: Option<String>,
+    /// Longest single interruption seen.
+    pub max_gap_ns: u64,
+    /// RT throttling could explain part of the curve (the limit could not
+    /// be lifted).
+    pub rt_throttled: bool,
+    /// The driver threads that carried this load, as set for the run
+    /// (e.g. "napi/irqlab-b-8195 FIFO 50 on cpu 1").
+    pub driver_threads: Vec<String>,
+}
+
+impl LoadCurve {
+    /// The curve the load is judged by: attributed when there is one.
+    pub fn judged(&self) -> &Curve {
+        self.attributed.as_ref().unwrap_or(&self.measured)
+    }
+}
+
+/// Timer latency under one load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatencyPhase {
+    pub load: Load,
+    pub report: LatencyReport,
+}
+
+/// Stimulus latency under one load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StimulusPhase {
+    pub load: Load,
+    pub report: StimulusReport,
+}
+
+/// What the BPF accounting saw during one load (`irqlab measure
+/// accounting`), boiled down to what the page shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccountingPhase {
+    pub load: Load,
+    pub complete: bool,
+    pub duration_ns: u64,
+    /// Tasks with the most hard-IRQ + softirq time run while they were current.
+    pub top_victims: Vec<TaskFigure>,
+    /// Tasks with the most softirq time done on their behalf.
+    pub top_beneficiaries: Vec<TaskFigure>,
+    pub cpus: Vec<CpuFigure>,
+}
+
+/// One task's figures over an accounting phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskFigure {
+    /// `comm/tid`.
+    pub task: String,
+    pub run_ns: u64,
+    pub stolen_hardirq_ns: u64,
+    pub stolen_softirq_ns: u64,
+    pub served_softirq_ns: u64,
+    /// The softirq vector that took (or served) the most.
+    pub top_vector: Option<String>,
+}
+
+/// One CPU's interrupt time over an accounting phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CpuFigure {
+    pub cpu: usize,
+    pub wall_ns: u64,
+    pub hardirq_ns: u64,
+    pub softirq_ns: u64,
+    pub softirq_by_vector_ns: BTreeMap<String, u64>,
+}
+
+/// The user's task set on one CPU under one load's measured interference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TasksetCheck {
+    pub cpu: usize,
+    pub load: Load,
+    /// With the measured (attributed) curve as the top-priority interferer.
+    pub schedulable_as_measured: bool,
+    /// Per task: worst response time found by the analysis, or `None` when
+    /// it misses.
+    pub responses_ns: Vec<(String, Option<u64>)>,
+    /// The load's long-run utilisation from the fit (what a server must
+    /// give the driver to keep up).
+    pub driver_utilization: Option<f64>,
+    /// Server budgets tried for the driver thread (SCHED_DEADLINE, analysed
+    /// as a deferrable server: it may run its budget back to back across a
+    /// period boundary).
+    pub servers: Vec<ServerCheck>,
+}
+
+/// One server budget for the driver thread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerCheck {
+    pub budget_ns: u64,
+    pub period_ns: u64,
+    /// The task set is schedulable with this server as its top interferer.
+    pub schedulable: bool,
+    /// budget / period ≥ the driver's fitted utilisation.
+    pub keeps_up: bool,
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Ok,
+    Note,
+    Warn,
+    Problem,
+}
+
+/// One thing the survey found, with the number behind it and the rule.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable identifier ("driver-load-cpu1").
+    pub id: String,
+    pub severity: Severity,
+    pub cpu: Option<usize>,
+    pub title: String,
+    /// The measured number(s), as shown.
+    pub measured: String,
+    /// The rule that turned the number into this finding.
+    pub rule: String,
+}
+
+/// What to change, derived from a finding.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recommendation {
+    pub id: String,
+    /// The finding it answers.
+    pub finding: String,
+    pub title: String,
+    /// Why this and not something else.
+    pub rule: String,
+    /// The exact command that applies it (an `irqlab control ...` line where
+    /// irqlab can apply it; a kernel parameter or sysctl otherwise).
+    pub command: Option<String>,
+    /// What the analysis predicts once it is applied.
+    pub predicted: Option<String>,
+}
+
+/// The one line at the top of the page.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verdict {
+    pub severity: Severity,
+    pub headline: String,
+}

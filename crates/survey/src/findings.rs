@@ -1,0 +1,1 @@
+//! From measured numbers to findings and recommendations (pure).

@@ -1,0 +1,19 @@
+//! `irqlab survey`: the question a user asks first — how much do
+//! interrupts and bottom halves take from my tasks on this machine, where,
+//! and what should I change? — answered by one run and one page.
+//!
+//! - [`doc`]: the `irqlab/survey/v1` document (every measurement embedded).
+//! - [`run`]: the steps on the live machine (doctor, interference probe idle
+//!   and under load, timer and stimulus latency, BPF accounting), each
+//!   skipped with its reason when it cannot run here, all stopping cleanly
+//!   on Ctrl-C with what was measured kept.
+//! - [`findings`]: pure rules from measured numbers to findings and
+//!   recommendations (each shows its number and states its rule).
+//! - [`page`]: the one-page, self-contained HTML report.
+
+pub mod doc;
+pub mod findings;
+pub mod page;
+pub mod run;
+
+pub use doc::{Survey, SCHEMA};

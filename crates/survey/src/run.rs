@@ -1,0 +1,1 @@
+//! The survey's steps on the live machine.
