@@ -52,6 +52,9 @@ enum Command {
     IdletimeModel(idletime_model::Args),
     /// What this machine lets irqlab measure, and the kernel settings that shape it
     Doctor(doctor::Args),
+    /// How much interrupts take from tasks on this machine, where, and what
+    /// to change: every measurement in one run, one page of findings
+    Survey(survey::Args),
     /// Serve the BPF accounting's figures on /metrics for Prometheus
     Export(export::Args),
     /// Change the machine through the journal (driver threads under a
@@ -87,6 +90,7 @@ fn main() {
         Command::Load(a) => load::run(a),
         Command::IdletimeModel(a) => idletime_model::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Survey(a) => survey::run(a),
         Command::Export(a) => export::run(a),
         Command::Control(c) => control::run(c),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),

@@ -164,6 +164,9 @@ pub struct LoadCurve {
     /// The driver threads that carried this load, as set for the run
     /// (e.g. "napi/irqlab-b-8195 FIFO 50 on cpu 1").
     pub driver_threads: Vec<String>,
+    /// `irqlab control threads` MATCH for those threads (e.g. "napi:irqlab-b").
+    #[serde(default)]
+    pub driver_match: Option<String>,
 }
 
 impl LoadCurve {
@@ -237,21 +240,34 @@ pub struct TasksetCheck {
     /// The load's long-run utilisation from the fit (what a server must
     /// give the driver to keep up).
     pub driver_utilization: Option<f64>,
-    /// Server budgets tried for the driver thread (SCHED_DEADLINE, analysed
-    /// as a deferrable server: it may run its budget back to back across a
-    /// period boundary).
+    /// Server budgets tried for the driver thread (see
+    /// `findings::schedulability` for how each kind is analysed).
     pub servers: Vec<ServerCheck>,
 }
 
 /// One server budget for the driver thread.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerCheck {
+    #[serde(default)]
+    pub kind: ServerKind,
     pub budget_ns: u64,
     pub period_ns: u64,
     /// The task set is schedulable with this server as its top interferer.
     pub schedulable: bool,
     /// budget / period ≥ the driver's fitted utilisation.
     pub keeps_up: bool,
+}
+
+/// Which server enforces the driver thread's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    /// The kernel's SCHED_DEADLINE (constant-bandwidth server).
+    #[default]
+    Deadline,
+    /// irqlab's live POSIX sporadic server (`irqlab control threads
+    /// --policy sporadic:...`): SCHED_FIFO 50 while budget lasts, 1 after.
+    Sporadic,
 }
 
 /// How bad a finding is.

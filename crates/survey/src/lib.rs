@@ -13,6 +13,7 @@
 
 pub mod doc;
 pub mod findings;
+pub mod loads;
 pub mod page;
 pub mod run;
 

@@ -17,5 +17,6 @@ pub mod measure_latency;
 pub mod reproduce;
 pub mod sim;
 pub mod stimulus;
+pub mod survey;
 pub mod testbed;
 pub mod traffic;

@@ -1,0 +1,129 @@
+//! `irqlab survey`: how much interrupts and bottom halves take from tasks on
+//! this machine, where, and what to change — one run, one page. Wiring
+//! only: the steps and rules are `irqlab_survey`.
+
+use crate::error::{CliError, Status};
+use crate::output;
+use irqlab_live::rt;
+use irqlab_survey::doc::{Load, Survey, TasksetInput};
+use irqlab_survey::run::{self, Config};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// CPUs to survey (e.g. 1 or 0-3,6); default: every online CPU
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Loads to measure under besides idle: none, net, cpu, disk or all
+    /// (comma-separated; net: a UDP flood from testbed host b through a
+    /// threaded-NAPI kthread at SCHED_FIFO 50 on the measured CPU)
+    #[arg(long, value_name = "LOADS", default_value = "net", value_parser = parse_loads)]
+    load: LoadList,
+    /// Your task set (`irqlab analyze` format): checked against each CPU's
+    /// measured driver load, with the server that would make it fit
+    #[arg(long, value_name = "FILE")]
+    taskset: Option<PathBuf>,
+    /// 2 s per measurement instead of 10 s
+    #[arg(long, conflicts_with = "duration")]
+    quick: bool,
+    /// Length of every measurement run (probe, latency, stimulus)
+    #[arg(long, value_name = "D", value_parser = crate::flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Directory for survey.json and index.html (created if missing)
+    #[arg(long, value_name = "DIR", default_value = "irqlab-survey")]
+    out: PathBuf,
+    /// Render the page from this survey.json instead of measuring
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cpus", "taskset", "quick", "duration"])]
+    from: Option<PathBuf>,
+    /// Link another report at the bottom of the page: TITLE=HREF (repeatable)
+    #[arg(long = "link", value_name = "TITLE=HREF", value_parser = parse_link)]
+    links: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct LoadList(Vec<Load>);
+
+fn parse_loads(text: &str) -> Result<LoadList, String> {
+    let mut loads = Vec::new();
+    for word in text.split(',').map(str::trim) {
+        match word {
+            "none" => {}
+            "net" => loads.push(Load::Net),
+            "cpu" => loads.push(Load::Cpu),
+            "disk" => loads.push(Load::Disk),
+            "all" => loads.extend([Load::Net, Load::Cpu, Load::Disk]),
+            other => return Err(format!("`{other}` is not a load (none, net, cpu, disk, all)")),
+        }
+    }
+    loads.sort();
+    loads.dedup();
+    Ok(LoadList(loads))
+}
+
+fn parse_link(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((title, href)) if !title.is_empty() && !href.is_empty() => Ok((title.to_string(), href.to_string())),
+        _ => Err(format!("`{text}`: expected TITLE=HREF")),
+    }
+}
+
+pub fn run(args: Args) -> Result<Status, CliError> {
+    if let Some(from) = &args.from {
+        let survey: Survey = serde_json::from_str(&output::read_text(from)?).map_err(|e| {
+            CliError::Usage(format!("{}:{}:{}: not an irqlab/survey/v1 document: {e}", from.display(), e.line(), e.column()))
+        })?;
+        write_page(&survey, &args.out, &args.links)?;
+        return Ok(Status::Success);
+    }
+    let mut config = Config::new(args.quick, args.load.0.clone());
+    if let Some(ns) = args.duration {
+        config = config.with_duration(ns);
+    }
+    if let Some(list) = &args.cpus {
+        config.cpus = Some(rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpus: {e}")))?);
+    }
+    let taskset = match &args.taskset {
+        Some(path) => {
+            let (set, _) = super::analyze::load_task_set(path)?;
+            config.taskset = Some(TasksetInput { file: path.display().to_string(), text: output::read_text(path)? });
+            Some(set)
+        }
+        None => None,
+    };
+    std::fs::create_dir_all(&args.out).map_err(|e| CliError::Usage(format!("--out {}: {e}", args.out.display())))?;
+    let stop = crate::signal::stop_flag();
+    let bar = crate::progress::bar(1000, "survey");
+    let result = run::survey(&config, taskset.as_ref(), &stop, |p| {
+        bar.set_position(p.done_ns.saturating_mul(1000) / p.total_ns.max(1));
+        bar.set_message(p.step.to_string());
+    });
+    bar.finish_and_clear();
+    let survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpus")]))?;
+    crate::signal::writing(|| {
+        output::write_json(&args.out.join("survey.json"), &survey)?;
+        write_page(&survey, &args.out, &args.links)
+    })?;
+    output::print(&summary(&survey, &args.out))?;
+    Ok(Status::from_ok(survey.complete))
+}
+
+fn write_page(survey: &Survey, out: &Path, links: &[(String, String)]) -> Result<(), CliError> {
+    let html = irqlab_survey::page::render(survey, links).map_err(|e| CliError::Failed(format!("rendering the survey page: {e}")))?;
+    std::fs::create_dir_all(out).map_err(|e| CliError::Usage(format!("--out {}: {e}", out.display())))?;
+    output::write_text(&out.join("index.html"), &html)
+}
+
+/// The verdict, the findings that need action, and where the page is.
+fn summary(survey: &Survey, out: &Path) -> String {
+    use irqlab_survey::doc::Severity;
+    use std::fmt::Write;
+    let mut s = format!("{}\n", survey.verdict.headline);
+    for f in survey.findings.iter().filter(|f| f.severity >= Severity::Warn) {
+        let _ = writeln!(s, "  {:?}: {} ({})", f.severity, f.title, f.measured);
+    }
+    for r in &survey.recommendations {
+        let _ = writeln!(s, "  -> {}{}", r.title, r.command.as_ref().map(|c| format!(": {c}")).unwrap_or_default());
+    }
+    let _ = writeln!(s, "page: {}  document: {}", out.join("index.html").display(), out.join("survey.json").display());
+    s
+}

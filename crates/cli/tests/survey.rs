@@ -1,0 +1,218 @@
+//! `irqlab survey` (issue 22): bad input, and live: the recommendation it
+//! makes for a flooded driver, applied, makes the task set schedulable as
+//! predicted (measured with the probe afterwards); Ctrl-C writes the
+//! partial survey and restores the machine; SIGKILL leaves a named
+//! leftover that `control revert --all` undoes.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{irqlab, json, live_tests_enabled, path_str, run, stderr};
+
+/// A task set that a flood through CPU 1's NAPI thread at SCHED_FIFO 50
+/// breaks (control needs 5 ms of every 10 ms), and that a driver bounded
+/// to a few ms per 10 ms leaves schedulable.
+const TASKSET: &str = r#"
+[[task]]
+name = "control"
+period = "10ms"
+wcet = "5ms"
+
+[[task]]
+name = "logger"
+period = "100ms"
+wcet = "10ms"
+"#;
+
+#[test]
+fn bad_input_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = run(&["survey", "--cpus", "4095", "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cpus") && stderr(&o).contains("4095"), "{}", stderr(&o));
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[[task]]\nname = \"x\"\nperiod = \"10ms\"\nwcet = \"soon\"\n").unwrap();
+    let o = run(&["survey", "--taskset", path_str(&bad), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bad.toml:4:"), "no file:line: {}", stderr(&o));
+
+    let o = run(&["survey", "--load", "gpu", "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("gpu") && stderr(&o).contains("none, net, cpu, disk, all"), "{}", stderr(&o));
+
+    let not_a_survey = dir.path().join("x.json");
+    std::fs::write(&not_a_survey, "{\"schema\": \"irqlab/curve/v1\"}").unwrap();
+    let o = run(&["survey", "--from", path_str(&not_a_survey), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("x.json:1:"), "{}", stderr(&o));
+}
+
+fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The survey's recommendation for CPU 1 under the network load.
+fn recommended_command(survey: &serde_json::Value) -> String {
+    let finding = "taskset-cpu1-net";
+    let rec = survey["recommendations"].as_array().unwrap().iter().find(|r| r["finding"] == finding);
+    let rec = rec.unwrap_or_else(|| panic!("no recommendation for {finding}: {:#}", survey["recommendations"]));
+    rec["command"].as_str().expect("a command").to_string()
+}
+
+/// The curve of `load` on `cpu` at window `w`.
+fn load_at(survey: &serde_json::Value, cpu: u64, load: &str, w: u64) -> f64 {
+    let c = survey["cpus"].as_array().unwrap().iter().find(|c| c["cpu"] == cpu).unwrap();
+    let l = c["curves"].as_array().unwrap().iter().find(|l| l["load"] == load).unwrap();
+    let curve = if l["attributed"].is_null() { &l["measured"] } else { &l["attributed"] };
+    curve["points"].as_array().unwrap().iter().find(|p| p["window_ns"] == w).unwrap()["max_load"].as_f64().unwrap()
+}
+
+#[test]
+fn the_recommended_server_makes_the_flooded_task_set_schedulable() {
+    if !live_tests_enabled("the_recommended_server_makes_the_flooded_task_set_schedulable") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let taskset = dir.path().join("tasks.toml");
+    std::fs::write(&taskset, TASKSET).unwrap();
+    let out = dir.path().join("survey");
+    // Kept up across the survey and the check: the NAPI thread the
+    // recommendation names is the testbed's.
+    let up = run(&["testbed", "up"]);
+    assert!(up.status.success(), "{}", stderr(&up));
+    let o = run(&["survey", "--cpus", "1", "--load", "net", "--taskset", path_str(&taskset), "--quick", "--out", path_str(&out)]);
+    assert!(o.status.code().unwrap_or(9) <= 1, "{}", stderr(&o));
+    let survey = json(&out.join("survey.json"));
+    assert_eq!(survey["schema"], "irqlab/survey/v1");
+
+    // It names CPU 1's driver load, with the number.
+    let findings = survey["findings"].as_array().unwrap();
+    let driver = findings.iter().find(|f| f["id"] == "load-cpu1-net").expect("a finding on CPU 1's driver load");
+    let at1 = load_at(&survey, 1, "net", 1_000_000);
+    eprintln!("driver finding: {} | {}", driver["title"], driver["measured"]);
+    assert!(driver["measured"].as_str().unwrap().contains(&format!("{:.0}%", at1 * 100.0)));
+    let check =
+        survey["schedulability"].as_array().unwrap().iter().find(|c| c["cpu"] == 1 && c["load"] == "net").expect("a task set check");
+    assert_eq!(check["schedulable_as_measured"], false, "the flood should break the task set as measured: {check:#}");
+
+    // Apply the recommended command while the same flood runs, and
+    // measure CPU 1 with the probe, as the survey did.
+    let command = recommended_command(&survey);
+    eprintln!("recommended: {command}");
+    let args: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(&args[..3], ["irqlab", "control", "threads"], "{command}");
+    let mut control = irqlab().args(&args[1..]).args(["--duration", "8s"]).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut flood = irqlab()
+        .args(["traffic", "udp", "--from", "b", "--interval", "2us", "--port", "9", "--cpu", "0", "--duration", "6s"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let curve = dir.path().join("after.json");
+    let probe = run(&["measure", "interference", "--cpu", "1", "--priority", "49", "--duration", "4s", "--json", path_str(&curve)]);
+    assert!(probe.status.success(), "{}", stderr(&probe));
+    wait_with_deadline(&mut flood, Duration::from_secs(30));
+    let status = wait_with_deadline(&mut control, Duration::from_secs(30));
+    let control_err = std::io::read_to_string(control.stderr.take().unwrap()).unwrap_or_default();
+    assert!(status.success(), "control: {status:?}: {control_err}");
+
+    // The task set with the measured curve on top is schedulable.
+    let measured = dir.path().join("measured.toml");
+    std::fs::write(&measured, format!("[[task]]\nname = \"driver\"\nkind = \"curve\"\nfile = \"after.json\"\n{TASKSET}")).unwrap();
+    let analysis = dir.path().join("analysis.json");
+    let o = run(&["analyze", path_str(&measured), "--json", path_str(&analysis)]);
+    let a = json(&analysis);
+    eprintln!("after applying: {}", common::stdout(&o));
+    let _ = run(&["testbed", "down"]);
+    assert_eq!(a["schedulable"], true, "not schedulable after applying {command}: {a:#}");
+    assert_restored();
+}
+
+/// Nothing of irqlab's is left on the machine.
+fn assert_restored() {
+    let o = run(&["control", "status", "--json", "-"]);
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["entries"].as_array().map(Vec::len), Some(0), "left behind: {doc:#}");
+}
+
+fn spawn_survey(out: &Path) -> Child {
+    irqlab()
+        .args(["survey", "--cpus", "1", "--load", "net", "--duration", "4s", "--out", path_str(out)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until the survey's net phase has put the NAPI thread under its
+/// journal (at most 60 s).
+fn wait_for_journal_entry() {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let o = run(&["control", "status", "--json", "-"]);
+        if serde_json::from_slice::<serde_json::Value>(&o.stdout).ok().and_then(|v| v["entries"].as_array().map(|a| !a.is_empty()))
+            == Some(true)
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the survey never reached its network load");
+}
+
+#[test]
+fn ctrl_c_writes_the_partial_survey_and_restores_the_machine() {
+    if !live_tests_enabled("ctrl_c_writes_the_partial_survey_and_restores_the_machine") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("survey");
+    let mut child = spawn_survey(&out);
+    wait_for_journal_entry();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = wait_with_deadline(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let survey = json(&out.join("survey.json"));
+    assert_eq!(survey["complete"], false);
+    let steps = survey["steps"].as_array().unwrap();
+    assert!(steps.iter().any(|s| s["status"] == "interrupted"), "{steps:#?}");
+    assert!(steps.iter().any(|s| s["name"] == "probe cpu 1 idle" && s["status"] == "done"), "the idle phase is kept: {steps:#?}");
+    assert!(out.join("index.html").exists(), "no page for the partial survey");
+    assert_restored();
+}
+
+#[test]
+fn a_killed_survey_leaves_a_named_leftover_that_revert_undoes() {
+    if !live_tests_enabled("a_killed_survey_leaves_a_named_leftover_that_revert_undoes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_survey(&dir.path().join("survey"));
+    wait_for_journal_entry();
+    child.kill().unwrap(); // SIGKILL: no clean-up runs
+    let _ = child.wait();
+    let o = run(&["control", "status", "--json", "-"]);
+    let entries: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let leftovers: Vec<_> = entries["entries"].as_array().unwrap().iter().filter(|e| e["state"] == "leftover").collect();
+    assert!(leftovers.iter().any(|e| e["object"].to_string().contains("napi/irqlab-b")), "{entries:#}");
+    let o = run(&["control", "revert", "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_restored();
+    let _ = run(&["testbed", "down"]);
+}

@@ -1,1 +1,0 @@
-//! From measured numbers to findings and recommendations (pure).

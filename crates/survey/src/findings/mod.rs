@@ -1,0 +1,497 @@
+//! From measured numbers to findings and recommendations. Pure: reads the
+//! survey document (and the user's task set), writes its `findings`,
+//! `recommendations`, `schedulability` and `verdict`. Every finding shows
+//! the number it rests on and states its rule; every recommendation names
+//! the finding it answers and, where irqlab can apply it, the exact
+//! `irqlab control` command.
+
+pub mod schedulability;
+
+use crate::doc::*;
+use irqlab_analysis::{format_ns, Curve, TaskSet};
+
+/// Loads at or above these, in a 1 ms window, are worth a warning / a problem.
+const WARN_LOAD: f64 = 0.10;
+const PROBLEM_LOAD: f64 = 0.50;
+/// Timer latency maxima at or above these are worth a warning / a problem.
+const WARN_LATENCY_NS: u64 = 100_000;
+const PROBLEM_LATENCY_NS: u64 = 1_000_000;
+const MS: u64 = 1_000_000;
+
+/// Fills in the findings, recommendations, schedulability checks and verdict.
+pub fn derive(survey: &mut Survey, taskset: Option<&TaskSet>) {
+    let mut out = Out::default();
+    leftovers(survey, &mut out);
+    interference(survey, &mut out);
+    quietest_cpu(survey, &mut out);
+    match taskset {
+        Some(set) => {
+            survey.schedulability = schedulability::checks(survey, set, tick_ns(survey));
+            taskset_findings(survey, &mut out);
+        }
+        None => driver_servers(survey, &mut out),
+    }
+    timer_latency(survey, &mut out);
+    stimulus(survey, &mut out);
+    accounting(survey, &mut out);
+    settings(survey, &mut out);
+    skipped(survey, &mut out);
+    out.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    survey.verdict = verdict(&out.findings, survey.complete);
+    survey.findings = out.findings;
+    survey.recommendations = out.recommendations;
+}
+
+#[derive(Default)]
+struct Out {
+    findings: Vec<Finding>,
+    recommendations: Vec<Recommendation>,
+}
+
+impl Out {
+    fn find(&mut self, id: String, severity: Severity, cpu: Option<usize>, title: String, measured: String, rule: &str) -> String {
+        self.findings.push(Finding { id: id.clone(), severity, cpu, title, measured, rule: rule.to_string() });
+        id
+    }
+
+    fn recommend(&mut self, finding: &str, title: String, rule: String, command: Option<String>, predicted: Option<String>) {
+        let id = format!("do-{finding}");
+        self.recommendations.push(Recommendation { id, finding: finding.to_string(), title, rule, command, predicted });
+    }
+}
+
+/// The largest load measured at the window closest to `window_ns` (log scale).
+pub fn load_at(curve: &Curve, window_ns: u64) -> Option<f64> {
+    let distance = |w: u64| ((w as f64).ln() - (window_ns as f64).ln()).abs();
+    curve.points.iter().min_by(|a, b| distance(a.window_ns).total_cmp(&distance(b.window_ns))).map(|p| p.max_load)
+}
+
+/// The scheduler tick, from the machine's "tick" setting ("250 Hz, ...");
+/// 10 ms (HZ=100, the coarsest) when unknown.
+pub fn tick_ns(survey: &Survey) -> u64 {
+    let hz = setting(survey, "tick").and_then(|t| t.split_whitespace().next()).and_then(|n| n.parse::<u64>().ok());
+    hz.filter(|&hz| hz > 0).map_or(10 * MS, |hz| 1_000_000_000 / hz)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn severity_of_load(load: f64) -> Severity {
+    match load {
+        l if l >= PROBLEM_LOAD => Severity::Problem,
+        l if l >= WARN_LOAD => Severity::Warn,
+        _ => Severity::Ok,
+    }
+}
+
+fn leftovers(survey: &Survey, out: &mut Out) {
+    if survey.leftovers.is_empty() {
+        return;
+    }
+    let id = out.find(
+        "leftovers".into(),
+        Severity::Problem,
+        None,
+        format!("{} change(s) left behind by killed irqlab runs", survey.leftovers.len()),
+        survey.leftovers.join("; "),
+        "a journal entry whose owner is gone is a setting nobody will restore",
+    );
+    let rule = "restores each setting to the value it had before the killed run".to_string();
+    out.recommend(&id, "Undo what killed runs left".into(), rule, Some("irqlab control revert --all".into()), None);
+}
+
+/// One finding per measured curve: how much of a 1 ms window it takes.
+fn interference(survey: &Survey, out: &mut Out) {
+    for cpu in &survey.cpus {
+        for curve in &cpu.curves {
+            let judged = curve.judged();
+            let (Some(at1), Some(at10)) = (load_at(judged, MS), load_at(judged, 10 * MS)) else { continue };
+            let what = match curve.load {
+                Load::None => "interference on the idle machine".to_string(),
+                load => format!("the {} load", load.name()),
+            };
+            let fit = curve.fit.map(|f| format!("; fitted u = {:.2}, p = {}", f.utilization, format_ns(f.period_ns))).unwrap_or_default();
+            let whose = if curve.load == Load::None { "measured" } else { "attributed to the load (idle floor subtracted)" };
+            out.find(
+                format!("load-cpu{}-{}", cpu.cpu, curve.load.name()),
+                severity_of_load(at1),
+                Some(cpu.cpu),
+                format!("CPU {}: {what} takes up to {} of a 1 ms window", cpu.cpu, pct(at1)),
+                format!(
+                    "max load {} at 1 ms, {} at 10 ms, longest interruption {} ({whose}{fit})",
+                    pct(at1),
+                    pct(at10),
+                    format_ns(curve.max_gap_ns)
+                ),
+                "max load in 1 ms windows: ≥ 50% problem, ≥ 10% warning (a task needing 1 ms of CPU in 2 ms can then miss)",
+            );
+        }
+    }
+}
+
+/// With more than one CPU, where a time-critical task is best off.
+fn quietest_cpu(survey: &Survey, out: &mut Out) {
+    let worst = |c: &CpuSurvey| {
+        c.curves.iter().filter_map(|l| load_at(l.judged(), MS)).fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l))))
+    };
+    let mut ranked: Vec<(usize, f64)> = survey.cpus.iter().filter_map(|c| worst(c).map(|w| (c.cpu, w))).collect();
+    if ranked.len() < 2 {
+        return;
+    }
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let (best, best_load) = ranked[0];
+    let (worst_cpu, worst_load) = *ranked.last().expect("two or more");
+    let measured = ranked.iter().map(|(c, l)| format!("CPU {c}: {}", pct(*l))).collect::<Vec<_>>().join(", ");
+    let id = out.find(
+        "quietest-cpu".into(),
+        Severity::Note,
+        Some(best),
+        format!("CPU {best} has the least interference (worst 1 ms window {} vs {} on CPU {worst_cpu})", pct(best_load), pct(worst_load)),
+        format!("worst max load in 1 ms windows over every load: {measured}"),
+        "the CPU whose worst 1 ms window (any load) is lowest",
+    );
+    let others: Vec<String> = survey.options.cpus.iter().filter(|&&c| c != best).map(|c| c.to_string()).collect();
+    if !others.is_empty() {
+        out.recommend(
+            &id,
+            format!("Run the most time-critical task on CPU {best} and steer interrupts away from it"),
+            format!("CPU {best} measured the least interference; interrupts and their bottom halves run where their IRQ is steered"),
+            Some(format!(
+                "for f in /proc/irq/*/smp_affinity_list; do echo {} > $f; done   # then pin the task: taskset -c {best} chrt -f 80 TASK",
+                others.join(",")
+            )),
+            None,
+        );
+    }
+}
+
+/// `--taskset`: is it schedulable under each load, and which server fixes it.
+fn taskset_findings(survey: &Survey, out: &mut Out) {
+    for check in &survey.schedulability {
+        let responses = check
+            .responses_ns
+            .iter()
+            .map(|(n, r)| format!("{n}: {}", r.map_or("misses".to_string(), format_ns)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let id = format!("taskset-cpu{}-{}", check.cpu, check.load.name());
+        if check.schedulable_as_measured {
+            let title = format!("CPU {}: your task set is schedulable under the {} load as measured", check.cpu, check.load.name());
+            out.find(id, Severity::Ok, Some(check.cpu), title, format!("worst responses {responses}"), RULE_TASKSET);
+            continue;
+        }
+        let title = format!("CPU {}: your task set misses deadlines under the {} load", check.cpu, check.load.name());
+        let id = out.find(id, Severity::Problem, Some(check.cpu), title, format!("worst responses {responses}"), RULE_TASKSET);
+        let curve = survey.cpus.iter().find(|c| c.cpu == check.cpu).and_then(|c| c.curves.iter().find(|l| l.load == check.load));
+        let driver_match = curve.and_then(|c| c.driver_match.clone());
+        match (schedulability::best_server(check), driver_match) {
+            (Some(server), Some(matched)) => recommend_server(out, &id, check, server, &matched, tick_ns(survey)),
+            (None, Some(matched)) => {
+                let rule = "no SCHED_DEADLINE budget tried (5–80% of the period) leaves the set schedulable on this CPU".to_string();
+                let command = survey
+                    .options
+                    .cpus
+                    .iter()
+                    .find(|&&c| c != check.cpu)
+                    .map(|other| format!("irqlab control threads {matched} --policy fifo:50 --cpu {other}"));
+                out.recommend(&id, format!("Move the driver off CPU {}", check.cpu), rule, command, None);
+            }
+            _ => {
+                let rule = "this load's interrupt work has no thread irqlab can put under a server".to_string();
+                out.recommend(&id, format!("Keep the {} load's interrupts off CPU {}", check.load.name(), check.cpu), rule, None, None);
+            }
+        }
+    }
+}
+
+const RULE_TASKSET: &str =
+    "irqlab analyze (RTA, refined bound) with the load's measured curve (idle floor subtracted) as the most urgent task";
+
+fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: &ServerCheck, matched: &str, tick_ns: u64) {
+    let (q, p) = (format_ns(server.budget_ns), format_ns(server.period_ns));
+    let share = server.budget_ns as f64 / server.period_ns as f64;
+    let keeps_up = match check.driver_utilization {
+        Some(u) if server.keeps_up => format!("it used {} under this load, so it keeps up", pct(u)),
+        Some(u) => format!("it used {} under this load: the rest waits, or is dropped", pct(u)),
+        None => "its own use could not be fitted".to_string(),
+    };
+    let (name, command, how) = match server.kind {
+        ServerKind::Deadline => (
+            format!("SCHED_DEADLINE {q}/{p}"),
+            format!("irqlab control threads {matched} --policy deadline:{q}/{p}"),
+            format!("analysed as a deferrable server of Q + one tick ({}): the kernel checks the budget at the tick", format_ns(tick_ns)),
+        ),
+        ServerKind::Sporadic => (
+            format!("a sporadic server {q}/{p} (SCHED_FIFO 50, then 1)"),
+            format!("irqlab control threads {matched} --policy sporadic:{q}/{p}:50/1 --cpu {}", check.cpu),
+            format!(
+                "no SCHED_DEADLINE budget fits: the kernel checks it only at the {} tick, so it overruns by up to that; irqlab's sporadic server reacts within {}, and is analysed as a periodic task of Q + that",
+                format_ns(tick_ns),
+                format_ns(schedulability::SPORADIC_REACTION_NS)
+            ),
+        ),
+    };
+    out.recommend(
+        finding,
+        format!("Put {matched} under {name}"),
+        format!("the largest budget tried with which the set is schedulable with 20% headroom on every wcet; {how}"),
+        Some(command),
+        Some(format!(
+            "schedulable with {name} on {matched}, not with the driver as measured; the driver gets at most {} of a CPU ({keeps_up})",
+            pct(share)
+        )),
+    );
+}
+
+/// Without a task set: bound each driver that takes a noticeable share by
+/// a server sized to its fitted utilisation.
+fn driver_servers(survey: &Survey, out: &mut Out) {
+    for cpu in &survey.cpus {
+        for curve in cpu.curves.iter().filter(|c| c.load != Load::None) {
+            let (Some(matched), Some(fit), Some(at1)) = (&curve.driver_match, curve.fit, load_at(curve.judged(), MS)) else { continue };
+            if at1 < WARN_LOAD {
+                continue;
+            }
+            let period = 10 * MS;
+            // Its fitted long-run share, rounded up to 0.5 ms: it keeps up on
+            // average and cannot take more than that in bursts.
+            let budget = ((fit.utilization * period as f64 / 500_000.0).ceil() as u64 * 500_000).clamp(500_000, 9 * MS);
+            let server = schedulability::server_model(ServerKind::Deadline, budget, period, tick_ns(survey));
+            let bound = |w| server.load(w, irqlab_analysis::DemandBound::Refined);
+            let finding = format!("load-cpu{}-{}", cpu.cpu, curve.load.name());
+            out.recommend(
+                &finding,
+                format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period)),
+                format!(
+                    "the budget is its fitted long-run share u = {:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
+                    fit.utilization,
+                    format_ns(tick_ns(survey))
+                ),
+                Some(format!("irqlab control threads {matched} --policy deadline:{}/{}", format_ns(budget), format_ns(period))),
+                Some(format!(
+                    "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
+                    pct(bound(MS)),
+                    pct(at1),
+                    pct(bound(10 * MS))
+                )),
+            );
+        }
+    }
+}
+
+fn timer_latency(survey: &Survey, out: &mut Out) {
+    for phase in &survey.latency {
+        let all = &phase.report.all;
+        let (Some(p99), Some(max)) = (all.p99_ns, all.max_ns) else { continue };
+        let worst = phase.report.threads.iter().max_by_key(|t| t.latency.max_ns).map(|t| t.cpu);
+        let severity = match max {
+            m if m >= PROBLEM_LATENCY_NS => Severity::Problem,
+            m if m >= WARN_LATENCY_NS => Severity::Warn,
+            _ => Severity::Ok,
+        };
+        let at = worst.map(|c| format!(" (CPU {c})")).unwrap_or_default();
+        out.find(
+            format!("latency-{}", phase.load.name()),
+            severity,
+            worst,
+            format!("timer latency {}: max {}{at}", phase_name(phase.load), format_ns(max)),
+            format!(
+                "p50 {}, p99 {}, max {} over {} wake-ups",
+                all.p50_ns.map_or("-".into(), format_ns),
+                format_ns(p99),
+                format_ns(max),
+                all.count
+            ),
+            "SCHED_FIFO 80 thread woken every 1 ms (cyclictest's method): max ≥ 1 ms problem, ≥ 100 us warning",
+        );
+    }
+    idle_wakeups(survey, out);
+}
+
+fn phase_name(load: Load) -> String {
+    match load {
+        Load::None => "idle".into(),
+        load => format!("under the {} load", load.name()),
+    }
+}
+
+/// Waking an idle CPU can cost more than any interrupt: compare the idle
+/// phase's p99 with the CPU load's, where no CPU halts.
+fn idle_wakeups(survey: &Survey, out: &mut Out) {
+    let p99 = |load| survey.latency.iter().find(|p| p.load == load).and_then(|p| p.report.all.p99_ns);
+    let (Some(idle), Some(busy)) = (p99(Load::None), p99(Load::Cpu)) else { return };
+    if idle < 20_000 || (idle as f64) < 1.5 * busy as f64 {
+        return;
+    }
+    let id = out.find(
+        "idle-wakeup".into(),
+        Severity::Warn,
+        None,
+        format!("Waking an idle CPU costs: timer latency p99 {} idle vs {} with every CPU busy", format_ns(idle), format_ns(busy)),
+        format!("p99 idle {}, p99 under the cpu load {}", format_ns(idle), format_ns(busy)),
+        "idle p99 ≥ 20 us and ≥ 1.5× the p99 when no CPU halts: the exit from idle (or the hypervisor's wake-up), not interrupts",
+    );
+    out.recommend(
+        &id,
+        "Keep time-critical CPUs out of deep idle states".into(),
+        "a CPU that does not halt wakes at once; costs power".into(),
+        Some("hold /dev/cpu_dma_latency at 0 while the task runs (as irqlab measure latency does), or boot with idle=poll".into()),
+        None,
+    );
+}
+
+fn stimulus(survey: &Survey, out: &mut Out) {
+    for phase in &survey.stimulus {
+        let path = |k| phase.report.paths.iter().find(|p| p.path.name() == k);
+        let (Some(irq), Some(task)) = (path("icmp"), path("udp")) else { continue };
+        let (Some(i50), Some(t50)) = (irq.latency.p50_ns, task.latency.p50_ns) else { continue };
+        let lost = irq.lost + task.lost;
+        let sent = (irq.sent + task.sent).max(1);
+        let severity = if lost * 100 > sent { Severity::Warn } else { Severity::Note };
+        out.find(
+            format!("stimulus-{}", phase.load.name()),
+            severity,
+            None,
+            format!(
+                "From outside {}: the softirq path answers in {} (p50), a woken task in {}",
+                phase_name(phase.load),
+                format_ns(i50),
+                format_ns(t50)
+            ),
+            format!(
+                "p99 {} / {}; {lost} of {sent} stimuli lost",
+                irq.latency.p99_ns.map_or("-".into(), format_ns),
+                task.latency.p99_ns.map_or("-".into(), format_ns)
+            ),
+            "1 kHz stimuli from testbed host b: ICMP echo (answered in softirq) and a SCHED_FIFO 80 UDP responder; > 1% lost is a warning",
+        );
+    }
+}
+
+fn accounting(survey: &Survey, out: &mut Out) {
+    for phase in survey.accounting.iter().filter(|p| p.load != Load::None) {
+        for cpu in &phase.cpus {
+            let share = (cpu.hardirq_ns + cpu.softirq_ns) as f64 / cpu.wall_ns.max(1) as f64;
+            if share < 0.05 {
+                continue;
+            }
+            let top = cpu.softirq_by_vector_ns.iter().max_by_key(|(_, &v)| v).map(|(k, _)| k.clone()).unwrap_or_default();
+            out.find(
+                format!("irq-time-cpu{}-{}", cpu.cpu, phase.load.name()),
+                if share >= PROBLEM_LOAD { Severity::Warn } else { Severity::Note },
+                Some(cpu.cpu),
+                format!("CPU {}: interrupts took {} of its time under the {} load, mostly {top}", cpu.cpu, pct(share), phase.load.name()),
+                format!("hard IRQ {}, softirq {} of {}", format_ns(cpu.hardirq_ns), format_ns(cpu.softirq_ns), format_ns(cpu.wall_ns)),
+                "BPF accounting over the phase: interrupt time ≥ 5% of a CPU is shown, ≥ 50% warned about",
+            );
+        }
+        if let Some(v) = phase.top_victims.first() {
+            let stolen = v.stolen_hardirq_ns + v.stolen_softirq_ns;
+            out.find(
+                format!("victim-{}", phase.load.name()),
+                Severity::Note,
+                None,
+                format!("Under the {} load, {} lost the most to interrupts: {}", phase.load.name(), v.task, format_ns(stolen)),
+                format!("ran {}, of which Linux charged it {} of others' interrupt work", format_ns(v.run_ns + stolen), format_ns(stolen)),
+                "BPF accounting: hard IRQ and softirq time that ran while the task was current (irqlab's own threads left out)",
+            );
+        }
+    }
+}
+
+fn setting<'a>(survey: &'a Survey, name: &str) -> Option<&'a str> {
+    survey.machine.settings.get(name).map(String::as_str)
+}
+
+fn settings(survey: &Survey, out: &mut Out) {
+    if survey.cpus.iter().flat_map(|c| &c.curves).any(|c| c.rt_throttled) {
+        let id = out.find(
+            "rt-throttling".into(),
+            Severity::Warn,
+            None,
+            "RT throttling could not be lifted: long windows may show the throttle, not interrupts".into(),
+            setting(survey, "RT throttling").unwrap_or("-").to_string(),
+            "a probe run marked as limited by kernel.sched_rt_runtime_us",
+        );
+        out.recommend(&id, "Run the survey as root".into(), "the probe lifts the limit for its run and restores it".into(), None, None);
+    }
+    if let Some(g) = setting(survey, "CPU frequency governor") {
+        if !g.starts_with("none") && !g.contains("performance") {
+            let id = out.find(
+                "governor".into(),
+                Severity::Warn,
+                None,
+                format!("CPU frequency governor: {g}"),
+                g.to_string(),
+                "any governor but performance changes the clock, and with it every handler's cost",
+            );
+            out.recommend(
+                &id,
+                "Fix the CPU frequency".into(),
+                "handlers then cost the same every time".into(),
+                Some("cpupower frequency-set -g performance".into()),
+                None,
+            );
+        }
+    }
+    if let Some(napi) = setting(survey, "threaded NAPI") {
+        let off: Vec<&str> =
+            napi.split(", ").filter_map(|d| d.strip_suffix(" off")).filter(|d| !d.starts_with("ifb") && !d.starts_with("irqlab")).collect();
+        if let Some(dev) = off.first() {
+            let id = out.find(
+                "napi-softirq".into(),
+                Severity::Note,
+                None,
+                format!("{} receive(s) in softirq context", off.join(", ")),
+                format!("threaded NAPI: {napi}"),
+                "receive work in NET_RX softirq runs at whoever's expense and cannot be prioritised or bounded by a server",
+            );
+            out.recommend(
+                &id,
+                format!("Poll {dev} in a kernel thread"),
+                "a napi/ thread can then be given a priority or a SCHED_DEADLINE budget like any thread".into(),
+                Some(format!("irqlab control napi {dev} --threaded on")),
+                None,
+            );
+        }
+    }
+}
+
+fn skipped(survey: &Survey, out: &mut Out) {
+    let skipped: Vec<String> = survey
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Skipped || s.status == StepStatus::Failed)
+        .map(|s| format!("{}: {}", s.name, s.detail.as_deref().unwrap_or("-")))
+        .collect();
+    if !skipped.is_empty() {
+        out.find(
+            "not-measured".into(),
+            Severity::Note,
+            None,
+            format!("{} step(s) could not run here", skipped.len()),
+            skipped.join("; "),
+            "a step that lacks a privilege, kernel feature or tool is skipped with its reason; the rest ran",
+        );
+    }
+}
+
+fn verdict(findings: &[Finding], complete: bool) -> Verdict {
+    let count = |s| findings.iter().filter(|f| f.severity == s).count();
+    let worst = findings.first();
+    let severity = worst.map_or(Severity::Ok, |f| f.severity);
+    let lead = match severity {
+        Severity::Problem | Severity::Warn => {
+            format!(
+                "{} problem(s), {} warning(s). {}",
+                count(Severity::Problem),
+                count(Severity::Warn),
+                worst.map_or("", |f| f.title.as_str())
+            )
+        }
+        _ => "No interrupt interference worth acting on was measured.".to_string(),
+    };
+    let headline = if complete { lead } else { format!("INCOMPLETE survey. {lead}") };
+    Verdict { severity, headline }
+}
