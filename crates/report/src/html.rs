@@ -19,15 +19,24 @@
 use serde::Serialize;
 
 /// A table: a header row and rows of cells (text, escaped on output).
+/// Columns are right-aligned (numbers) except the first and those listed
+/// in `text_columns` (sentences).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    pub text_columns: Vec<usize>,
 }
 
 impl Table {
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
-        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new(), text_columns: Vec::new() }
+    }
+
+    /// Aligns these columns (0-based) left, as text.
+    pub fn text_columns(mut self, columns: impl IntoIterator<Item = usize>) -> Self {
+        self.text_columns.extend(columns);
+        self
     }
 
     pub fn row<S: Into<String>>(mut self, cells: impl IntoIterator<Item = S>) -> Self {
@@ -208,7 +217,7 @@ const TEMPLATE: &str = r#"<!doctype html>
 body { font-family: sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child, th.text, td.text { text-align: left; }
 th { background: #eee; }
 pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
 .plot svg { max-width: 100%; height: auto; }
@@ -232,8 +241,8 @@ pre code { user-select: all; }
 {% if block.type == "paragraph" %}<p>{{ block.text }}</p>
 {% elif block.type == "pre" %}<pre>{{ block.text }}</pre>
 {% elif block.type == "table" %}<table>
-<tr>{% for h in block.table.headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in block.table.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+<tr>{% for h in block.table.headers %}<th{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr>
+{% for row in block.table.rows %}<tr>{% for cell in row %}<td{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table>
 {% elif block.type == "svg" %}<div class="plot">{{ block.svg | safe }}</div>
 {% elif block.type == "figure" %}<figure class="plot">{{ block.svg | safe }}<figcaption>{{ block.caption }}</figcaption></figure>
@@ -326,5 +335,13 @@ mod tests {
         assert!(html.contains("<figure class=\"plot\"><svg><circle/></svg><figcaption>cap &lt;1&gt;</figcaption></figure>"));
         assert!(html.contains("<a href=\"sub&#x2f;x.html\">a &lt;b&gt;</a>"), "{html}");
         assert!(html.contains("Content-Security-Policy"));
+    }
+
+    #[test]
+    fn text_columns_are_marked() {
+        let table = Table::new(["a", "b", "c"]).text_columns([2]).row(["1", "2", "three"]);
+        let html = Page::new("p").section(Section::new("s").table(table)).render().unwrap();
+        assert!(html.contains("<tr><th>a</th><th>b</th><th class=\"text\">c</th></tr>"), "{html}");
+        assert!(html.contains("<tr><td>1</td><td>2</td><td class=\"text\">three</td></tr>"));
     }
 }

@@ -219,7 +219,14 @@ impl LinePlot {
             .x_label_area_size(if small { 38 } else { 44 })
             .y_label_area_size(if small { 56 } else { 64 })
             .build_cartesian_2d(x, y)?;
-        chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).light_line_style(WHITE).draw()?;
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .y_desc(&self.y_label)
+            .x_label_formatter(&|v| tick_label(*v))
+            .y_label_formatter(&|v| tick_label(*v))
+            .light_line_style(WHITE)
+            .draw()?;
         let y_bottom = chart.y_range().start;
         for (i, s) in self.series.iter().enumerate() {
             let color = Palette99::pick(s.color.unwrap_or(i)).to_rgba();
@@ -288,6 +295,19 @@ fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
+/// An axis number as short as it reads: no trailing zeros ("100", "0.25"),
+/// thousands and millions as k and M ("10k", "2.5M").
+fn tick_label(v: f64) -> String {
+    let trim = |s: String| if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    let a = v.abs();
+    match a {
+        _ if a >= 1e6 => format!("{}M", trim(format!("{:.2}", v / 1e6))),
+        _ if a >= 1e4 => format!("{}k", trim(format!("{:.2}", v / 1e3))),
+        _ if a == 0.0 || a >= 1e-4 => trim(format!("{v:.4}")),
+        _ => format!("{v:e}"),
+    }
+}
+
 /// A range a log axis can show: a start ≤ 0 becomes a millionth of the end.
 fn positive(range: Range<f64>) -> Range<f64> {
     let lo = if range.start > 0.0 { range.start } else { 1e-9_f64.max(range.end * 1e-6) };
@@ -343,6 +363,12 @@ mod tests {
         assert!(LinePlot::new("empty").to_svg().is_ok());
         let both = stacked_svg(&[LinePlot::new("top"), LinePlot::new("bottom")]).unwrap();
         assert!(both.contains("top") && both.contains("bottom") && both.contains("height=\"960\""));
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        let labels: Vec<String> = [0.0, 100.0, 90.0, 0.25, 0.01, 1000.0, 10_000.0, 2_500_000.0, -40.0, 1e-6].map(tick_label).into();
+        assert_eq!(labels, ["0", "100", "90", "0.25", "0.01", "1000", "10k", "2.5M", "-40", "1e-6"]);
     }
 
     #[test]
