@@ -21,7 +21,7 @@
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -46,10 +46,14 @@ struct Browser {
     events: Vec<Value>,
     next_id: u64,
     session: Option<String>,
+    /// Chromium's stderr, shown when it dies.
+    log: PathBuf,
 }
 
 impl Browser {
     fn start(profile: &Path, log: &Path) -> Browser {
+        let found = Command::new("chromium").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        assert!(found.is_ok_and(|s| s.success()), "no chromium on PATH (scripts/install-deps.sh installs the Debian package)");
         let args = [
             "--headless",
             "--no-sandbox",
@@ -88,7 +92,7 @@ impl Browser {
                 }
             }
         });
-        Browser { child, commands, messages, events: Vec::new(), next_id: 1, session: None }
+        Browser { child, commands, messages, events: Vec::new(), next_id: 1, session: None, log: log.to_path_buf() }
     }
 
     /// Sends one command (to the attached page, once there is one) and
@@ -118,7 +122,10 @@ impl Browser {
         match self.messages.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(message) => message,
             Err(RecvTimeoutError::Timeout) => panic!("chromium: no answer to {waiting_for} in {CALL_TIMEOUT:?}"),
-            Err(RecvTimeoutError::Disconnected) => panic!("chromium exited while waiting for {waiting_for} (see its log)"),
+            Err(RecvTimeoutError::Disconnected) => {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                panic!("chromium exited while waiting for {waiting_for}; its log:\n{log}")
+            }
         }
     }
 
