@@ -2,11 +2,12 @@
 # Installs what irqlab's build, demo and tests need, only if missing.
 # Debian packages: clang/libelf/zlib/bpftool for the BPF programs, rt-tests
 # (cyclictest, oslat) and bpftrace as references the tests compare against,
-# iproute2/ethtool for the network testbed, and prometheus with
-# promtool, which the exporter's test runs against it.
+# iproute2/ethtool for the network testbed, prometheus with promtool,
+# which the exporter's test runs against it, and chromium, in which the
+# survey page's test renders the page headless (screenshot, console errors).
 set -euo pipefail
 
-packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps prometheus)
+packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps prometheus chromium)
 
 missing=()
 for p in "${packages[@]}"; do

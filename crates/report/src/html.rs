@@ -19,15 +19,24 @@
 use serde::Serialize;
 
 /// A table: a header row and rows of cells (text, escaped on output).
+/// Columns are right-aligned (numbers) except the first and those listed
+/// in `text_columns` (sentences).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    pub text_columns: Vec<usize>,
 }
 
 impl Table {
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
-        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new(), text_columns: Vec::new() }
+    }
+
+    /// Aligns these columns (0-based) left, as text.
+    pub fn text_columns(mut self, columns: impl IntoIterator<Item = usize>) -> Self {
+        self.text_columns.extend(columns);
+        self
     }
 
     pub fn row<S: Into<String>>(mut self, cells: impl IntoIterator<Item = S>) -> Self {
@@ -78,6 +87,45 @@ pub enum Block {
     Svg {
         svg: String,
     },
+    /// An SVG plot (as [`Block::Svg`]) with a caption below it, escaped.
+    Figure {
+        svg: String,
+        caption: String,
+    },
+    /// A coloured line that must not be missed (a verdict, a warning), escaped.
+    Callout {
+        tone: Tone,
+        text: String,
+    },
+    /// A small heading inside the section, escaped.
+    Subheading {
+        text: String,
+    },
+    /// A command to copy, in a code block, escaped.
+    Code {
+        text: String,
+    },
+    /// A list of links (title, relative address), escaped.
+    Links {
+        links: Vec<Link>,
+    },
+}
+
+/// How a [`Block::Callout`] is coloured, from good to bad.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tone {
+    Ok,
+    Note,
+    Warn,
+    Problem,
+}
+
+/// One entry of [`Block::Links`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Link {
+    pub title: String,
+    pub href: String,
 }
 
 /// A headed part of the page.
@@ -111,6 +159,38 @@ impl Section {
         self.blocks.push(Block::Svg { svg: svg.into() });
         self
     }
+
+    pub fn figure(mut self, svg: impl Into<String>, caption: impl Into<String>) -> Self {
+        self.blocks.push(Block::Figure { svg: svg.into(), caption: caption.into() });
+        self
+    }
+
+    pub fn callout(mut self, tone: Tone, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Callout { tone, text: text.into() });
+        self
+    }
+
+    pub fn subheading(mut self, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Subheading { text: text.into() });
+        self
+    }
+
+    pub fn code(mut self, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Code { text: text.into() });
+        self
+    }
+
+    /// Links as (title, address) pairs.
+    pub fn links(mut self, links: &[(String, String)]) -> Self {
+        let links = links.iter().map(|(title, href)| Link { title: title.clone(), href: href.clone() }).collect();
+        self.blocks.push(Block::Links { links });
+        self
+    }
+
+    /// Whether the section shows nothing but its heading.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
 }
 
 /// A whole HTML page.
@@ -130,15 +210,25 @@ const TEMPLATE: &str = r#"<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+{#- Everything is inline: a browser refuses anything from elsewhere, and says so in its console. #}
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <title>{{ page.title }}</title>
 <style>
 body { font-family: sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th:first-child, td:first-child, th.text, td.text { text-align: left; }
 th { background: #eee; }
 pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
 .plot svg { max-width: 100%; height: auto; }
+figure.plot { display: inline-block; margin: 0.5rem 1rem 0.5rem 0; vertical-align: top; }
+figcaption { font-size: 0.85rem; color: #555; max-width: 480px; }
+.callout { padding: 0.5rem 0.8rem; border-left: 0.4rem solid; font-weight: bold; }
+.callout.ok { background: #e8f5e9; border-color: #2e7d32; }
+.callout.note { background: #e3f2fd; border-color: #1565c0; }
+.callout.warn { background: #fff8e1; border-color: #ef8f00; }
+.callout.problem { background: #ffebee; border-color: #c62828; }
+pre code { user-select: all; }
 </style>
 </head>
 <body>
@@ -151,10 +241,15 @@ pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
 {% if block.type == "paragraph" %}<p>{{ block.text }}</p>
 {% elif block.type == "pre" %}<pre>{{ block.text }}</pre>
 {% elif block.type == "table" %}<table>
-<tr>{% for h in block.table.headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in block.table.rows %}<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
+<tr>{% for h in block.table.headers %}<th{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr>
+{% for row in block.table.rows %}<tr>{% for cell in row %}<td{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table>
 {% elif block.type == "svg" %}<div class="plot">{{ block.svg | safe }}</div>
+{% elif block.type == "figure" %}<figure class="plot">{{ block.svg | safe }}<figcaption>{{ block.caption }}</figcaption></figure>
+{% elif block.type == "callout" %}<p class="callout {{ block.tone }}">{{ block.text }}</p>
+{% elif block.type == "subheading" %}<h3>{{ block.text }}</h3>
+{% elif block.type == "code" %}<pre><code>{{ block.text }}</code></pre>
+{% elif block.type == "links" %}<ul>{% for link in block.links %}<li><a href="{{ link.href }}">{{ link.title }}</a></li>{% endfor %}</ul>
 {% endif %}
 {% endfor %}
 </section>
@@ -221,5 +316,32 @@ mod tests {
         assert!(html.contains("<td>&lt;td&gt;</td>"));
         assert!(html.contains("<div class=\"plot\"><svg><circle/></svg></div>"));
         assert!(html.contains("<pre>$ irqlab analyze</pre>"));
+    }
+
+    #[test]
+    fn figures_callouts_code_and_links() {
+        let links = [("a <b>".to_string(), "sub/x.html".to_string())];
+        let section = Section::new("s")
+            .callout(Tone::Problem, "INCOMPLETE <now>")
+            .subheading("h & h")
+            .code("irqlab control threads 'napi:*'")
+            .figure("<svg><circle/></svg>", "cap <1>")
+            .links(&links);
+        assert!(!section.is_empty() && Section::new("empty").is_empty());
+        let html = Page::new("p").section(section).render().unwrap();
+        assert!(html.contains("<p class=\"callout problem\">INCOMPLETE &lt;now&gt;</p>"), "{html}");
+        assert!(html.contains("<h3>h &amp; h</h3>"));
+        assert!(html.contains("<pre><code>irqlab control threads &#x27;napi:*&#x27;</code></pre>"), "{html}");
+        assert!(html.contains("<figure class=\"plot\"><svg><circle/></svg><figcaption>cap &lt;1&gt;</figcaption></figure>"));
+        assert!(html.contains("<a href=\"sub&#x2f;x.html\">a &lt;b&gt;</a>"), "{html}");
+        assert!(html.contains("Content-Security-Policy"));
+    }
+
+    #[test]
+    fn text_columns_are_marked() {
+        let table = Table::new(["a", "b", "c"]).text_columns([2]).row(["1", "2", "three"]);
+        let html = Page::new("p").section(Section::new("s").table(table)).render().unwrap();
+        assert!(html.contains("<tr><th>a</th><th>b</th><th class=\"text\">c</th></tr>"), "{html}");
+        assert!(html.contains("<tr><td>1</td><td>2</td><td class=\"text\">three</td></tr>"));
     }
 }

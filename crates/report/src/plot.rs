@@ -13,7 +13,7 @@
 //! ```
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
-use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::ops::Range;
 
@@ -24,6 +24,11 @@ pub enum Style {
     Line,
     /// Unjoined markers (measured data).
     Points,
+    /// A dashed line (a model or fit drawn over measured data).
+    Dashed,
+    /// A histogram's outline: each y holds from its x to the next point's x
+    /// (give the bins' left edges, then the last bin's right edge).
+    Steps,
 }
 
 /// One named set of (x, y) points.
@@ -32,20 +37,39 @@ pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub style: Style,
+    /// Index into the plot palette; `None`: the series' own position. Two
+    /// series with one index share a colour (measured points and their fit).
+    pub color: Option<usize>,
 }
 
 impl Series {
     pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        Series { name: name.into(), points, style: Style::Line }
+        Series { name: name.into(), points, style: Style::Line, color: None }
     }
 
     pub fn points(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        Series { name: name.into(), points, style: Style::Points }
+        Series { style: Style::Points, ..Series::line(name, points) }
+    }
+
+    pub fn dashed(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series { style: Style::Dashed, ..Series::line(name, points) }
+    }
+
+    pub fn steps(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series { style: Style::Steps, ..Series::line(name, points) }
+    }
+
+    /// Draws the series in palette colour `index`.
+    pub fn color(mut self, index: usize) -> Self {
+        self.color = Some(index);
+        self
     }
 }
 
 /// A 2-D plot of several series with a legend. Axis ranges default to the
-/// data's extent; `log_x` plots x on a log scale (x must be > 0).
+/// data's extent; `log_x` plots x on a log scale (points with x ≤ 0 are
+/// left out), `log_y` y (values ≤ 0 are drawn at the axis' bottom, where a
+/// histogram's empty bins belong).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinePlot {
     pub title: String,
@@ -55,6 +79,7 @@ pub struct LinePlot {
     pub x_range: Option<Range<f64>>,
     pub y_range: Option<Range<f64>>,
     pub log_x: bool,
+    pub log_y: bool,
     pub size: (u32, u32),
 }
 
@@ -76,6 +101,7 @@ impl LinePlot {
             x_range: None,
             y_range: None,
             log_x: false,
+            log_y: false,
             size: (800, 480),
         }
     }
@@ -110,6 +136,17 @@ impl LinePlot {
         self
     }
 
+    pub fn log_y(mut self, log: bool) -> Self {
+        self.log_y = log;
+        self
+    }
+
+    /// Width and height in pixels (default 800 × 480).
+    pub fn size(mut self, width: u32, height: u32) -> Self {
+        self.size = (width, height);
+        self
+    }
+
     /// Renders the plot as a standalone `<svg>` document.
     pub fn to_svg(&self) -> Result<String, PlotError> {
         let fail = |e: &dyn std::fmt::Display| PlotError { title: self.title.clone(), message: e.to_string() };
@@ -126,47 +163,84 @@ impl LinePlot {
     /// Draws the plot into an area of a larger SVG.
     fn draw_on(&self, area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), PlotError> {
         let fail = |e: &dyn std::fmt::Display| PlotError { title: self.title.clone(), message: e.to_string() };
-        let finite = |v: &f64| v.is_finite();
-        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).filter(finite);
-        let ys = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(finite);
-        let y_range = self.y_range.clone().unwrap_or_else(|| padded(extent(ys), true));
-        if self.log_x {
-            let x_range = self.x_range.clone().unwrap_or_else(|| {
-                let (lo, hi) = extent(xs.filter(|&x| x > 0.0)).unwrap_or((1.0, 10.0));
-                lo / 1.25..hi * 1.25
-            });
-            let lo = if x_range.start > 0.0 { x_range.start } else { 1e-9_f64.max(x_range.end * 1e-6) };
-            let x = (lo..x_range.end.max(lo * 10.0)).log_scale();
-            self.draw(area, x, y_range).map_err(|e| fail(&e))
-        } else {
-            let x_range = self.x_range.clone().unwrap_or_else(|| padded(extent(xs), false));
-            self.draw(area, x_range, y_range).map_err(|e| fail(&e))
+        let (x, y) = (self.x_axis(), self.y_axis());
+        match (self.log_x, self.log_y) {
+            (false, false) => self.draw(area, x, y),
+            (true, false) => self.draw(area, x.log_scale(), y),
+            (false, true) => self.draw(area, x, y.log_scale()),
+            (true, true) => self.draw(area, x.log_scale(), y.log_scale()),
+        }
+        .map_err(|e| fail(&e))
+    }
+
+    /// The points a series is drawn with: finite, x > 0 on a log x axis,
+    /// y ≤ 0 raised to the bottom of a log y axis.
+    fn plotted(&self, series: &Series, y_bottom: f64) -> Vec<(f64, f64)> {
+        let kept = series.points.iter().copied().filter(|(a, b)| a.is_finite() && b.is_finite() && (!self.log_x || *a > 0.0));
+        kept.map(|(a, b)| (a, if self.log_y { b.max(y_bottom) } else { b })).collect()
+    }
+
+    fn x_axis(&self) -> Range<f64> {
+        let xs = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).filter(|v| v.is_finite());
+        match &self.x_range {
+            Some(r) if self.log_x => positive(r.clone()),
+            Some(r) => r.clone(),
+            None if self.log_x => log_padded(extent(xs.filter(|&x| x > 0.0)), 1.25),
+            None => padded(extent(xs), false),
         }
     }
 
-    fn draw<X>(
+    fn y_axis(&self) -> Range<f64> {
+        let ys = self.series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(|v| v.is_finite());
+        match &self.y_range {
+            Some(r) if self.log_y => positive(r.clone()),
+            Some(r) => r.clone(),
+            None if self.log_y => log_padded(extent(ys.filter(|&y| y > 0.0)), 1.5),
+            None => padded(extent(ys), true),
+        }
+    }
+
+    fn draw<X, Y>(
         &self,
         root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
         x: X,
-        y: Range<f64>,
+        y: Y,
     ) -> Result<(), Box<dyn std::error::Error + '_>>
     where
         X: AsRangedCoord<Value = f64>,
         X::CoordDescType: ValueFormatter<f64>,
+        Y: AsRangedCoord<Value = f64>,
+        Y::CoordDescType: ValueFormatter<f64>,
     {
+        let small = self.size.1 < 400;
         let mut chart = ChartBuilder::on(root)
-            .caption(&self.title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x, Into::<RangedCoordf64>::into(y))?;
-        chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).light_line_style(WHITE).draw()?;
+            .caption(&self.title, ("sans-serif", if small { 16 } else { 20 }))
+            .margin(if small { 8 } else { 12 })
+            .x_label_area_size(if small { 38 } else { 44 })
+            .y_label_area_size(if small { 56 } else { 64 })
+            .build_cartesian_2d(x, y)?;
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .y_desc(&self.y_label)
+            .x_label_formatter(&|v| tick_label(*v))
+            .y_label_formatter(&|v| tick_label(*v))
+            .light_line_style(WHITE)
+            .draw()?;
+        let y_bottom = chart.y_range().start;
         for (i, s) in self.series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let data: Vec<(f64, f64)> = s.points.iter().copied().filter(|(a, b)| a.is_finite() && b.is_finite()).collect();
+            let color = Palette99::pick(s.color.unwrap_or(i)).to_rgba();
+            let data = self.plotted(s, y_bottom);
+            let line = color.stroke_width(2);
             let anno = match s.style {
-                Style::Line => chart.draw_series(LineSeries::new(data, color.stroke_width(2)))?,
+                Style::Line => chart.draw_series(LineSeries::new(data, line))?,
+                Style::Steps => chart.draw_series(LineSeries::new(steps(&data), line))?,
                 Style::Points => chart.draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled())))?,
+                Style::Dashed => {
+                    let anno = chart.draw_series(DashedLineSeries::new(data, 6, 4, line))?;
+                    anno.label(s.name.clone()).legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 18, y)], 4, 3, line));
+                    continue;
+                }
             };
             anno.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3)));
         }
@@ -208,6 +282,42 @@ fn extent(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
         None => Some((v, v)),
         Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
     })
+}
+
+/// A histogram outline through `points` (left edges, then the right edge):
+/// each y held until the next x.
+fn steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for pair in points.windows(2) {
+        out.extend([pair[0], (pair[1].0, pair[0].1)]);
+    }
+    out.extend(points.last());
+    out
+}
+
+/// An axis number as short as it reads: no trailing zeros ("100", "0.25"),
+/// thousands and millions as k and M ("10k", "2.5M").
+fn tick_label(v: f64) -> String {
+    let trim = |s: String| if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    let a = v.abs();
+    match a {
+        _ if a >= 1e6 => format!("{}M", trim(format!("{:.2}", v / 1e6))),
+        _ if a >= 1e4 => format!("{}k", trim(format!("{:.2}", v / 1e3))),
+        _ if a == 0.0 || a >= 1e-4 => trim(format!("{v:.4}")),
+        _ => format!("{v:e}"),
+    }
+}
+
+/// A range a log axis can show: a start ≤ 0 becomes a millionth of the end.
+fn positive(range: Range<f64>) -> Range<f64> {
+    let lo = if range.start > 0.0 { range.start } else { 1e-9_f64.max(range.end * 1e-6) };
+    lo..range.end.max(lo * 10.0)
+}
+
+/// The positive data's range on a log axis, widened by `factor` each way.
+fn log_padded(extent: Option<(f64, f64)>, factor: f64) -> Range<f64> {
+    let (lo, hi) = extent.unwrap_or((1.0, 10.0));
+    positive(lo / factor..hi * factor)
 }
 
 /// The data's range with a little room; y starts at 0 for non-negative data
@@ -253,5 +363,37 @@ mod tests {
         assert!(LinePlot::new("empty").to_svg().is_ok());
         let both = stacked_svg(&[LinePlot::new("top"), LinePlot::new("bottom")]).unwrap();
         assert!(both.contains("top") && both.contains("bottom") && both.contains("height=\"960\""));
+    }
+
+    #[test]
+    fn tick_labels_are_short() {
+        let labels: Vec<String> = [0.0, 100.0, 90.0, 0.25, 0.01, 1000.0, 10_000.0, 2_500_000.0, -40.0, 1e-6].map(tick_label).into();
+        assert_eq!(labels, ["0", "100", "90", "0.25", "0.01", "1000", "10k", "2.5M", "-40", "1e-6"]);
+    }
+
+    #[test]
+    fn steps_hold_each_value_until_the_next_edge() {
+        assert_eq!(steps(&[(0.0, 5.0), (1.0, 2.0), (2.0, 0.0)]), vec![(0.0, 5.0), (1.0, 5.0), (1.0, 2.0), (2.0, 2.0), (2.0, 0.0)]);
+        assert_eq!(steps(&[]), vec![]);
+    }
+
+    #[test]
+    fn dashed_steps_log_y_and_shared_colours() {
+        let plot = LinePlot::new("latency")
+            .size(480, 260)
+            .log_y(true)
+            .series(Series::steps("idle", vec![(0.0, 900.0), (1.0, 0.0), (2.0, 3.0), (3.0, 0.0)]).color(2))
+            .series(Series::dashed("idle fit", vec![(0.0, 100.0), (3.0, 1.0)]).color(2));
+        // Empty bins sit on the axis' bottom, not at -inf.
+        assert_eq!(plot.plotted(&plot.series[0], 0.5)[1], (1.0, 0.5));
+        assert_eq!(plot.y_axis(), 1.0 / 1.5..900.0 * 1.5);
+        let svg = plot.to_svg().unwrap();
+        assert!(svg.contains("width=\"480\"") && svg.contains("height=\"260\""));
+        assert!(svg.contains("idle fit"));
+        // One colour for both series: the fit's dashes and the outline share it.
+        let colour = Palette99::pick(2).to_rgba();
+        let rgb = format!("#{:02X}{:02X}{:02X}", colour.0, colour.1, colour.2);
+        assert!(svg.matches(rgb.as_str()).count() >= 4, "{rgb} in {svg}");
+        assert_eq!(LinePlot::new("x").log_y(true).y_range(0.0..100.0).y_axis(), 100.0 * 1e-6..100.0);
     }
 }
