@@ -14,6 +14,7 @@ use crate::doc::{
     AccountingPhase, CpuFigure, CpuSurvey, LatencyPhase, Load, LoadCurve, Severity, StepStatus, StimulusPhase, Survey, TaskFigure,
     TasksetCheck,
 };
+use crate::findings::load_at;
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::units::format_ns;
 use irqlab_live::latency::{LinearHistogram, StatsSummary};
@@ -253,13 +254,6 @@ fn curve_note(cpu: usize, curve: &LoadCurve) -> Option<String> {
         notes.push(format!("carried by {}", curve.driver_threads.join(", ")));
     }
     (!notes.is_empty()).then(|| format!("CPU {cpu}, {}: {}.", curve.load.name(), notes.join("; ")))
-}
-
-/// The largest load at the measured window closest to `window_ns` (log
-/// scale), as the findings read it.
-fn load_at(curve: &Curve, window_ns: u64) -> Option<f64> {
-    let distance = |w: u64| ((w as f64).ln() - (window_ns as f64).ln()).abs();
-    curve.points.iter().min_by(|a, b| distance(a.window_ns).total_cmp(&distance(b.window_ns))).map(|p| p.max_load)
 }
 
 fn timer_latency(survey: &Survey) -> Result<Section, PageError> {

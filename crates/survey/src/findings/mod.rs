@@ -73,6 +73,25 @@ pub fn tick_ns(survey: &Survey) -> u64 {
     hz.filter(|&hz| hz > 0).map_or(10 * MS, |hz| 1_000_000_000 / hz)
 }
 
+/// A duration to three significant digits ("160ms", "68.9us"), for text
+/// a person reads; commands keep the exact `format_ns`.
+pub fn short_ns(ns: u64) -> String {
+    let (value, unit) = match ns {
+        n if n >= 1_000_000_000 => (n as f64 / 1e9, "s"),
+        n if n >= 1_000_000 => (n as f64 / 1e6, "ms"),
+        n if n >= 1_000 => (n as f64 / 1e3, "us"),
+        n => (n as f64, "ns"),
+    };
+    let digits = match value {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        _ => 2,
+    };
+    let text = format!("{value:.digits$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    format!("{text}{unit}")
+}
+
 fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
@@ -111,7 +130,7 @@ fn interference(survey: &Survey, out: &mut Out) {
                 Load::None => "interference on the idle machine".to_string(),
                 load => format!("the {} load", load.name()),
             };
-            let fit = curve.fit.map(|f| format!("; fitted u = {:.2}, p = {}", f.utilization, format_ns(f.period_ns))).unwrap_or_default();
+            let fit = curve.fit.map(|f| format!("; fitted u = {:.2}, p = {}", f.utilization, short_ns(f.period_ns))).unwrap_or_default();
             let whose = if curve.load == Load::None { "measured" } else { "attributed to the load (idle floor subtracted)" };
             out.find(
                 format!("load-cpu{}-{}", cpu.cpu, curve.load.name()),
@@ -122,7 +141,7 @@ fn interference(survey: &Survey, out: &mut Out) {
                     "max load {} at 1 ms, {} at 10 ms, longest interruption {} ({whose}{fit})",
                     pct(at1),
                     pct(at10),
-                    format_ns(curve.max_gap_ns)
+                    short_ns(curve.max_gap_ns)
                 ),
                 "max load in 1 ms windows: ≥ 50% problem, ≥ 10% warning (a task needing 1 ms of CPU in 2 ms can then miss)",
             );
@@ -172,7 +191,7 @@ fn taskset_findings(survey: &Survey, out: &mut Out) {
         let responses = check
             .responses_ns
             .iter()
-            .map(|(n, r)| format!("{n}: {}", r.map_or("misses".to_string(), format_ns)))
+            .map(|(n, r)| format!("{n}: {}", r.map_or("misses".to_string(), short_ns)))
             .collect::<Vec<_>>()
             .join(", ");
         let id = format!("taskset-cpu{}-{}", check.cpu, check.load.name());
@@ -295,12 +314,12 @@ fn timer_latency(survey: &Survey, out: &mut Out) {
             format!("latency-{}", phase.load.name()),
             severity,
             worst,
-            format!("timer latency {}: max {}{at}", phase_name(phase.load), format_ns(max)),
+            format!("timer latency {}: max {}{at}", phase_name(phase.load), short_ns(max)),
             format!(
                 "p50 {}, p99 {}, max {} over {} wake-ups",
-                all.p50_ns.map_or("-".into(), format_ns),
-                format_ns(p99),
-                format_ns(max),
+                all.p50_ns.map_or("-".into(), short_ns),
+                short_ns(p99),
+                short_ns(max),
                 all.count
             ),
             "SCHED_FIFO 80 thread woken every 1 ms (cyclictest's method): max ≥ 1 ms problem, ≥ 100 us warning",
@@ -328,8 +347,8 @@ fn idle_wakeups(survey: &Survey, out: &mut Out) {
         "idle-wakeup".into(),
         Severity::Warn,
         None,
-        format!("Waking an idle CPU costs: timer latency p99 {} idle vs {} with every CPU busy", format_ns(idle), format_ns(busy)),
-        format!("p99 idle {}, p99 under the cpu load {}", format_ns(idle), format_ns(busy)),
+        format!("Waking an idle CPU costs: timer latency p99 {} idle vs {} with every CPU busy", short_ns(idle), short_ns(busy)),
+        format!("p99 idle {}, p99 under the cpu load {}", short_ns(idle), short_ns(busy)),
         "idle p99 ≥ 20 us and ≥ 1.5× the p99 when no CPU halts: the exit from idle (or the hypervisor's wake-up), not interrupts",
     );
     out.recommend(
@@ -356,13 +375,13 @@ fn stimulus(survey: &Survey, out: &mut Out) {
             format!(
                 "From outside {}: the softirq path answers in {} (p50), a woken task in {}",
                 phase_name(phase.load),
-                format_ns(i50),
-                format_ns(t50)
+                short_ns(i50),
+                short_ns(t50)
             ),
             format!(
                 "p99 {} / {}; {lost} of {sent} stimuli lost",
-                irq.latency.p99_ns.map_or("-".into(), format_ns),
-                task.latency.p99_ns.map_or("-".into(), format_ns)
+                irq.latency.p99_ns.map_or("-".into(), short_ns),
+                task.latency.p99_ns.map_or("-".into(), short_ns)
             ),
             "1 kHz stimuli from testbed host b: ICMP echo (answered in softirq) and a SCHED_FIFO 80 UDP responder; > 1% lost is a warning",
         );
@@ -382,7 +401,7 @@ fn accounting(survey: &Survey, out: &mut Out) {
                 if share >= PROBLEM_LOAD { Severity::Warn } else { Severity::Note },
                 Some(cpu.cpu),
                 format!("CPU {}: interrupts took {} of its time under the {} load, mostly {top}", cpu.cpu, pct(share), phase.load.name()),
-                format!("hard IRQ {}, softirq {} of {}", format_ns(cpu.hardirq_ns), format_ns(cpu.softirq_ns), format_ns(cpu.wall_ns)),
+                format!("hard IRQ {}, softirq {} of {}", short_ns(cpu.hardirq_ns), short_ns(cpu.softirq_ns), short_ns(cpu.wall_ns)),
                 "BPF accounting over the phase: interrupt time ≥ 5% of a CPU is shown, ≥ 50% warned about",
             );
         }
@@ -392,8 +411,8 @@ fn accounting(survey: &Survey, out: &mut Out) {
                 format!("victim-{}", phase.load.name()),
                 Severity::Note,
                 None,
-                format!("Under the {} load, {} lost the most to interrupts: {}", phase.load.name(), v.task, format_ns(stolen)),
-                format!("ran {}, of which Linux charged it {} of others' interrupt work", format_ns(v.run_ns + stolen), format_ns(stolen)),
+                format!("Under the {} load, {} lost the most to interrupts: {}", phase.load.name(), v.task, short_ns(stolen)),
+                format!("ran {}, of which Linux charged it {} of others' interrupt work", short_ns(v.run_ns + stolen), short_ns(stolen)),
                 "BPF accounting: hard IRQ and softirq time that ran while the task was current (irqlab's own threads left out)",
             );
         }
@@ -494,4 +513,19 @@ fn verdict(findings: &[Finding], complete: bool) -> Verdict {
     };
     let headline = if complete { lead } else { format!("INCOMPLETE survey. {lead}") };
     Verdict { severity, headline }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_durations_keep_three_digits() {
+        assert_eq!(short_ns(160_098_535), "160ms");
+        assert_eq!(short_ns(68_973), "69us");
+        assert_eq!(short_ns(10_817_324), "10.8ms");
+        assert_eq!(short_ns(4_500_000), "4.5ms");
+        assert_eq!(short_ns(2_000_000_000), "2s");
+        assert_eq!(short_ns(950), "950ns");
+    }
 }
