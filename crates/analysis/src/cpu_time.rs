@@ -63,7 +63,9 @@ impl TaskTime {
 }
 
 /// One CPU's time (or a machine's, summed over CPUs) by the context that
-/// used it. Live, the four add up to the wall time but for what the
+/// used it: the BPF accounting's per-CPU split (`docs/internals-live.md`,
+/// BPF accounting) and the simulator's CPU buckets (`docs/internals-sim.md`,
+/// the CPU). Live, the four add up to the wall time but for what the
 /// accounting missed (`unaccounted_ns`); simulated, they and the CPU's
 /// context-switch time add up to the measured span exactly.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
