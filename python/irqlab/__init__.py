@@ -209,19 +209,49 @@ class Document(dict):
 
 
 def load(path: Union[str, os.PathLike]) -> Document:
-    """Reads any irqlab JSON document (`"schema": "irqlab/<kind>/v1"`)."""
+    """Reads any irqlab JSON document (`"schema": "irqlab/<kind>/v<N>"`). A
+    simulation's (`irqlab/sim/v2`, or v1 read with v2's names) is a
+    `SimResult`."""
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("irqlab/"):
         raise IrqlabInputError(f"{path}: not an irqlab document (no \"schema\": \"irqlab/...\")")
+    if str(doc["schema"]).startswith("irqlab/sim/"):
+        return SimResult(doc)
     return Document(doc)
 
 
+# What irqlab/sim/v2 renamed (the CPU-time names the live accounting's
+# irqlab/accounting/v1 uses too; docs/conventions.md, Document versions): per task
+# and in the CPU split, old name -> new name.
+_SIM_V1_RENAMED = {"tasks": {"cpu_ns": "run_ns"}, "cpu": {"task_ns": "run_ns"}}
+
+
+def _renamed(record: Any, names: Mapping[str, str]) -> Any:
+    if not isinstance(record, Mapping):
+        return record
+    return {names.get(key, key): value for key, value in record.items()}
+
+
 class SimResult(Document):
-    """The `irqlab/sim/v1` document of one simulation, with its tables as
-    DataFrames: `tasks` (CPU, stolen and charged time, jobs, misses, response
+    """The `irqlab/sim/v2` document of one simulation, with its tables as
+    DataFrames: `tasks` (run, stolen and charged time, jobs, misses, response
     times per task), `cpus` (where the CPU went, per context) and `devices`
-    (the NICs' and other devices' counters)."""
+    (the NICs' and other devices' counters).
+
+    Run and stolen time have the live accounting's names: a task's `run_ns`,
+    `stolen_ns`, `stolen_hardirq_ns`, `stolen_softirq_ns`, the CPU's
+    `run_ns`, `idle_ns`, `hardirq_ns`, `softirq_ns`. An `irqlab/sim/v1`
+    document (a task's `cpu_ns`, the CPU's `task_ns`) is read with those
+    names; its `schema` stays as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.schema == "irqlab/sim/v1":
+            if isinstance(self.get("tasks"), list):
+                self["tasks"] = [_renamed(t, _SIM_V1_RENAMED["tasks"]) for t in self["tasks"]]
+            if "cpu" in self:
+                self["cpu"] = _renamed(self["cpu"], _SIM_V1_RENAMED["cpu"])
 
     @property
     def tasks(self) -> pd.DataFrame:
@@ -238,7 +268,8 @@ class SimResult(Document):
 
     def summary(self) -> dict:
         """One flat record of the run: per task `task.<name>.<field>` for its
-        numbers, and the CPU split as `cpu.<context>_ns`."""
+        numbers (`task.<name>.run_ns`, ...), and the CPU split as
+        `cpu.<context>_ns` (`cpu.run_ns`, `cpu.softirq_ns`, ...)."""
         out = {"events": self.get("events"), "complete": self.complete}
         for t in self.get("tasks", []):
             for key, value in t.items():

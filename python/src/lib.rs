@@ -114,7 +114,7 @@ fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<
         .collect())
 }
 
-/// `irqlab sim`: the `irqlab/sim/v1` document of the scenario in `source`
+/// `irqlab sim`: the `irqlab/sim/v2` document of the scenario in `source`
 /// (named `file` in errors), with `seed` and `duration_ns` overriding its
 /// [run] values. A run whose conservation checks fail raises, as the
 /// command exits 1.

@@ -22,7 +22,29 @@ def test_simulate_gives_the_clis_document(path):
     result = irqlab.simulate(path, seed=7, duration="0.3s")
     assert dict(result) == json.loads(cli.stdout)
     assert list(result.tasks["name"]) == [t["name"] for t in result["tasks"]]
-    assert result.cpus.loc[0, "task_ns"] == result["cpu"]["task_ns"]
+    assert result.schema == "irqlab/sim/v2"
+    assert result.cpus.loc[0, "run_ns"] == result["cpu"]["run_ns"]
+    assert "cpu_ns" not in result.tasks.columns and "task_ns" not in result.cpus.columns
+
+
+V1 = ROOT / "crates" / "sim" / "tests" / "data" / "ping-flood-v1.json"
+
+
+def test_a_v1_document_loads_with_v2_names():
+    # `irqlab sim scenarios/examples/ping-flood.toml --duration 20ms` as
+    # irqlab/sim/v1 wrote it: a task's run time was `cpu_ns`, the CPU's `task_ns`.
+    raw = json.loads(V1.read_text())
+    assert raw["schema"] == "irqlab/sim/v1" and "cpu_ns" in raw["tasks"][1] and "task_ns" in raw["cpu"]
+    doc = irqlab.load(V1)
+    assert isinstance(doc, irqlab.SimResult) and doc.schema == "irqlab/sim/v1"
+    tasks = doc.tasks.set_index("name")
+    assert "cpu_ns" not in tasks.columns
+    assert tasks.loc["tau1", "run_ns"] == 4_000_000 and tasks.loc["tau1", "stolen_ns"] == 4_052_500
+    assert "task_ns" not in doc.cpus.columns and doc.cpus.loc[0, "run_ns"] == 8_000_000
+    assert doc.summary()["task.tau1.run_ns"] == 4_000_000 and doc.summary()["cpu.run_ns"] == 8_000_000
+    # The same names as a v2 document of the same scenario.
+    v2 = irqlab.simulate(ROOT / "scenarios" / "examples" / "ping-flood.toml", duration="20ms")
+    assert set(doc["cpu"]) == set(v2["cpu"]) and set(doc["tasks"][1]) == set(v2["tasks"][1])
 
 
 def test_simulate_takes_a_dict_and_reports_errors_with_their_place(tmp_path):

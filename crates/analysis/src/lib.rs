@@ -7,9 +7,11 @@
 //! equation it implements.
 //!
 //! Shared foundations used by every other crate also live here because they
-//! are pure: the duration parser ([`units`]) and located input errors
-//! ([`input`]).
+//! are pure: the duration parser ([`units`]), located input errors
+//! ([`input`]) and the CPU-time vocabulary the simulator's and the live
+//! accounting's documents share ([`cpu_time`]).
 
+pub mod cpu_time;
 pub mod curve;
 pub mod demand;
 pub mod edf;

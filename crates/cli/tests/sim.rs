@@ -25,7 +25,7 @@ fn writes_identical_json_for_one_seed_and_html_and_curve() {
     assert_eq!(a, run("3", "b.json"));
     assert_ne!(a, run("4", "c.json"));
     let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
-    assert_eq!(v["schema"], "irqlab/sim/v1");
+    assert_eq!(v["schema"], "irqlab/sim/v2");
     assert_eq!(v["conservation"]["cpu_time_ok"], true);
     assert!(std::fs::read_to_string(dir.path().join("page.html")).unwrap().contains("<svg"));
 
@@ -112,7 +112,7 @@ fn prints_a_summary_and_json_only_when_asked() {
     // time in ms, the NIC with what it was offered.
     assert!(text.contains("CPU time") && text.contains("Tasks") && text.contains("Network"), "{text}");
     for t in doc["tasks"].as_array().unwrap() {
-        let cpu_ms = format!("{:.3}", t["cpu_ns"].as_u64().unwrap() as f64 / 1e6);
+        let cpu_ms = format!("{:.3}", t["run_ns"].as_u64().unwrap() as f64 / 1e6);
         let line = text.lines().find(|l| l.trim_start().starts_with(t["name"].as_str().unwrap())).unwrap_or_default();
         assert!(line.contains(&cpu_ms), "task line {line:?} lacks {cpu_ms}");
     }

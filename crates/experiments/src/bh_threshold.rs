@@ -122,7 +122,7 @@ fn extract(r: &SimResult) -> Run {
     let total = r.cpu.total().max(1) as f64;
     let user: Nanos = r.tasks.iter().map(|t| t.user_ns).sum();
     let (decode_ms_per_frame, _) = match player {
-        Some(t) if frames > 0 => ((t.cpu_ns + t.stolen_ns) as f64 / 1e6 / frames as f64, ()),
+        Some(t) if frames > 0 => ((t.time.run_ns + t.time.stolen_ns) as f64 / 1e6 / frames as f64, ()),
         _ => (0.0, ()),
     };
     Run {
@@ -142,7 +142,7 @@ fn extract(r: &SimResult) -> Run {
         received_mb_s: (queued * frame_bytes) as f64 / secs / 1e6,
         decode_ms_per_frame,
         user_pct: 100.0 * user as f64 / total,
-        system_pct: 100.0 * (total - user as f64 - r.cpu.idle_ns as f64) / total,
+        system_pct: 100.0 * (total - user as f64 - r.cpu.time.idle_ns as f64) / total,
         policy: r.bottom_half_policy.clone(),
     }
 }

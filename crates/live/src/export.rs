@@ -68,9 +68,13 @@ impl Snapshot {
         let mut cpu_seconds = Vec::new();
         let mut softirq_seconds = Vec::new();
         for c in &report.cpus {
-            for (mode, ns) in
-                [("run", c.run_ns), ("idle", c.idle_ns), ("hardirq", c.hardirq_ns), ("softirq", c.softirq_ns), ("steal", c.steal_ns)]
-            {
+            for (mode, ns) in [
+                ("run", c.time.run_ns),
+                ("idle", c.time.idle_ns),
+                ("hardirq", c.time.hardirq_ns),
+                ("softirq", c.time.softirq_ns),
+                ("steal", c.steal_ns),
+            ] {
                 cpu_seconds.push((c.cpu, mode, s(ns)));
             }
             for (vector, ns) in &c.softirq_by_vector_ns {
@@ -78,23 +82,23 @@ impl Snapshot {
             }
         }
         let mut ranked: Vec<_> = report.tasks.iter().filter(|t| t.tid != 0).collect();
-        ranked.sort_by_key(|t| std::cmp::Reverse(t.stolen_ns + t.served_softirq_ns + t.served_by_thread_ns));
+        ranked.sort_by_key(|t| std::cmp::Reverse(t.time.stolen_ns + t.served_softirq_ns() + t.served_by_thread_ns));
         let mut tasks: Vec<TaskFigures> = ranked
             .iter()
             .take(top)
             .map(|t| TaskFigures {
                 task: format!("{}/{}", t.comm, t.tid),
-                stolen_s: s(t.stolen_ns),
-                served_s: s(t.served_softirq_ns + t.served_by_thread_ns),
-                run_s: s(t.run_ns),
+                stolen_s: s(t.time.stolen_ns),
+                served_s: s(t.served_softirq_ns() + t.served_by_thread_ns),
+                run_s: s(t.time.run_ns),
             })
             .collect();
         let rest = &ranked[top.min(ranked.len())..];
         tasks.push(TaskFigures {
             task: "other".into(),
-            stolen_s: s(rest.iter().map(|t| t.stolen_ns).sum()),
-            served_s: s(rest.iter().map(|t| t.served_softirq_ns + t.served_by_thread_ns).sum()),
-            run_s: s(rest.iter().map(|t| t.run_ns).sum()),
+            stolen_s: s(rest.iter().map(|t| t.time.stolen_ns).sum()),
+            served_s: s(rest.iter().map(|t| t.served_softirq_ns() + t.served_by_thread_ns).sum()),
+            run_s: s(rest.iter().map(|t| t.time.run_ns).sum()),
         });
         Snapshot { duration_s: s(report.duration_ns), cpu_seconds, softirq_seconds, tasks }
     }
@@ -271,7 +275,8 @@ mod tests {
     use crate::accounting::report::{CpuReport, TaskReport};
 
     fn task(tid: u32, stolen_ns: u64) -> TaskReport {
-        TaskReport { tid, tgid: tid, comm: format!("t{tid}"), stolen_ns, ..Default::default() }
+        let time = irqlab_analysis::cpu_time::TaskTime { stolen_ns, ..Default::default() };
+        TaskReport { tid, tgid: tid, comm: format!("t{tid}"), time, ..Default::default() }
     }
 
     #[test]
@@ -291,7 +296,7 @@ mod tests {
         let report = Report {
             cpus: vec![CpuReport {
                 cpu: 1,
-                softirq_ns: 2_000_000_000,
+                time: irqlab_analysis::cpu_time::CpuTime { softirq_ns: 2_000_000_000, ..Default::default() },
                 softirq_by_vector_ns: [("NET_RX".to_string(), 1_500_000_000)].into(),
                 ..Default::default()
             }],

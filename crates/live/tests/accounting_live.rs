@@ -110,10 +110,10 @@ fn accounting_is_consistent_on_this_kernel() {
             "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%) anomalies {} hidden switches {}",
             c.cpu,
             c.wall_ns,
-            c.run_ns,
-            c.idle_ns,
-            c.hardirq_ns,
-            c.softirq_ns,
+            c.time.run_ns,
+            c.time.idle_ns,
+            c.time.hardirq_ns,
+            c.time.softirq_ns,
             c.unaccounted_ns,
             err * 100.0,
             c.anomalies,
@@ -127,11 +127,11 @@ fn accounting_is_consistent_on_this_kernel() {
     // IRQs nested in softirqs; the accounting reports those separately).
     let reference = report.totals.reference_softirq_ns.expect("reference ran");
     let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
-    let ours = report.totals.softirq_ns + nested;
+    let ours = report.totals.time.softirq_ns + nested;
     let err = (ours as f64 - reference as f64).abs() / reference as f64;
     eprintln!(
         "softirq: accounting {} + nested hardirq {} vs plain sum {} ({:.4}%)",
-        report.totals.softirq_ns,
+        report.totals.time.softirq_ns,
         nested,
         reference,
         err * 100.0
@@ -142,12 +142,12 @@ fn accounting_is_consistent_on_this_kernel() {
     // 3. The spinner: what it ran plus what was stolen while it was current
     // is what the scheduler charged its thread CPU clock.
     let spinner = report.task(load.spinner_tid).expect("spinner accounted");
-    let seen = spinner.run_ns + spinner.stolen_ns;
+    let seen = spinner.time.run_ns + spinner.time.stolen_ns;
     let err = (seen as f64 - load.spinner_cpu_ns as f64).abs() / load.spinner_cpu_ns as f64;
     eprintln!(
         "spinner: run {} stolen {} vs thread cputime {} ({:.3}%)",
-        spinner.run_ns,
-        spinner.stolen_ns,
+        spinner.time.run_ns,
+        spinner.time.stolen_ns,
         load.spinner_cpu_ns,
         err * 100.0
     );

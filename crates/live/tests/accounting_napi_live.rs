@@ -61,7 +61,7 @@ fn napi_thread_time_is_served_to_the_receiver() {
     let received = server.join().unwrap();
 
     let napi: Vec<_> = report.tasks.iter().filter(|t| t.kind == TaskKind::NapiThread && t.comm.starts_with("napi/irqlab-b")).collect();
-    let napi_run: u64 = napi.iter().map(|t| t.run_ns).sum();
+    let napi_run: u64 = napi.iter().map(|t| t.time.run_ns).sum();
     let server = report.task(server_tid.load(Ordering::SeqCst)).expect("server accounted");
     eprintln!(
         "sent {} received {received}; napi threads run {napi_run} ns; served to server by threads {} ns, by softirq {:?}; orphan thread time {} ns",

@@ -1,18 +1,26 @@
-//! The `irqlab/sim/v1` result document, and the conservation checks every
+//! The `irqlab/sim/v2` result document, and the conservation checks every
 //! run must pass: CPU time in all contexts plus idle equals the measured
 //! span; every packet offered is handled, delivered, dropped with a reason,
 //! or still in flight.
+//!
+//! A task's and the CPU's times are `irqlab_analysis::cpu_time`'s
+//! [`TaskTime`] and `CpuTime`, flattened, the vocabulary the live
+//! accounting (`irqlab/accounting/v1`) writes too, so simulated and live
+//! compare with `cpu_time::compare`. v2 differs from v1 only in those
+//! names: a task's `cpu_ns` is `run_ns`, the CPU's `task_ns` is `run_ns`
+//! (`docs/conventions.md`, Outputs).
 
 use crate::kernel::{CpuTimes, Sim};
 use crate::metrics::{Percentiles, Series};
 use crate::net::{NicStats, SocketStats};
 use crate::softirq::SoftirqStats;
 use crate::task::{Policy, RunState};
+use irqlab_analysis::cpu_time::TaskTime;
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::Nanos;
 use serde::Serialize;
 
-pub const SIM_SCHEMA: &str = "irqlab/sim/v1";
+pub const SIM_SCHEMA: &str = "irqlab/sim/v2";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SimResult {
@@ -80,15 +88,19 @@ pub struct TaskResult {
     pub name: String,
     pub policy: String,
     pub state: String,
-    pub cpu_ns: Nanos,
+    /// `run_ns` (`cpu_ns` in v1), `stolen_ns`, `stolen_hardirq_ns`,
+    /// `stolen_softirq_ns`; no `served_softirq_ns`: the simulator does not
+    /// attribute softirq work to the task it served.
+    #[serde(flatten)]
+    pub time: TaskTime,
+    /// `run_ns` split by the mode the task ran in.
     pub user_ns: Nanos,
     pub system_ns: Nanos,
-    /// Hard-IRQ + softirq time that ran while this task was current.
-    pub stolen_ns: Nanos,
-    pub stolen_hardirq_ns: Nanos,
-    pub stolen_softirq_ns: Nanos,
     pub charged_utime_ns: Nanos,
     pub charged_stime_ns: Nanos,
+    /// Bottom-half work this task did itself, as ksoftirqd or a softirq
+    /// thread (threaded model), inside its `run_ns`. Not `served_softirq_ns`, the
+    /// work done *for* a task.
     pub bottom_half_work_ns: Nanos,
     pub context_switches_in: u64,
     pub preemptions: u64,
@@ -156,12 +168,9 @@ impl Sim {
                 name: t.name.clone(),
                 policy: policy_name(t.policy),
                 state: format!("{:?}", t.state).to_lowercase(),
-                cpu_ns: t.acct.cpu_ns,
+                time: TaskTime::new(t.acct.run_ns, t.acct.stolen_hardirq_ns, t.acct.stolen_softirq_ns, None),
                 user_ns: t.acct.user_ns,
                 system_ns: t.acct.system_ns,
-                stolen_ns: t.acct.stolen_hardirq_ns + t.acct.stolen_softirq_ns,
-                stolen_hardirq_ns: t.acct.stolen_hardirq_ns,
-                stolen_softirq_ns: t.acct.stolen_softirq_ns,
                 charged_utime_ns: t.acct.charged_utime_ns,
                 charged_stime_ns: t.acct.charged_stime_ns,
                 bottom_half_work_ns: t.acct.bh_work_ns,

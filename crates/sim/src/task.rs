@@ -137,8 +137,9 @@ pub struct JobStats {
 /// Time accounting of one task.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskAccounting {
-    /// True time the task executed (user + kernel mode).
-    pub cpu_ns: Nanos,
+    /// True time the task executed (user + kernel mode), interrupt
+    /// contexts excluded: `cpu_time::TaskTime::run_ns`.
+    pub run_ns: Nanos,
     pub user_ns: Nanos,
     pub system_ns: Nanos,
     /// Hard-IRQ time that ran while this task was current.

@@ -42,26 +42,26 @@ fn completion_irq_and_block_softirq_are_stolen_from_a_cpu_bound_task() {
     assert_eq!(u(&d["bytes_read"]), completed * 16_384);
     let hog = task(&r, "hog");
     // Zero entry/exit/tick costs: the only hard-IRQ time is the disk's.
-    assert_eq!(hog.stolen_hardirq_ns, u(&d["hardirq_ns"]), "{d}");
+    assert_eq!(hog.time.stolen_hardirq_ns, u(&d["hardirq_ns"]), "{d}");
     assert_eq!(u(&d["hardirq_ns"]), u(&d["irq_count"]) * 20_000);
     let bh = u(&d["block_softirq_ns"]);
     assert_eq!(bh, completed * 50_000);
-    assert!(hog.stolen_softirq_ns >= bh && hog.stolen_softirq_ns <= bh + 50_000, "{} vs {bh}", hog.stolen_softirq_ns);
+    assert!(hog.time.stolen_softirq_ns >= bh && hog.time.stolen_softirq_ns <= bh + 50_000, "{} vs {bh}", hog.time.stolen_softirq_ns);
     // Each request's response (issue → completion processed) holds its
     // drive service plus at least the completion IRQ and bottom half.
     assert!(u(&d["response"]["min_ns"]) >= u(&d["service"]["min_ns"]) + 70_000, "{d}");
     assert!(u(&d["response"]["mean_ns"]) >= u(&d["service"]["mean_ns"]) + 70_000, "{d}");
-    assert_eq!(r.softirq.per_vector_ns.get("block").copied().unwrap_or(0), hog.stolen_softirq_ns);
+    assert_eq!(r.softirq.per_vector_ns.get("block").copied().unwrap_or(0), hog.time.stolen_softirq_ns);
     // Without the reader the hog loses nothing.
     let alone = run(&scenario(loop_task, "2s"));
-    assert_eq!(task(&alone, "hog").stolen_ns, 0);
-    assert_eq!(task(&alone, "hog").cpu_ns, alone.measured_ns);
+    assert_eq!(task(&alone, "hog").time.stolen_ns, 0);
+    assert_eq!(task(&alone, "hog").time.run_ns, alone.measured_ns);
     // Stolen time comes out of the hog's CPU time, exactly: the run's time
     // is the hog's run and stolen time, the reader's, and the switches.
     let rd = task(&r, "rd");
-    assert_eq!(r.cpu.idle_ns, 0, "the hog never lets the CPU idle");
+    assert_eq!(r.cpu.time.idle_ns, 0, "the hog never lets the CPU idle");
     assert_eq!(
-        hog.cpu_ns + hog.stolen_ns + rd.cpu_ns + rd.stolen_ns + r.cpu.context_switch_ns,
+        hog.time.run_ns + hog.time.stolen_ns + rd.time.run_ns + rd.time.stolen_ns + r.cpu.context_switch_ns,
         r.measured_ns,
         "hog {hog:?}, reader {rd:?}, cpu {:?}",
         r.cpu

@@ -76,7 +76,7 @@ fn fifo_task_above_threaded_net_rx_is_not_preempted_by_packets() {
     );
     let r = run(&text);
     let rt = task(&r, "rt");
-    assert_eq!(rt.stolen_softirq_ns, 0);
+    assert_eq!(rt.time.stolen_softirq_ns, 0);
     assert_eq!(rt.preemptions, 0, "the RT task was preempted by a thread");
     assert!(task(&r, "net-rx").bottom_half_work_ns > 0, "net-rx processed nothing");
     assert!(r.nics[0].stats.icmp_handled > 1000);
@@ -90,7 +90,7 @@ fn fifo_task_above_threaded_net_rx_is_not_preempted_by_packets() {
         .replace("softirq = \"threaded\"", "softirq = \"linux-2.6\"")
         .replace("[threads.net_rx]\npolicy = \"fifo\"\npriority = 50\n[threads.nic_irq]\npolicy = \"fifo\"\npriority = 50\n", "");
     let v = run(&vanilla);
-    assert!(task(&v, "rt").stolen_softirq_ns > 1_000_000);
+    assert!(task(&v, "rt").time.stolen_softirq_ns > 1_000_000);
 }
 
 /// Receive livelock (Mogul & Ramakrishnan): with an interrupt per packet

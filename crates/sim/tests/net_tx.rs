@@ -103,5 +103,5 @@ fn threaded_net_tx_runs_in_its_thread() {
     // Every freed frame's work ran there (plus at most one job cut by the end).
     let freed = u(&tx_dev(&r)["net_tx_softirq_ns"]);
     assert!(t.bottom_half_work_ns >= freed && t.bottom_half_work_ns <= freed + 500, "{} vs {freed}", t.bottom_half_work_ns);
-    assert_eq!(r.cpu.softirq_ns, 0, "no softirq context under the threaded model");
+    assert_eq!(r.cpu.time.softirq_ns, 0, "no softirq context under the threaded model");
 }

@@ -135,9 +135,9 @@ fn run_before_switch_is_told_the_next_task() {
     for n in ["ksoftirqd/0", "rt"] {
         assert_eq!(json(&with, n), json(&without, n));
     }
-    let hogs = |r: &irqlab_sim::SimResult| task(r, "hog").cpu_ns + task(r, "hog2").cpu_ns;
+    let hogs = |r: &irqlab_sim::SimResult| task(r, "hog").time.run_ns + task(r, "hog2").time.run_ns;
     assert_eq!(hogs(&with), hogs(&without));
-    assert!(task(&with, "hog").cpu_ns.abs_diff(task(&without, "hog").cpu_ns) <= 1_000);
+    assert!(task(&with, "hog").time.run_ns.abs_diff(task(&without, "hog").time.run_ns) <= 1_000);
 }
 
 /// Was: a sleeping task's timer expiry cost no CPU time. With an hrtimer
@@ -164,7 +164,7 @@ fn timer_expiries_go_through_the_hrtimer_interrupt() {
     // Expiries come while rt sleeps, so the hog is current: it loses all
     // of the hrtimer time (and the ticks that hit it).
     let tick_ns = r.irq_lines[0].time_ns;
-    assert!(hog.stolen_hardirq_ns >= line.time_ns && hog.stolen_hardirq_ns <= line.time_ns + tick_ns, "{hog:?}");
+    assert!(hog.time.stolen_hardirq_ns >= line.time_ns && hog.time.stolen_hardirq_ns <= line.time_ns + tick_ns, "{hog:?}");
     // Without the cost (the default) expiries are free, as before.
     let free = run(&body(""));
     assert!(free.irq_lines.iter().all(|l| l.name != "hrtimer"));

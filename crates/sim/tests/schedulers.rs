@@ -6,7 +6,7 @@ mod common;
 use common::{machine, run, task};
 
 fn share(r: &irqlab_sim::SimResult, name: &str) -> f64 {
-    task(r, name).cpu_ns as f64 / r.measured_ns as f64
+    task(r, name).time.run_ns as f64 / r.measured_ns as f64
 }
 
 fn hog(name: &str, policy: &str) -> String {
@@ -110,7 +110,7 @@ fn tick_accounting_charges_softirq_time_to_the_current_task() {
     assert_eq!(t.charged_utime_ns + t.charged_stime_ns, r.cpu.ticks * 1_000_000);
     // A tick due during a hard IRQ is taken when it ends, i.e. inside the
     // softirq that irq_exit starts: both count as system time.
-    let stolen_share = t.stolen_ns as f64 / r.measured_ns as f64;
+    let stolen_share = t.time.stolen_ns as f64 / r.measured_ns as f64;
     let stime_share = t.charged_stime_ns as f64 / 1e9;
     assert!(stolen_share > 0.5 && (stime_share - stolen_share).abs() < 0.06, "{stolen_share} vs {stime_share}");
     // With IRQ time accounting those ticks are not the task's.

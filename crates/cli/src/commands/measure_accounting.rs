@@ -101,7 +101,7 @@ fn summary(args: &Args, report: &Report) -> String {
         let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
         out.push_str(&format!(
             "check: softirq {} ns (+{} ns nested hard IRQ) vs plain entry/exit sum {} ns; per-CPU unaccounted: {}\n",
-            report.totals.softirq_ns,
+            report.totals.time.softirq_ns,
             nested,
             reference,
             report.cpus.iter().map(|c| format!("cpu{} {} ns", c.cpu, c.unaccounted_ns)).collect::<Vec<_>>().join(", ")

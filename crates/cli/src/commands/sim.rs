@@ -1,5 +1,5 @@
 //! `irqlab sim SCENARIO.toml`: runs a simulation scenario and writes the
-//! `irqlab/sim/v1` document (and optionally a Chrome trace, the probe's
+//! `irqlab/sim/v2` document (and optionally a Chrome trace, the probe's
 //! curve and an HTML page).
 
 use crate::error::{CliError, Status};
@@ -20,7 +20,7 @@ pub struct Args {
     /// Simulated duration, e.g. "10s" (overrides [run] duration; at most 1000000s)
     #[arg(long, value_name = "D", value_parser = sim_duration)]
     pub duration: Option<Nanos>,
-    /// Write the result document (irqlab/sim/v1) here ("-": to stdout, instead of the summary)
+    /// Write the result document (irqlab/sim/v2) here ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write a Chrome trace-event file (opens in Perfetto)
@@ -169,12 +169,12 @@ fn ms(ns: Nanos) -> String {
 
 fn cpu_table(r: &SimResult) -> Table {
     let pct = |ns: Nanos| format!("{:.2}%", 100.0 * ns as f64 / r.measured_ns.max(1) as f64);
-    let c = &r.cpu;
+    let c = &r.cpu.time;
     Table::new(["context", "time (ms)", "share"])
         .row(["hard IRQ".into(), ms(c.hardirq_ns), pct(c.hardirq_ns)])
         .row(["softirq".into(), ms(c.softirq_ns), pct(c.softirq_ns)])
-        .row(["tasks".into(), ms(c.task_ns), pct(c.task_ns)])
-        .row(["context switch".into(), ms(c.context_switch_ns), pct(c.context_switch_ns)])
+        .row(["tasks".into(), ms(c.run_ns), pct(c.run_ns)])
+        .row(["context switch".into(), ms(r.cpu.context_switch_ns), pct(r.cpu.context_switch_ns)])
         .row(["idle".to_string(), ms(c.idle_ns), pct(c.idle_ns)])
 }
 
@@ -184,8 +184,8 @@ fn task_table(r: &SimResult) -> Table {
         tasks.push_row([
             t.name.clone(),
             t.policy.clone(),
-            ms(t.cpu_ns),
-            ms(t.stolen_ns),
+            ms(t.time.run_ns),
+            ms(t.time.stolen_ns),
             ms(t.charged_utime_ns),
             ms(t.charged_stime_ns),
             t.jobs.to_string(),

@@ -365,6 +365,10 @@ fn run_rate(
 
     let hog = report.task(hog_tid.load(Ordering::SeqCst));
     let server = report.task(server_tid);
+    // The two tasks' run and stolen time in the vocabulary the simulated
+    // Fig. 6 shares (`irqlab_analysis::cpu_time`); zero for a task the
+    // accounting did not see.
+    let (hog_time, server_time) = (hog.map(|h| h.time).unwrap_or_default(), server.map(|s| s.time).unwrap_or_default());
     let net_rx_ns = report.totals.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0);
     let served = server.and_then(|s| s.served_by_softirq_ns.get("NET_RX").copied()).unwrap_or(0);
     let net_rx = softirq_name(NET_RX);
@@ -375,13 +379,13 @@ fn run_rate(
         achieved_pps: counters.sent as f64 * 1e9 / counters.elapsed_ns.max(1) as f64,
         sent: counters.sent,
         received: received.load(Ordering::Relaxed) - received_before,
-        hog_run_ns: hog.map(|h| h.run_ns).unwrap_or(0),
-        hog_stolen_ns: hog.map(|h| h.stolen_ns).unwrap_or(0),
+        hog_run_ns: hog_time.run_ns,
+        hog_stolen_ns: hog_time.stolen_ns,
         hog_stolen_net_rx_ns: hog.and_then(|h| h.stolen_by_softirq_ns.get("NET_RX").copied()).unwrap_or(0),
         hog_proc_charged_ns: hog.and_then(|h| h.proc_charged_ns),
         hog_accounting_error: hog.and_then(|h| h.proc_error),
         cpu_steal_ns,
-        server_run_ns: server.map(|s| s.run_ns).unwrap_or(0),
+        server_run_ns: server_time.run_ns,
         server_served_net_rx_ns: served,
         net_rx_ns,
         cpu_net_rx_ns,

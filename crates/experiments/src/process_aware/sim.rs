@@ -255,7 +255,7 @@ pub fn reproduce(opts: &Options, stop: &AtomicBool) -> Result<Report<Details>, S
         } else if let Experiment::Accounting(mode) = experiment {
             let t = task(&res, "cpu-bound").ok_or("no cpu-bound task")?;
             let s = task(&res, "udp-server").ok_or("no udp-server task")?;
-            let t_opt = t.cpu_ns as f64 / 1e9;
+            let t_opt = t.time.run_ns as f64 / 1e9;
             let charged = (t.charged_utime_ns + t.charged_stime_ns) as f64 / 1e9;
             d.accounting.push(AccountingPoint {
                 mode,

@@ -59,10 +59,10 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
             t.tgid,
             comm,
             t.kind.label(),
-            ms(t.run_ns),
-            ms(t.stolen_ns),
-            pct(t.stolen_ns, t.run_ns + t.stolen_ns),
-            ms(t.served_softirq_ns),
+            ms(t.time.run_ns),
+            ms(t.time.stolen_ns),
+            pct(t.time.stolen_ns, t.time.run_ns + t.time.stolen_ns),
+            ms(t.served_softirq_ns()),
             clip(&top_source(t), 24),
             ms(t.served_by_thread_ns),
             proc_ns,
@@ -82,10 +82,10 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
             "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  {}",
             c.cpu,
             ms(c.wall_ns),
-            ms(c.run_ns),
-            ms(c.idle_ns),
-            ms(c.hardirq_ns),
-            ms(c.softirq_ns),
+            ms(c.time.run_ns),
+            ms(c.time.idle_ns),
+            ms(c.time.hardirq_ns),
+            ms(c.time.softirq_ns),
             ms(c.orphan_softirq_ns),
             ms(c.steal_ns),
             vectors.join(" ")
@@ -97,10 +97,10 @@ pub fn table(report: &Report, pids: &[u32], limit: usize) -> String {
         "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}  served to tasks {} ms, orphan {} ms (threads {} ms)",
         "all",
         ms(t.wall_ns),
-        ms(t.run_ns),
-        ms(t.idle_ns),
-        ms(t.hardirq_ns),
-        ms(t.softirq_ns),
+        ms(t.time.run_ns),
+        ms(t.time.idle_ns),
+        ms(t.time.hardirq_ns),
+        ms(t.time.softirq_ns),
         ms(report.orphan.softirq_ns),
         ms(t.steal_ns),
         ms(t.served_softirq_ns),
@@ -137,7 +137,7 @@ pub fn prometheus(report: &Report, pids: &[u32]) -> String {
 
     family(&mut out, "irqlab_task_run_seconds", "Time the task ran in its own context, interrupts excluded, over the measurement.");
     for t in &tasks {
-        let _ = writeln!(out, "irqlab_task_run_seconds{{{}}} {}", id(t), s(t.run_ns));
+        let _ = writeln!(out, "irqlab_task_run_seconds{{{}}} {}", id(t), s(t.time.run_ns));
     }
     family(&mut out, "irqlab_task_stolen_seconds", "Hard-IRQ and softirq time that ran while the task was current, by source.");
     for t in &tasks {
@@ -165,7 +165,8 @@ pub fn prometheus(report: &Report, pids: &[u32]) -> String {
     }
     family(&mut out, "irqlab_cpu_seconds", "Per-CPU wall time split into run, idle, hardirq and softirq.");
     for c in &report.cpus {
-        for (mode, ns) in [("run", c.run_ns), ("idle", c.idle_ns), ("hardirq", c.hardirq_ns), ("softirq", c.softirq_ns)] {
+        for (mode, ns) in [("run", c.time.run_ns), ("idle", c.time.idle_ns), ("hardirq", c.time.hardirq_ns), ("softirq", c.time.softirq_ns)]
+        {
             let _ = writeln!(out, "irqlab_cpu_seconds{{cpu=\"{}\",mode=\"{mode}\"}} {}", c.cpu, s(ns));
         }
     }
@@ -187,6 +188,7 @@ mod tests {
     use super::super::procfs::TaskKind;
     use super::super::report::{CpuReport, OrphanReport, Totals, SCHEMA};
     use super::*;
+    use irqlab_analysis::cpu_time::{CpuTime, TaskTime};
     use std::collections::BTreeMap;
 
     fn report() -> Report {
@@ -196,13 +198,9 @@ mod tests {
             comm: comm.into(),
             kind: TaskKind::User,
             cpu: None,
-            run_ns: 1_000_000_000,
-            stolen_ns: stolen,
-            stolen_hardirq_ns: 0,
-            stolen_softirq_ns: stolen,
+            time: TaskTime::new(1_000_000_000, 0, stolen, Some(0)),
             stolen_by_irq_ns: BTreeMap::new(),
             stolen_by_softirq_ns: [("NET_RX".to_string(), stolen)].into(),
-            served_softirq_ns: 0,
             served_by_softirq_ns: BTreeMap::new(),
             served_by_cpu_ns: BTreeMap::new(),
             served_by_thread_ns: 0,
@@ -217,10 +215,7 @@ mod tests {
             duration_ns: 2_000_000_000,
             totals: Totals {
                 wall_ns: 2_000_000_000,
-                run_ns: 0,
-                idle_ns: 0,
-                hardirq_ns: 0,
-                softirq_ns: 0,
+                time: CpuTime::default(),
                 softirq_by_vector_ns: BTreeMap::new(),
                 served_softirq_ns: 0,
                 steal_ns: 4_000_000,
@@ -230,10 +225,7 @@ mod tests {
             cpus: vec![CpuReport {
                 cpu: 0,
                 wall_ns: 2_000_000_000,
-                run_ns: 1,
-                idle_ns: 1,
-                hardirq_ns: 0,
-                softirq_ns: 0,
+                time: CpuTime { run_ns: 1, idle_ns: 1, hardirq_ns: 0, softirq_ns: 0 },
                 softirq_by_vector_ns: BTreeMap::new(),
                 hardirq_in_softirq_ns: 0,
                 orphan_softirq_ns: 0,

@@ -1,9 +1,14 @@
 //! The `irqlab/accounting/v1` document: per task, per CPU and system-wide
-//! run, stolen and served time, built from a [`RawSnapshot`].
+//! run, stolen and served time, built from a [`RawSnapshot`]. The times
+//! both this and the simulator's document have are
+//! `irqlab_analysis::cpu_time`'s types, embedded (flattened), so a
+//! simulated run compares with a measured one field by field
+//! (`cpu_time::compare`).
 
 use super::names::{softirq_name, IrqNames, SOFTIRQ_NAMES};
 use super::procfs::{TaskKind, TaskStat};
 use super::raw::{RawSnapshot, TaskCounters};
+use irqlab_analysis::cpu_time::{CpuTime, TaskTime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,18 +24,16 @@ pub struct TaskReport {
     /// Only for the idle task: the CPU it idles.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
-    /// Time it really ran, interrupts excluded.
-    pub run_ns: u64,
-    /// Hard-IRQ + softirq time that ran while it was current.
-    pub stolen_ns: u64,
-    pub stolen_hardirq_ns: u64,
-    pub stolen_softirq_ns: u64,
+    /// Run, stolen and served time (`run_ns`, `stolen_ns`,
+    /// `stolen_hardirq_ns`, `stolen_softirq_ns`, `served_softirq_ns`;
+    /// served is always measured here).
+    #[serde(flatten)]
+    pub time: TaskTime,
     /// Stolen hard-IRQ time by IRQ line ("24:virtio0-input.0").
     pub stolen_by_irq_ns: BTreeMap<String, u64>,
     /// Stolen softirq time by vector ("NET_RX").
     pub stolen_by_softirq_ns: BTreeMap<String, u64>,
-    /// Softirq time done on its behalf, wherever it ran.
-    pub served_softirq_ns: u64,
+    /// `served_softirq_ns` by vector.
     pub served_by_softirq_ns: BTreeMap<String, u64>,
     /// The same split by the CPU the softirq ran on (CPU number -> vector
     /// -> ns); empty for tasks nobody served.
@@ -52,11 +55,10 @@ pub struct TaskReport {
 pub struct CpuReport {
     pub cpu: usize,
     pub wall_ns: u64,
-    /// Tasks' run time, the idle task excluded.
-    pub run_ns: u64,
-    pub idle_ns: u64,
-    pub hardirq_ns: u64,
-    pub softirq_ns: u64,
+    /// `run_ns` (tasks, the idle task excluded), `idle_ns`, `hardirq_ns`,
+    /// `softirq_ns`.
+    #[serde(flatten)]
+    pub time: CpuTime,
     pub softirq_by_vector_ns: BTreeMap<String, u64>,
     /// Hard-IRQ time that interrupted a softirq (counted in hardirq_ns).
     pub hardirq_in_softirq_ns: u64,
@@ -95,10 +97,9 @@ pub struct OrphanReport {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Totals {
     pub wall_ns: u64,
-    pub run_ns: u64,
-    pub idle_ns: u64,
-    pub hardirq_ns: u64,
-    pub softirq_ns: u64,
+    /// The CPUs' times summed.
+    #[serde(flatten)]
+    pub time: CpuTime,
     pub softirq_by_vector_ns: BTreeMap<String, u64>,
     pub served_softirq_ns: u64,
     /// Hypervisor steal over all CPUs (see `CpuReport::steal_ns`).
@@ -181,7 +182,7 @@ impl Report {
                 tasks.push(task_report(raw, ctx, tid, None, &total, proc_stat));
             }
         }
-        tasks.sort_by(|a, b| b.stolen_ns.cmp(&a.stolen_ns).then(b.run_ns.cmp(&a.run_ns)).then(a.tid.cmp(&b.tid)));
+        tasks.sort_by(|a, b| b.time.stolen_ns.cmp(&a.time.stolen_ns).then(b.time.run_ns.cmp(&a.time.run_ns)).then(a.tid.cmp(&b.tid)));
 
         let wall_ns = raw.taken_ns.saturating_sub(raw.start_ns);
         let mut cpus = Vec::new();
@@ -203,10 +204,7 @@ impl Report {
             cpus.push(CpuReport {
                 cpu: cpu_no,
                 wall_ns,
-                run_ns: cpu_sum[cpu].run_ns,
-                idle_ns,
-                hardirq_ns: all.hardirq_ns,
-                softirq_ns,
+                time: CpuTime { run_ns: cpu_sum[cpu].run_ns, idle_ns, hardirq_ns: all.hardirq_ns, softirq_ns },
                 softirq_by_vector_ns: by_vector(&all.softirq_ns),
                 hardirq_in_softirq_ns: totals.hardirq_in_softirq_ns,
                 orphan_softirq_ns: orphan_softirq,
@@ -230,12 +228,14 @@ impl Report {
         }
         let totals = Totals {
             wall_ns: wall_ns * ncpus as u64,
-            run_ns: cpus.iter().map(|c| c.run_ns).sum(),
-            idle_ns: cpus.iter().map(|c| c.idle_ns).sum(),
-            hardirq_ns: cpus.iter().map(|c| c.hardirq_ns).sum(),
-            softirq_ns: cpus.iter().map(|c| c.softirq_ns).sum(),
+            time: CpuTime {
+                run_ns: cpus.iter().map(|c| c.time.run_ns).sum(),
+                idle_ns: cpus.iter().map(|c| c.time.idle_ns).sum(),
+                hardirq_ns: cpus.iter().map(|c| c.time.hardirq_ns).sum(),
+                softirq_ns: cpus.iter().map(|c| c.time.softirq_ns).sum(),
+            },
             softirq_by_vector_ns: by_vector(&vec_total),
-            served_softirq_ns: tasks.iter().map(|t| t.served_softirq_ns).sum(),
+            served_softirq_ns: tasks.iter().map(TaskReport::served_softirq_ns).sum(),
             steal_ns: cpus.iter().map(|c| c.steal_ns).sum(),
             reference_softirq_ns: raw.reference_softirq_ns.as_ref().map(|v| v.iter().sum()),
             reference_softirq_by_vector_ns: raw.reference_softirq_ns.as_deref().map(by_vector),
@@ -273,6 +273,13 @@ impl Report {
 
     pub fn task(&self, tid: u32) -> Option<&TaskReport> {
         self.tasks.iter().find(|t| t.tid == tid)
+    }
+}
+
+impl TaskReport {
+    /// Softirq time done on its behalf (always measured live).
+    pub fn served_softirq_ns(&self) -> u64 {
+        self.time.served_softirq_ns.unwrap_or(0)
     }
 }
 
@@ -326,20 +333,15 @@ fn task_report(
         Some(p) if c.run_ns > 0 => Some((p as f64 - c.run_ns as f64) / c.run_ns as f64),
         _ => None,
     };
-    let stolen_softirq_ns = c.softirq_total();
     TaskReport {
         tid,
         tgid,
         comm,
         kind,
         cpu: idle_cpu.map(|(_, n)| n),
-        run_ns: c.run_ns,
-        stolen_ns: c.hardirq_ns + stolen_softirq_ns,
-        stolen_hardirq_ns: c.hardirq_ns,
-        stolen_softirq_ns,
+        time: TaskTime::new(c.run_ns, c.hardirq_ns, c.softirq_total(), Some(c.served_softirq_total())),
         stolen_by_irq_ns,
         stolen_by_softirq_ns: by_vector(&c.softirq_ns),
-        served_softirq_ns: c.served_softirq_total(),
         served_by_softirq_ns: by_vector(&c.served_softirq_ns),
         served_by_cpu_ns: served_by_cpu(raw, ctx, tid, idle_cpu),
         served_by_thread_ns: c.served_by_thread_ns,
@@ -404,13 +406,13 @@ mod tests {
         assert_eq!(r.schema, SCHEMA);
         assert_eq!(r.cpus[0].unaccounted_ns, 0);
         assert_eq!(r.cpus[1].unaccounted_ns, 0);
-        assert_eq!(r.cpus[0].idle_ns, 400_000);
+        assert_eq!(r.cpus[0].time.idle_ns, 400_000);
         // Steal is reported per CPU number, summed, and explained in a note.
         assert_eq!((r.cpus[0].steal_ns, r.cpus[1].steal_ns, r.totals.steal_ns), (0, 7_000, 7_000));
         assert!(r.notes.iter().any(|n| n.contains("hypervisor stole")), "{:?}", r.notes);
         assert_eq!(r.cpus[0].softirq_by_vector_ns["NET_RX"], 85_000);
         assert_eq!(r.tasks[0].comm, "hog");
-        assert_eq!(r.tasks[0].stolen_ns, 90_000);
+        assert_eq!(r.tasks[0].time.stolen_ns, 90_000);
         assert_eq!(r.tasks[0].stolen_by_irq_ns["24"], 5_000);
         // Idle tasks are split per CPU, each with its own IRQ breakdown.
         let idle0 = r.tasks.iter().find(|t| t.tid == 0 && t.cpu == Some(0)).unwrap();
@@ -434,5 +436,54 @@ mod tests {
         assert!(server.exited);
         assert_eq!(server.proc_charged_ns, None);
         assert_eq!(r.tasks_of(&[43]).len(), 1);
+    }
+
+    #[test]
+    fn the_shared_times_are_flattened_and_the_document_reads_back() {
+        let r = build(&raw());
+        let server = r.task(43).unwrap();
+        assert_eq!(server.time, TaskTime::new(100_000, 0, 0, Some(80_000)));
+        assert_eq!(r.totals.served_softirq_ns, 80_000);
+        // The order written (serde_json::Value would sort the keys): the
+        // flattened TaskTime comes out where it is declared,
+        // served_softirq_ns included.
+        let order = |text: &str| {
+            let mut keys: Vec<(usize, String)> = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+                .unwrap()
+                .keys()
+                .map(|k| (text.find(&format!("\"{k}\":")).unwrap(), k.clone()))
+                .collect();
+            keys.sort();
+            keys.into_iter().map(|(_, k)| k).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(&serde_json::to_string(server).unwrap()),
+            [
+                "tid",
+                "tgid",
+                "comm",
+                "kind",
+                "run_ns",
+                "stolen_ns",
+                "stolen_hardirq_ns",
+                "stolen_softirq_ns",
+                "served_softirq_ns",
+                "stolen_by_irq_ns",
+                "stolen_by_softirq_ns",
+                "served_by_softirq_ns",
+                "served_by_cpu_ns",
+                "served_by_thread_ns",
+                "proc_charged_ns",
+                "proc_error",
+                "exited",
+                "switches_in"
+            ]
+        );
+        assert_eq!(
+            order(&serde_json::to_string(&r.cpus[1]).unwrap())[..6],
+            ["cpu", "wall_ns", "run_ns", "idle_ns", "hardirq_ns", "softirq_ns"]
+        );
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&text).unwrap(), r);
     }
 }

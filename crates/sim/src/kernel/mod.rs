@@ -21,6 +21,7 @@ use crate::server::Server;
 use crate::softirq::{BottomHalfPolicy, SoftirqModel, SoftirqRun, SoftirqStats};
 use crate::task::{RunState, Task, TaskId, TaskKind};
 use crate::trace::Trace;
+use irqlab_analysis::cpu_time::CpuTime;
 use irqlab_analysis::Nanos;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -116,14 +117,16 @@ pub struct Cpu {
     pub done_at: Nanos,
 }
 
-/// Where the CPU's time went. The five buckets sum to the accounted span.
+/// Where the CPU's time went: the four contexts the live accounting also
+/// measures (`time`: run, idle, hard IRQ, softirq) and the context switches;
+/// the five sum to the accounted span.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CpuTimes {
-    pub hardirq_ns: Nanos,
-    pub softirq_ns: Nanos,
-    pub task_ns: Nanos,
+    /// `run_ns` (tasks' own time; `task_ns` in `irqlab/sim/v1`), `idle_ns`,
+    /// `hardirq_ns`, `softirq_ns`: `irqlab_analysis::cpu_time`.
+    #[serde(flatten)]
+    pub time: CpuTime,
     pub context_switch_ns: Nanos,
-    pub idle_ns: Nanos,
     /// Bottom-half work wherever it ran (softirq context + ksoftirqd +
     /// softirq threads).
     pub bottom_half_ns: Nanos,
@@ -133,7 +136,8 @@ pub struct CpuTimes {
 
 impl CpuTimes {
     pub fn total(&self) -> Nanos {
-        self.hardirq_ns + self.softirq_ns + self.task_ns + self.context_switch_ns + self.idle_ns
+        let t = &self.time;
+        t.hardirq_ns + t.softirq_ns + t.run_ns + self.context_switch_ns + t.idle_ns
     }
 }
 
@@ -377,7 +381,7 @@ impl Sim {
         if let Some(h) = &mut self.cpu.hardirq {
             h.left -= dt;
             let line = h.line;
-            self.times.hardirq_ns += dt;
+            self.times.time.hardirq_ns += dt;
             self.lines[line].ns += dt;
             if let IrqKind::Nic(n) = self.lines[line].kind {
                 self.nics[n].stats.hardirq_ns += dt;
@@ -395,7 +399,7 @@ impl Sim {
         } else if let Some(run) = &mut self.cpu.softirq {
             run.job_left = run.job_left.saturating_sub(dt);
             let vector = run.job.map(|j| j.vector);
-            self.times.softirq_ns += dt;
+            self.times.time.softirq_ns += dt;
             self.times.bottom_half_ns += dt;
             self.bh_time(vector, start, now);
             if let Some(c) = cur {
@@ -419,13 +423,13 @@ impl Sim {
             if let Some(chunk) = &mut t.chunk {
                 *chunk -= dt.min(*chunk);
             }
-            t.acct.cpu_ns += dt;
+            t.acct.run_ns += dt;
             if t.chunk_kernel {
                 t.acct.system_ns += dt;
             } else {
                 t.acct.user_ns += dt;
             }
-            self.times.task_ns += dt;
+            self.times.time.run_ns += dt;
             if self.task_runs[c].is_some() {
                 self.tasks[c].acct.bh_work_ns += dt;
                 self.times.bottom_half_ns += dt;
@@ -446,7 +450,7 @@ impl Sim {
                 self.trace_seg("task", name, start, now);
             }
         } else {
-            self.times.idle_ns += dt;
+            self.times.time.idle_ns += dt;
         }
     }
 
