@@ -394,16 +394,16 @@ pub fn summarize_accounting(load: Load, report: &AccountingReport, complete: boo
     let candidates = || report.tasks.iter().filter(|t| t.tgid != own && t.kind != accounting::procfs::TaskKind::Idle);
     let figure = |t: &accounting::report::TaskReport, by: &std::collections::BTreeMap<String, u64>| TaskFigure {
         task: format!("{}/{}", t.comm, t.tid),
-        run_ns: t.run_ns,
-        stolen_hardirq_ns: t.stolen_hardirq_ns,
-        stolen_softirq_ns: t.stolen_softirq_ns,
-        served_softirq_ns: t.served_softirq_ns,
+        run_ns: t.time.run_ns,
+        stolen_hardirq_ns: t.time.stolen_hardirq_ns,
+        stolen_softirq_ns: t.time.stolen_softirq_ns,
+        served_softirq_ns: t.served_softirq_ns(),
         top_vector: by.iter().max_by_key(|(_, &v)| v).map(|(k, _)| k.clone()),
     };
-    let mut victims: Vec<_> = candidates().filter(|t| t.stolen_ns > 0).collect();
-    victims.sort_by_key(|t| std::cmp::Reverse(t.stolen_ns));
-    let mut served: Vec<_> = candidates().filter(|t| t.served_softirq_ns > 0).collect();
-    served.sort_by_key(|t| std::cmp::Reverse(t.served_softirq_ns));
+    let mut victims: Vec<_> = candidates().filter(|t| t.time.stolen_ns > 0).collect();
+    victims.sort_by_key(|t| std::cmp::Reverse(t.time.stolen_ns));
+    let mut served: Vec<_> = candidates().filter(|t| t.served_softirq_ns() > 0).collect();
+    served.sort_by_key(|t| std::cmp::Reverse(t.served_softirq_ns()));
     AccountingPhase {
         load,
         complete,
@@ -416,8 +416,8 @@ pub fn summarize_accounting(load: Load, report: &AccountingReport, complete: boo
             .map(|c| CpuFigure {
                 cpu: c.cpu,
                 wall_ns: c.wall_ns,
-                hardirq_ns: c.hardirq_ns,
-                softirq_ns: c.softirq_ns,
+                hardirq_ns: c.time.hardirq_ns,
+                softirq_ns: c.time.softirq_ns,
                 softirq_by_vector_ns: c.softirq_by_vector_ns.clone(),
             })
             .collect(),
