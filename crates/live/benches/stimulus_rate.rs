@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use irqlab_live::privilege::{has, Capability};
-use irqlab_live::stimulus::{generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig};
+use irqlab_live::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,10 +42,10 @@ fn bench(c: &mut Criterion) {
                         timeout_ns: 1_000_000_000,
                         preflight: false,
                         sender_priority: priority,
+                        log: Some(dir.path().join(format!("records-{i}.jsonl"))),
                     };
-                    let log_path = dir.path().join(format!("records-{i}.jsonl"));
-                    let mut log = RecordLog::create(&log_path, LogFormat::JsonLines).unwrap();
-                    let report = generator::run(&config, &AtomicBool::new(false), Some(&mut log), &mut |_| {}).unwrap();
+                    let log_path = config.log.clone().expect("set above");
+                    let report = generator::measure(&config, &AtomicBool::new(false), |_| {}).unwrap();
                     let lines = std::fs::read_to_string(&log_path).unwrap().lines().count() as u64;
                     let answered: u64 = report.paths.iter().map(|p| p.answered).sum();
                     for p in &report.paths {

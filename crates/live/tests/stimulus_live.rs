@@ -1,7 +1,7 @@
 //! The stimulus generator against a real responder (live: needs
 //! IRQLAB_LIVE_TESTS=1 and root for the raw ICMP socket and SCHED_FIFO).
 
-use irqlab_live::stimulus::{generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig};
+use irqlab_live::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,6 +27,7 @@ fn config(port: u16, count: u64, interval_ns: u64) -> GeneratorConfig {
         timeout_ns: 1_000_000_000,
         preflight: true,
         sender_priority: 0,
+        log: None,
     }
 }
 
@@ -43,9 +44,9 @@ fn loopback_run_answers_every_stimulus_and_logs_every_record() {
     std::thread::scope(|s| {
         let served = s.spawn(|| r.serve(&stop_responder));
         let _stop = StopOnDrop([&stop_responder]);
-        let mut log = RecordLog::create(&log_path, LogFormat::Csv).unwrap();
         let mut calls = 0;
-        let report = generator::run(&config(port, 2000, 500_000), &AtomicBool::new(false), Some(&mut log), &mut |_| calls += 1).unwrap();
+        let config = GeneratorConfig { log: Some(log_path.clone()), ..config(port, 2000, 500_000) };
+        let report = generator::measure(&config, &AtomicBool::new(false), |_| calls += 1).unwrap();
         stop_responder.store(true, Ordering::Relaxed);
         let answered_by_responder = served.join().unwrap().unwrap();
 
@@ -93,7 +94,7 @@ fn missing_responder_is_bad_input() {
     let port = free.local_addr().unwrap().port();
     drop(free);
     let cfg = GeneratorConfig { paths: vec![PathKind::Udp], ..config(port, 10, 1_000_000) };
-    let err = generator::run(&cfg, &AtomicBool::new(false), None, &mut |_| {}).unwrap_err();
+    let err = generator::measure(&cfg, &AtomicBool::new(false), |_| {}).unwrap_err();
     assert_eq!(err.exit_code(), 2, "{err}");
     assert!(err.to_string().contains("stimulus respond"), "{err}");
 }
@@ -121,7 +122,7 @@ fn responder_restart_mid_run_shows_as_lost_replies() {
             let second = bind(port).unwrap();
             second.serve(&stop_second).unwrap()
         });
-        let report = generator::run(&cfg, &AtomicBool::new(false), None, &mut |_| {}).unwrap();
+        let report = generator::measure(&cfg, &AtomicBool::new(false), |_| {}).unwrap();
         stop_second.store(true, Ordering::Relaxed);
         restarter.join().unwrap();
         let p = report.path(PathKind::Udp).unwrap();

@@ -3,9 +3,7 @@
 //! responder). Live: IRQLAB_LIVE_TESTS=1, as root. About 35 s.
 
 use irqlab_live::load::{self, LoadKind, NetLoad};
-use irqlab_live::stimulus::{
-    generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, RecordLog, ResponderConfig, StimulusReport,
-};
+use irqlab_live::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig, StimulusReport};
 use irqlab_live::testbed::{Side, Testbed};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -38,15 +36,13 @@ fn run_from_b(bed: &Testbed, port: u16, count: u64, log: Option<PathBuf>, prefli
         timeout_ns: 1_000_000_000,
         preflight,
         sender_priority: 0,
+        log,
     };
-    bed.spawn_in(Side::B, move || {
-        let mut log = log.map(|p| RecordLog::create(&p, LogFormat::JsonLines).unwrap());
-        generator::run(&config, &AtomicBool::new(false), log.as_mut(), &mut |_| {})
-    })
-    .unwrap()
-    .join()
-    .unwrap()
-    .map_err(|e| format!("generator: {e}"))
+    bed.spawn_in(Side::B, move || generator::measure(&config, &AtomicBool::new(false), |_| {}))
+        .unwrap()
+        .join()
+        .unwrap()
+        .map_err(|e| format!("generator: {e}"))
 }
 
 /// Latencies of `kind` in the JSON-lines logs `paths`, sorted.

@@ -349,8 +349,7 @@ fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool)
         count: None,
         duration_ns: Some(duration_ns),
         timeout_ns: 1_000_000_000,
-        preflight: true,
-        sender_priority: 0,
+        ..GeneratorConfig::default()
     };
     let responder_stop = AtomicBool::new(false);
     // The generator runs in namespace b on a thread of its own, which needs
@@ -369,7 +368,7 @@ fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool)
         });
         let flag = generator_stop.clone();
         let outcome = bed
-            .spawn_in(Side::B, move || generator::run(&config, &flag, None, &mut |_| {}))
+            .spawn_in(Side::B, move || generator::measure(&config, &flag, |_| {}))
             .and_then(|t| t.join().map_err(|_| Error::Failed("the stimulus generator panicked".into()))?);
         finished.store(true, Ordering::SeqCst);
         responder_stop.store(true, Ordering::SeqCst);

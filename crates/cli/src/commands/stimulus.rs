@@ -4,7 +4,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_live::stimulus::{
-    display, generator, responder, GeneratorConfig, LogFormat, PathKind, Pattern, PatternKind, RecordLog, ResponderConfig, StimulusReport,
+    display, generator, responder, GeneratorConfig, PathKind, Pattern, PatternKind, ResponderConfig, StimulusReport,
 };
 use std::io::{IsTerminal, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -148,6 +148,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         timeout_ns: args.timeout,
         preflight: true,
         sender_priority: args.priority,
+        log: args.log.clone(),
     })
 }
 
@@ -155,16 +156,12 @@ fn generate(args: RunArgs) -> Result<Status, CliError> {
     let config = generator_config(&args)?;
     output::refuse_clashes(&[], &[("--log", args.log.as_deref()), ("--json", args.json.as_deref())])?;
     config.validate()?;
-    let mut log = match &args.log {
-        Some(path) => Some(RecordLog::create(path, LogFormat::from_path(path))?),
-        None => None,
-    };
     let stop = crate::signal::stop_flag();
     let text = output::text_on_stdout(args.json.as_deref());
     let tty = std::io::stdout().is_terminal();
     let mut drawn = 0usize;
     let mut last_plain = std::time::Instant::now();
-    let report = generator::run(&config, &stop, log.as_mut(), &mut |p| {
+    let report = generator::measure(&config, &stop, |p| {
         if !text {
             return;
         }

@@ -57,6 +57,29 @@ pub struct GeneratorConfig {
     /// SCHED_OTHER), so the pattern holds and the sockets are drained
     /// while other work competes for the CPU.
     pub sender_priority: u8,
+    /// Stream every record here (CSV for `.csv`, JSON lines otherwise),
+    /// flushed every second.
+    pub log: Option<std::path::PathBuf>,
+}
+
+impl Default for GeneratorConfig {
+    /// Loopback and the responder's default port, both paths, 1 kHz
+    /// periodic for 10 s, 1 s reply timeout, a preflight check, SCHED_OTHER
+    /// senders, no log: the defaults of `irqlab stimulus run`.
+    fn default() -> GeneratorConfig {
+        GeneratorConfig {
+            target: Ipv4Addr::LOCALHOST,
+            udp_port: super::responder::DEFAULT_PORT,
+            paths: vec![PathKind::Icmp, PathKind::Udp],
+            pattern: Pattern::periodic(1_000_000),
+            count: None,
+            duration_ns: Some(10_000_000_000),
+            timeout_ns: 1_000_000_000,
+            preflight: true,
+            sender_priority: 0,
+            log: None,
+        }
+    }
 }
 
 impl GeneratorConfig {
@@ -174,15 +197,26 @@ fn realtime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Runs the generator. `progress` is called from this thread about five
-/// times a second and once at the end.
-pub fn run(
+/// The measurement, in the shape every live measurement has: runs the
+/// stimuli until the count or duration (or `stop`), calls `on_tick` with
+/// the running figures (from this thread, about five times a second, and
+/// once at the end), and
+/// streams every record to `config.log` when one is given.
+pub fn measure(config: &GeneratorConfig, stop: &AtomicBool, mut on_tick: impl FnMut(&Progress)) -> Result<StimulusReport> {
+    config.validate()?;
+    let mut log = match &config.log {
+        Some(path) => Some(RecordLog::create(path, super::log::LogFormat::from_path(path))?),
+        None => None,
+    };
+    run(config, stop, log.as_mut(), &mut on_tick)
+}
+
+fn run(
     config: &GeneratorConfig,
     stop: &AtomicBool,
     mut log: Option<&mut RecordLog>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<StimulusReport> {
-    config.validate()?;
     let run_id: u32 = rand::random();
     let icmp_id = (std::process::id() as u16) ^ (run_id as u16);
     let target = SocketAddrV4::new(config.target, config.udp_port);
@@ -562,6 +596,7 @@ mod tests {
             timeout_ns: 1_000_000_000,
             preflight: false,
             sender_priority: 0,
+            log: None,
         }
     }
 

@@ -14,7 +14,7 @@ pub mod responder;
 pub mod socket;
 pub mod wire;
 
-pub use generator::{GeneratorConfig, PathResult, Progress, StimulusReport};
+pub use generator::{measure, GeneratorConfig, PathResult, Progress, StimulusReport};
 pub use log::{LogFormat, Record, RecordLog};
 pub use pattern::{Pattern, PatternKind};
 pub use responder::{Responder, ResponderConfig};
