@@ -55,7 +55,8 @@ enum Command {
     /// How much interrupts take from tasks on this machine, where, and what
     /// to change: every measurement in one run, one page of findings
     Survey(survey::Args),
-    /// Serve the BPF accounting's figures on /metrics for Prometheus
+    /// Serve the BPF accounting's figures on /metrics for Prometheus (and
+    /// optionally the probe's max load and timer latency, measured beside it)
     Export(export::Args),
     /// Change the machine through the journal (driver threads under a
     /// policy), see what irqlab changed, undo what a killed run left

@@ -1,7 +1,8 @@
 //! `irqlab export` against the real consumers: `promtool check metrics` on
 //! its output, and a real Prometheus (Debian package, installed by
 //! scripts/install-deps.sh) scraping it and answering queries through its
-//! HTTP API (live: IRQLAB_LIVE_TESTS=1, as root). All traffic on loopback.
+//! HTTP API (live: IRQLAB_LIVE_TESTS=1, as root), with the probe and the
+//! timer latency thread beside it too. All traffic on loopback.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -21,6 +22,21 @@ fn bad_flags_exit_2() {
     }
 }
 
+#[test]
+fn probe_and_latency_cpus_are_checked_naming_the_flags() {
+    for (args, named) in [
+        (&["--probe", "4095"][..], &["--probe 4095"][..]),
+        (&["--latency", "4095"], &["--latency 4095"]),
+        (&["--probe", "1", "--latency", "1"], &["--probe 1", "--latency 1"]),
+        (&["--latency", "0", "--interval", "5ms"], &["--interval 5ms"]),
+    ] {
+        let out = irqlab().arg("export").args(args).args(["--duration", "1s"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && named.iter().all(|n| err.contains(n)), "{args:?}: {err}");
+    }
+}
+
 /// A running exporter, stopped (SIGINT) when dropped.
 struct Exporter {
     child: Child,
@@ -28,9 +44,12 @@ struct Exporter {
 }
 
 impl Exporter {
+    /// With `--interval 200ms` unless `extra` gives one.
     fn start(extra: &[&str]) -> Exporter {
+        let interval: &[&str] = if extra.contains(&"--interval") { &[] } else { &["--interval", "200ms"] };
         let mut child = irqlab()
-            .args(["export", "--listen", "127.0.0.1:0", "--interval", "200ms", "--duration", "60s"])
+            .args(["export", "--listen", "127.0.0.1:0", "--duration", "60s"])
+            .args(interval)
             .args(extra)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -99,16 +118,7 @@ fn promtool_accepts_the_output_and_series_stay_bounded() {
     std::thread::sleep(Duration::from_millis(500));
     let (status, body) = get(&exporter.addr, "/metrics", None);
     assert!(status.contains("200"), "{status}");
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (Debian prometheus; scripts/install-deps.sh installs it)");
-    promtool.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(out.status.success(), "promtool: {}{}\n{body}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    promtool_accepts(&body);
     let task_series = body.lines().filter(|l| l.starts_with("irqlab_task_stolen_seconds{")).count();
     assert!(task_series <= 6, "{task_series} task series with --top 5:\n{body}");
     assert!(body.contains("irqlab_task_stolen_seconds{task=\"other\"}"), "{body}");
@@ -126,6 +136,77 @@ fn promtool_accepts_the_output_and_series_stay_bounded() {
         clients.into_iter().map(|c| c.join().unwrap()).sum()
     });
     assert_eq!(answered, 1000);
+}
+
+/// `promtool check metrics` on a body; panics with its complaint.
+fn promtool_accepts(body: &str) {
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian prometheus; scripts/install-deps.sh installs it)");
+    promtool.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(out.status.success(), "promtool: {}{}\n{body}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The values of the series whose line starts with `prefix` (name and
+/// labels up to where they differ), in the order served.
+fn values(body: &str, prefix: &str) -> Vec<f64> {
+    body.lines().filter(|l| l.starts_with(prefix)).filter_map(|l| l.rsplit(' ').next()?.parse().ok()).collect()
+}
+
+/// The latency histogram of one CPU: (count, cumulative buckets in order).
+fn latency_histogram(body: &str, cpu: &str) -> (f64, Vec<f64>) {
+    let count = values(body, &format!("irqlab_timer_latency_seconds_count{{cpu=\"{cpu}\"}} ")).first().copied().unwrap_or(0.0);
+    let buckets = body
+        .lines()
+        .filter(|l| l.starts_with("irqlab_timer_latency_seconds_bucket{") && l.contains(&format!("cpu=\"{cpu}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (count, buckets)
+}
+
+#[test]
+fn probe_gauges_and_a_growing_latency_histogram_are_served() {
+    if !live_tests_enabled("probe_gauges_and_a_growing_latency_histogram_are_served") {
+        return;
+    }
+    let exporter = Exporter::start(&["--probe", "1", "--latency", "0", "--interval", "1s"]);
+    std::thread::sleep(Duration::from_secs(3));
+    // The first rounds end after about one interval plus their set-up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let first = loop {
+        let (_, body) = get(&exporter.addr, "/metrics", None);
+        let ready = body.contains("irqlab_probe_max_load{cpu=\"1\"") && latency_histogram(&body, "0").0 > 0.0;
+        if ready || Instant::now() > deadline {
+            break body;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    promtool_accepts(&first);
+    for family in ["irqlab_probe_max_load{cpu=\"1\",window=", "irqlab_probe_max_load_since_start{cpu=\"1\",window="] {
+        let loads = values(&first, family);
+        eprintln!("{family}..: {loads:?}");
+        assert_eq!(loads.len(), 4, "{family}: one per window 100us..100ms\n{first}");
+        assert!(loads.iter().all(|l| (0.0..=1.0).contains(l)), "{family}: {loads:?}");
+    }
+    let (count, buckets) = latency_histogram(&first, "0");
+    eprintln!("latency cpu 0: count {count}, cumulative buckets {buckets:?}");
+    assert!(count > 0.0, "{first}");
+    assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "buckets not cumulative: {buckets:?}");
+    assert_eq!(buckets.last(), Some(&count), "+Inf bucket is the count: {buckets:?}");
+
+    // One more latency round (1 s plus set-up) later, the count has grown.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (_, second) = get(&exporter.addr, "/metrics", None);
+    let (later, later_buckets) = latency_histogram(&second, "0");
+    eprintln!("latency cpu 0 later: count {later}, cumulative buckets {later_buckets:?}");
+    assert!(later > count, "count {count} then {later}");
+    assert!(later_buckets.iter().zip(&buckets).all(|(b, a)| b >= a), "{buckets:?} then {later_buckets:?}");
+    promtool_accepts(&second);
 }
 
 #[test]
@@ -189,25 +270,34 @@ fn prometheus_scrapes_it_and_reads_back_growing_softirq_counters() {
     }
 }
 
-/// Every metric the Grafana dashboard queries is one the exporter serves.
+/// Every metric the Grafana dashboard queries is one the exporter serves
+/// (with `--probe` and `--latency`: their figures after one round each).
 #[test]
 fn the_dashboard_queries_only_served_metrics() {
     use irqlab_live::accounting::report::{CpuReport, TaskReport};
+    use irqlab_live::export::{LatencyFigures, ProbeFigures};
     let report = irqlab_live::accounting::Report {
         cpus: vec![CpuReport { softirq_by_vector_ns: [("NET_RX".to_string(), 1)].into(), ..Default::default() }],
         tasks: vec![TaskReport { tid: 5, ..Default::default() }],
         ..Default::default()
     };
-    let served = irqlab_live::export::Snapshot::of(&report, 10).encode();
+    let mut probe = ProbeFigures::new(1);
+    probe.record(&[irqlab_analysis::curve::CurvePoint { window_ns: 100_000, max_load: 0.1 }]);
+    let snapshot = irqlab_live::export::Snapshot {
+        probe: Some(probe),
+        latency: Some(LatencyFigures::new(0)),
+        ..irqlab_live::export::Snapshot::of(&report, 10)
+    };
+    let served = snapshot.encode();
     let dashboard = std::fs::read_to_string(common::repo_file("docs/grafana-irqlab.json")).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
     let mut checked = 0;
-    for panel in doc["panels"].as_array().unwrap() {
-        let expr = panel["targets"][0]["expr"].as_str().unwrap();
+    for target in doc["panels"].as_array().unwrap().iter().flat_map(|p| p["targets"].as_array().unwrap()) {
+        let expr = target["expr"].as_str().unwrap();
         for name in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("irqlab_")) {
             assert!(served.lines().any(|l| l.starts_with(name)), "dashboard queries {name}, which is not served:\n{served}");
             checked += 1;
         }
     }
-    assert!(checked >= 6, "only {checked} metric references found");
+    assert!(checked >= 9, "only {checked} metric references found");
 }

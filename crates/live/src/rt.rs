@@ -151,23 +151,37 @@ fn set_scheduler(policy: libc::c_int, priority: i32) -> std::io::Result<()> {
     }
 }
 
+/// How many [`lock_memory`] calls in this process are not yet undone.
+/// mlockall and munlockall act on the whole process: a measurement that
+/// ends must not unlock the memory of one still running beside it (the
+/// exporter runs the probe and the latency thread side by side).
+static MEMORY_LOCKS: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+
 /// Locks all current and future memory, so a page fault never lands in
-/// the middle of a measured interval.
+/// the middle of a measured interval. Pair it with [`unlock_memory`].
 pub fn lock_memory() -> Result<()> {
     use nix::sys::mman::{mlockall, MlockAllFlags};
+    let mut holders = MEMORY_LOCKS.lock().unwrap_or_else(|p| p.into_inner());
     mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE).map_err(|e| match e {
         nix::errno::Errno::EPERM | nix::errno::Errno::ENOMEM => Error::MissingPrivilege {
             capability: "CAP_IPC_LOCK",
             purpose: "lock the measuring threads' memory (mlockall) beyond RLIMIT_MEMLOCK".into(),
         },
         e => Error::sys("mlockall", e),
-    })
+    })?;
+    *holders += 1;
+    Ok(())
 }
 
 /// Undoes [`lock_memory`] when a measurement ends, so a long-lived process
-/// does not keep everything pinned.
+/// does not keep everything pinned; the memory stays locked while another
+/// measurement in this process still holds it.
 pub fn unlock_memory() {
-    let _ = nix::sys::mman::munlockall();
+    let mut holders = MEMORY_LOCKS.lock().unwrap_or_else(|p| p.into_inner());
+    *holders = holders.saturating_sub(1);
+    if *holders == 0 {
+        let _ = nix::sys::mman::munlockall();
+    }
 }
 
 /// CLOCK_MONOTONIC in ns (vDSO: no system call on x86_64 with a

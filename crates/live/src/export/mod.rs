@@ -9,17 +9,26 @@
 //! by the machine), and per task only for the `top` tasks by stolen plus
 //! served time, the rest summed into `task="other"`. A thousand short-lived
 //! processes therefore add no series.
+//!
+//! Optionally the interference probe and a timer latency thread run beside
+//! it, each on a CPU of its own, in rounds of one interval ([`rounds`]);
+//! each completed round updates what scrapes get. Whoever changes the
+//! figures encodes them once ([`Published`]); a scrape copies the text.
+
+pub mod rounds;
 
 use crate::accounting::{self, Options, Report, Session, Storage};
 use crate::error::{Error, Result};
+use crate::stop::StopOnDrop;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+pub use rounds::{LatencyFigures, ProbeFigures, WindowLoad};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What to serve and how often to refresh it.
@@ -32,11 +41,67 @@ pub struct Config {
     pub top: usize,
     /// HTTP worker threads (concurrent scrapes beyond this wait).
     pub workers: usize,
+    /// Run the interference probe on this CPU in rounds of one interval.
+    /// It takes the CPU: it spins there at SCHED_FIFO, RT throttling lifted
+    /// for each round where allowed.
+    pub probe_cpu: Option<usize>,
+    /// Run a timer latency thread (cyclictest's method) on this CPU in
+    /// rounds of one interval; not the probe's CPU, where it would starve.
+    pub latency_cpu: Option<usize>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { listen: SocketAddr::from(([127, 0, 0, 1], 9464)), interval_ns: 5_000_000_000, top: 10, workers: 4 }
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            interval_ns: 5_000_000_000,
+            top: 10,
+            workers: 4,
+            probe_cpu: None,
+            latency_cpu: None,
+        }
+    }
+}
+
+impl Config {
+    /// Exit 2 naming the parameter (`probe_cpu`, `latency_cpu`,
+    /// `interval`) for a CPU that is not online, one CPU for both, or
+    /// rounds too short to measure anything.
+    pub fn check(&self) -> Result<()> {
+        if let Some(cpu) = self.probe_cpu {
+            crate::rt::require_online(cpu, "probe_cpu")?;
+        }
+        if let Some(cpu) = self.latency_cpu {
+            crate::rt::require_online(cpu, "latency_cpu")?;
+        }
+        if let (Some(p), Some(l)) = (self.probe_cpu, self.latency_cpu) {
+            if p == l {
+                return Err(Error::Invalid(format!(
+                    "probe_cpu and latency_cpu are both {p}: the probe spins there at SCHED_FIFO and would starve the latency thread"
+                )));
+            }
+        }
+        let rounds = self.probe_cpu.is_some() || self.latency_cpu.is_some();
+        if rounds && self.interval_ns < rounds::MIN_ROUND_NS {
+            return Err(Error::Invalid(format!(
+                "interval {}: the probe and latency rounds last one interval, at least {}",
+                irqlab_analysis::units::format_ns(self.interval_ns),
+                irqlab_analysis::units::format_ns(rounds::MIN_ROUND_NS)
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the measurements need, exit 3 naming the first missing thing.
+    fn check_prerequisites(&self) -> Result<()> {
+        accounting::check_prerequisites()?;
+        if self.probe_cpu.is_some() {
+            crate::probe::check_prerequisites(crate::probe::Policy::Fifo)?;
+        }
+        if self.latency_cpu.is_some() {
+            crate::latency::realtime::check_prerequisites(crate::latency::Config::default().priority)?;
+        }
+        Ok(())
     }
 }
 
@@ -59,6 +124,10 @@ pub struct Snapshot {
     /// (cpu, vector, seconds).
     pub softirq_seconds: Vec<(usize, String, f64)>,
     pub tasks: Vec<TaskFigures>,
+    /// Once the probe has completed a round.
+    pub probe: Option<ProbeFigures>,
+    /// Once the latency thread has completed a round.
+    pub latency: Option<LatencyFigures>,
 }
 
 impl Snapshot {
@@ -100,7 +169,7 @@ impl Snapshot {
             served_s: s(rest.iter().map(|t| t.served_softirq_ns() + t.served_by_thread_ns).sum()),
             run_s: s(rest.iter().map(|t| t.time.run_ns).sum()),
         });
-        Snapshot { duration_s: s(report.duration_ns), cpu_seconds, softirq_seconds, tasks }
+        Snapshot { duration_s: s(report.duration_ns), cpu_seconds, softirq_seconds, tasks, probe: None, latency: None }
     }
 
     /// The snapshot in the OpenMetrics text format.
@@ -158,6 +227,12 @@ impl Collector for Figures {
             None,
             gauge.metric_type(),
         )?)?;
+        if let Some(probe) = &f.probe {
+            probe.encode(&mut encoder)?;
+        }
+        if let Some(latency) = &f.latency {
+            latency.encode(&mut encoder)?;
+        }
         Ok(())
     }
 }
@@ -199,12 +274,51 @@ fn counters(encoder: &mut DescriptorEncoder, name: &str, help: &str, series: &[(
 pub struct Served {
     pub scrapes: u64,
     pub refreshes: u64,
+    /// Rounds the probe and the latency thread completed.
+    pub probe_rounds: u64,
+    pub latency_rounds: u64,
 }
 
-/// Binds `config.listen` (exit 2 naming it when taken), then serves until
-/// `stop`. `on_ready` gets the bound address (port 0 picks a free one).
+/// The figures scrapes serve and their text, encoded by whoever changes
+/// the figures: a scrape only copies the text, never waits for an encoding
+/// or a measurement.
+struct Published {
+    figures: Mutex<Snapshot>,
+    text: Mutex<String>,
+}
+
+impl Published {
+    fn new(figures: Snapshot) -> Published {
+        let text = Mutex::new(figures.encode());
+        Published { figures: Mutex::new(figures), text }
+    }
+
+    /// Changes the figures and publishes their new text.
+    fn update(&self, change: impl FnOnce(&mut Snapshot)) {
+        let mut figures = lock(&self.figures);
+        change(&mut figures);
+        let text = figures.encode();
+        *lock(&self.text) = text;
+    }
+
+    fn text(&self) -> String {
+        lock(&self.text).clone()
+    }
+}
+
+/// A poisoned lock still holds a whole value here (every writer replaces
+/// it at once).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Checks the config (exit 2) and the privileges (exit 3), binds
+/// `config.listen` (exit 2 naming it when taken), then serves until `stop`
+/// or until a measuring thread fails (its error is returned). `on_ready`
+/// gets the bound address (port 0 picks a free one).
 pub fn serve(config: &Config, stop: &AtomicBool, on_ready: impl FnOnce(SocketAddr)) -> Result<Served> {
-    accounting::check_prerequisites()?;
+    config.check()?;
+    config.check_prerequisites()?;
     let server = tiny_http::Server::http(config.listen).map_err(|e| match e.downcast_ref::<std::io::Error>() {
         Some(io) if io.kind() == std::io::ErrorKind::AddrInUse => {
             Error::Invalid(format!("listen address {}: already in use", config.listen))
@@ -214,31 +328,54 @@ pub fn serve(config: &Config, stop: &AtomicBool, on_ready: impl FnOnce(SocketAdd
     let bound = server.server_addr().to_ip().ok_or_else(|| Error::Failed("the server has no IP address".into()))?;
     let mut storage = Storage::default();
     let mut session = Session::start(&mut storage, Options::default())?;
-    let current = Arc::new(Mutex::new(Snapshot::of(&session.report(false)?, config.top).encode()));
-    let scrapes = AtomicU64::new(0);
-    let mut refreshes = 0;
+    let published = &Published::new(Snapshot::of(&session.report(false)?, config.top));
+    let scrapes = &AtomicU64::new(0);
+    // Everything stops when this is set: by the refresh loop on `stop`, or
+    // by a measuring thread that failed.
+    let halt = &AtomicBool::new(false);
     on_ready(bound);
-    std::thread::scope(|s| -> Result<()> {
+    let interval_ns = config.interval_ns;
+    let (refreshes, probe_rounds, latency_rounds) = std::thread::scope(|s| -> Result<_> {
         for _ in 0..config.workers.max(1) {
-            s.spawn(|| answer_scrapes(&server, &current, &scrapes, stop));
+            s.spawn(|| answer_scrapes(&server, published, scrapes, halt));
         }
-        let interval = Duration::from_nanos(config.interval_ns);
-        let mut next = Instant::now() + interval;
-        while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-            if Instant::now() >= next {
-                next += interval;
-                let text = Snapshot::of(&session.report(false)?, config.top).encode();
-                *current.lock().unwrap_or_else(|p| p.into_inner()) = text;
-                refreshes += 1;
-            }
-        }
-        Ok(())
+        let probe = config.probe_cpu.map(|cpu| s.spawn(move || rounds::probe_rounds(cpu, interval_ns, published, halt)));
+        let latency = config.latency_cpu.map(|cpu| s.spawn(move || rounds::latency_rounds(cpu, interval_ns, published, halt)));
+        let refreshes = refresh(&mut session, config, published, stop, halt);
+        Ok((refreshes?, joined(probe, "probe")?, joined(latency, "latency")?))
     })?;
-    Ok(Served { scrapes: scrapes.load(Ordering::Relaxed), refreshes })
+    Ok(Served { scrapes: scrapes.load(Ordering::Relaxed), refreshes, probe_rounds, latency_rounds })
 }
 
-fn answer_scrapes(server: &tiny_http::Server, current: &Mutex<String>, scrapes: &AtomicU64, stop: &AtomicBool) {
+/// Reads the accounting into the published figures every interval until
+/// `stop` or `halt`; sets `halt` on the way out. Returns the refreshes.
+fn refresh(session: &mut Session<'_>, config: &Config, published: &Published, stop: &AtomicBool, halt: &AtomicBool) -> Result<u64> {
+    let _halt = StopOnDrop([halt]);
+    let interval = Duration::from_nanos(config.interval_ns);
+    let mut next = Instant::now() + interval;
+    let mut refreshes = 0;
+    while !stop.load(Ordering::SeqCst) && !halt.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() >= next {
+            next += interval;
+            let fresh = Snapshot::of(&session.report(false)?, config.top);
+            // The measuring threads' figures stay; they change them.
+            published.update(|f| *f = Snapshot { probe: f.probe.take(), latency: f.latency.take(), ..fresh });
+            refreshes += 1;
+        }
+    }
+    Ok(refreshes)
+}
+
+/// A measuring thread's rounds (0 when it was not asked for).
+fn joined(thread: Option<std::thread::ScopedJoinHandle<'_, Result<u64>>>, what: &str) -> Result<u64> {
+    match thread {
+        None => Ok(0),
+        Some(t) => t.join().unwrap_or_else(|_| Err(Error::Failed(format!("the {what} thread panicked")))),
+    }
+}
+
+fn answer_scrapes(server: &tiny_http::Server, published: &Published, scrapes: &AtomicU64, stop: &AtomicBool) {
     let openmetrics: tiny_http::Header =
         "Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8".parse().expect("valid header");
     let classic: tiny_http::Header = "Content-Type: text/plain; version=0.0.4; charset=utf-8".parse().expect("valid header");
@@ -249,7 +386,7 @@ fn answer_scrapes(server: &tiny_http::Server, current: &Mutex<String>, scrapes: 
         let _ = match (request.method(), request.url()) {
             (tiny_http::Method::Get, "/metrics") => {
                 scrapes.fetch_add(1, Ordering::Relaxed);
-                let text = current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let text = published.text();
                 // Prometheus asks for OpenMetrics; everyone else gets the
                 // classic format.
                 let wants_openmetrics =
