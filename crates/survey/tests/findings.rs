@@ -58,3 +58,25 @@ fn a_task_set_is_checked_against_each_loaded_curve() {
         assert_eq!(f.severity == Severity::Problem, !check.schedulable_as_measured, "{f:?}");
     }
 }
+
+#[test]
+fn a_driver_is_recommended_once_bounded_when_light_and_moved_when_heavy() {
+    let mut light = fixture();
+    findings::derive(&mut light, None);
+    let bounds: Vec<_> =
+        light.recommendations.iter().filter(|r| r.command.as_deref().is_some_and(|c| c.contains("napi:irqlab-b"))).collect();
+    assert_eq!(bounds.len(), 1, "{bounds:#?}");
+
+    let mut heavy = fixture();
+    for cpu in &mut heavy.cpus {
+        for curve in &mut cpu.curves {
+            if let Some(fit) = &mut curve.fit {
+                fit.utilization = 0.9;
+            }
+        }
+    }
+    findings::derive(&mut heavy, None);
+    let moved: Vec<_> = heavy.recommendations.iter().filter(|r| r.title.starts_with("Give napi:irqlab-b")).collect();
+    assert_eq!(moved.len(), 1, "{:#?}", heavy.recommendations);
+    assert!(!heavy.recommendations.iter().any(|r| r.title.starts_with("Bound")), "{:#?}", heavy.recommendations);
+}

@@ -263,40 +263,77 @@ fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: 
     );
 }
 
-/// Without a task set: bound each driver that takes a noticeable share by
-/// a server sized to its fitted utilisation.
+/// Without a task set: each driver thread that takes a noticeable share of
+/// a CPU, once (its heaviest CPU decides). A driver that needs at most half
+/// a CPU gets a SCHED_DEADLINE budget sized to its fitted share; one that
+/// needs more cannot be bounded without dropping its traffic, so it gets a
+/// CPU of its own, away from the quietest one.
 fn driver_servers(survey: &Survey, out: &mut Out) {
+    let mut heaviest: Vec<(&str, usize, &LoadCurve)> = Vec::new();
     for cpu in &survey.cpus {
-        for curve in cpu.curves.iter().filter(|c| c.load != Load::None) {
-            let (Some(matched), Some(fit), Some(at1)) = (&curve.driver_match, curve.fit, load_at(curve.judged(), MS)) else { continue };
-            if at1 < WARN_LOAD {
+        for curve in cpu.curves.iter().filter(|c| c.load != Load::None && c.fit.is_some()) {
+            let Some(matched) = curve.driver_match.as_deref() else { continue };
+            if load_at(curve.judged(), MS).is_none_or(|l| l < WARN_LOAD) {
                 continue;
             }
-            let period = 10 * MS;
-            // Its fitted long-run share, rounded up to 0.5 ms: it keeps up on
-            // average and cannot take more than that in bursts.
-            let budget = ((fit.utilization * period as f64 / 500_000.0).ceil() as u64 * 500_000).clamp(500_000, 9 * MS);
-            let server = schedulability::server_model(ServerKind::Deadline, budget, period, tick_ns(survey));
-            let bound = |w| server.load(w, irqlab_analysis::DemandBound::Refined);
-            let finding = format!("load-cpu{}-{}", cpu.cpu, curve.load.name());
-            out.recommend(
-                &finding,
-                format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period)),
-                format!(
-                    "the budget is its fitted long-run share u = {:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
-                    fit.utilization,
-                    format_ns(tick_ns(survey))
-                ),
-                Some(format!("irqlab control threads {matched} --policy deadline:{}/{}", format_ns(budget), format_ns(period))),
-                Some(format!(
-                    "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
-                    pct(bound(MS)),
-                    pct(at1),
-                    pct(bound(10 * MS))
-                )),
-            );
+            let u = |c: &LoadCurve| c.fit.map_or(0.0, |f| f.utilization);
+            match heaviest.iter_mut().find(|(m, _, _)| *m == matched) {
+                Some(entry) if u(entry.2) < u(curve) => *entry = (matched, cpu.cpu, curve),
+                Some(_) => {}
+                None => heaviest.push((matched, cpu.cpu, curve)),
+            }
         }
     }
+    for (matched, cpu, curve) in heaviest {
+        let finding = format!("load-cpu{cpu}-{}", curve.load.name());
+        let u = curve.fit.map_or(0.0, |f| f.utilization);
+        if u <= 0.5 {
+            bound_driver(survey, out, &finding, matched, u, load_at(curve.judged(), MS).unwrap_or(0.0));
+        } else {
+            own_cpu_for_driver(survey, out, &finding, matched, u);
+        }
+    }
+}
+
+fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u: f64, at1: f64) {
+    let period = 10 * MS;
+    // Its fitted long-run share, rounded up to 0.5 ms: it keeps up on average.
+    let budget = ((u * period as f64 / 500_000.0).ceil() as u64 * 500_000).clamp(500_000, 5 * MS);
+    let server = schedulability::server_model(ServerKind::Deadline, budget, period, tick_ns(survey));
+    let bound = |w| server.load(w, irqlab_analysis::DemandBound::Refined);
+    out.recommend(
+        finding,
+        format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period)),
+        format!(
+            "the budget is its fitted long-run share u = {u:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
+            format_ns(tick_ns(survey))
+        ),
+        Some(format!("irqlab control threads {matched} --policy deadline:{}/{}", format_ns(budget), format_ns(period))),
+        Some(format!(
+            "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
+            pct(bound(MS)),
+            pct(at1),
+            pct(bound(10 * MS))
+        )),
+    );
+}
+
+fn own_cpu_for_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u: f64) {
+    let quietest = out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu);
+    let other = survey.options.cpus.iter().copied().find(|&c| Some(c) != quietest);
+    let command = match (quietest, other) {
+        (Some(_), Some(other)) => Some(format!("irqlab control threads {matched} --policy fifo:50 --cpu {other}")),
+        _ => None,
+    };
+    out.recommend(
+        finding,
+        format!("Give {matched} a CPU of its own"),
+        format!(
+            "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use"
+        ),
+        command,
+        None,
+    );
 }
 
 fn timer_latency(survey: &Survey, out: &mut Out) {
