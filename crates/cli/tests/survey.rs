@@ -11,6 +11,14 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{irqlab, json, live_tests_enabled, path_str, run, stderr};
 
+/// The live tests share the testbed, its NAPI thread and the control
+/// journal: one at a time (cargo runs a file's tests in parallel).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A task set that a flood through CPU 1's NAPI thread at SCHED_FIFO 50
 /// breaks (control needs 5 ms of every 10 ms), and that a driver bounded
 /// to a few ms per 10 ms leaves schedulable.
@@ -51,6 +59,36 @@ fn bad_input_exits_2_naming_it() {
     assert!(stderr(&o).contains("x.json:1:"), "{}", stderr(&o));
 }
 
+/// Without privileges the survey still runs: every live step is skipped
+/// with its reason, the rest (doctor, findings, the page) is there.
+#[test]
+fn without_privileges_each_step_is_skipped_with_its_reason() {
+    let _one = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for d in [dir.path(), out.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let Some(o) = common::unprivileged(&["survey", "--cpus", "0", "--load", "none", "--quick", "--out", path_str(&out)]) else {
+        eprintln!("skipped: no way to drop privileges here (setpriv)");
+        return;
+    };
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let survey = json(&out.join("survey.json"));
+    let steps = survey["steps"].as_array().unwrap();
+    let status = |name: &str| steps.iter().find(|s| s["name"] == name).map(|s| (s["status"].clone(), s["detail"].to_string()));
+    assert_eq!(status("doctor").unwrap().0, "done");
+    for name in ["probe cpu 0 idle", "latency idle", "accounting idle"] {
+        let (st, detail) = status(name).unwrap_or_else(|| panic!("no step {name}: {steps:#?}"));
+        assert_eq!(st, "skipped", "{name}: {detail}");
+        assert!(detail.contains("CAP_") || detail.contains("privilege") || detail.contains("root"), "{name}: no reason: {detail}");
+    }
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("skipped"), "the page does not show the skipped steps");
+}
+
 fn wait_with_deadline(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
@@ -86,6 +124,7 @@ fn the_recommended_server_makes_the_flooded_task_set_schedulable() {
     if !live_tests_enabled("the_recommended_server_makes_the_flooded_task_set_schedulable") {
         return;
     }
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let taskset = dir.path().join("tasks.toml");
     std::fs::write(&taskset, TASKSET).unwrap();
@@ -244,6 +283,7 @@ fn ctrl_c_writes_the_partial_survey_and_restores_the_machine() {
     if !live_tests_enabled("ctrl_c_writes_the_partial_survey_and_restores_the_machine") {
         return;
     }
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("survey");
     let mut child = spawn_survey(&out);
@@ -266,6 +306,7 @@ fn a_killed_survey_leaves_a_named_leftover_that_revert_undoes() {
     if !live_tests_enabled("a_killed_survey_leaves_a_named_leftover_that_revert_undoes") {
         return;
     }
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut child = spawn_survey(&dir.path().join("survey"));
     wait_for_journal_entry();
