@@ -355,6 +355,11 @@ fn tsc_flags_ok(cpuinfo: &str) -> Result<(), String> {
     }
 }
 
+/// The kernel's tick rate (CONFIG_HZ), when its configuration is readable.
+pub fn kernel_hz() -> Option<u64> {
+    Machine::read().config("HZ")?.parse().ok()
+}
+
 /// Clock ticks per second, the unit of utime/stime.
 pub fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.

@@ -54,10 +54,21 @@ impl ThresholdController {
         self.threshold
     }
 
+    /// E(k): the time the pending jobs would take, at this period's cost
+    /// per job (the default cost when no job ran).
+    pub fn backlog_estimate_ns(&self, consumed_ns: Nanos, processed: u64, pending: u64) -> f64 {
+        let c = consumed_ns as f64;
+        if processed > 0 {
+            pending as f64 * c / processed as f64
+        } else {
+            pending as f64 * self.default_cost_ns
+        }
+    }
+
     /// Ends period k with its measurements and returns T(k+1).
     pub fn update(&mut self, consumed_ns: Nanos, processed: u64, pending: u64) -> f64 {
         let c = consumed_ns as f64;
-        let e = if processed > 0 { pending as f64 * c / processed as f64 } else { pending as f64 * self.default_cost_ns };
+        let e = self.backlog_estimate_ns(consumed_ns, processed, pending);
         push_window(&mut self.c_hist, c, self.window);
         push_window(&mut self.e_hist, e, self.window);
         let dc = c - mean(&self.c_hist);

@@ -10,6 +10,7 @@
 //! pair and its arms in `journal::read` / `journal::write`; a controller is a
 //! module here with the shape `run(&Config, &stop, on_event) -> Result<Report>`.
 
+pub mod bh_budget;
 pub mod journal;
 pub mod netdev;
 pub mod sched;

@@ -397,7 +397,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
 
 /// Sleeps until `fd` is readable or `timeout_ns` passed (ns resolution:
 /// `ppoll`, not epoll's milliseconds).
-fn wait_readable(fd: i32, timeout_ns: u64) -> Result<()> {
+pub(crate) fn wait_readable(fd: i32, timeout_ns: u64) -> Result<()> {
     use nix::poll::{ppoll, PollFd, PollFlags};
     // SAFETY: the ring buffer (and its epoll fd) outlives this call.
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
