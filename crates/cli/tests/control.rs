@@ -661,8 +661,9 @@ fn read_json(path: &std::path::Path) -> serde_json::Value {
 /// the trace, every threshold within [min, period], the kthread dropped only
 /// once it had run its threshold (C(k) >= T(k) in a throttled period), and
 /// its scheduling back at the end. How near the BH time stays to the
-/// threshold is printed, not asserted: SCHED_IDLE still runs the kthread on
-/// a CPU the busy loop leaves, and this VM's host stops vCPUs for ms.
+/// threshold is printed, not asserted: the poll in progress at the drop runs
+/// to its end (bottom halves off), SCHED_IDLE still runs the kthread on a
+/// CPU the busy loop leaves, and this VM's host stops vCPUs for ms.
 #[test]
 fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     if !live_tests_enabled("bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood") {
@@ -718,7 +719,7 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
             assert!(c >= t, "throttled before reaching its threshold: {r}");
             let reaction = r["reaction_ns"].as_f64().unwrap();
             reactions.push(reaction);
-            if c > t + reaction {
+            if c > t + reaction + r["ran_on_ns"].as_f64().unwrap_or(0.0) {
                 beyond += 1;
             }
         } else if c > t {
@@ -729,11 +730,15 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     let q = |f: f64| reactions.get(((reactions.len() as f64 * f) as usize).min(reactions.len().saturating_sub(1))).copied().unwrap_or(0.0);
     eprintln!(
         "bh-budget under a flood: {} periods, {throttled} throttled; reaction p50/p99/max {:.0}/{:.0}/{:.0} ns; \
-         {beyond} periods ({:.1}%) ran beyond T(k) + reaction; BH per ms mean {} range {}..{}; {} packets/s",
+         then on the CPU (rest of the poll) p50/p99/max {}/{}/{} ns; {beyond} periods ({:.1}%) ran beyond T(k) + reaction + rest of \
+         poll; BH per ms mean {} range {}..{}; {} packets/s",
         rows.len(),
         q(0.5),
         q(0.99),
         q(1.0),
+        summary["figures"]["ran_on"]["p50_ns"],
+        summary["figures"]["ran_on"]["p99_ns"],
+        summary["figures"]["ran_on"]["max_ns"],
         100.0 * beyond as f64 / rows.len() as f64,
         summary["figures"]["bh_per_ms"]["mean_ns"],
         summary["figures"]["bh_per_ms"]["min_ns"],

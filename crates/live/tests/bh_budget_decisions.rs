@@ -44,7 +44,15 @@ fn recorded() -> Vec<Observation> {
 }
 
 fn config() -> Config {
-    Config { dev: "irqlab-b".into(), period_ns: MS, gain: 0.25, window: 100, min_ns: 50 * US, initial_ns: Some(500 * US), ..Config::default() }
+    Config {
+        dev: "irqlab-b".into(),
+        period_ns: MS,
+        gain: 0.25,
+        window: 100,
+        min_ns: 50 * US,
+        initial_ns: Some(500 * US),
+        ..Config::default()
+    }
 }
 
 fn sim_policy(c: &Config) -> BhThreshold {

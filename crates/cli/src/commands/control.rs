@@ -329,19 +329,26 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
         format_ns(f.threshold.max_ns)
     ));
     text.push_str(&format!(
-        "throughput: {} packets, {:.0}/s; throttled in {} periods, reaction p50/p99/max {}/{}/{}; beyond threshold + reaction in {} periods ({:.1}%)\n",
+        "throughput: {} packets, {:.0}/s; throttled in {} periods: reaction p50/p99/max {}/{}/{}, then on the CPU for the rest of its poll \
+         p50/p99/max {}/{}/{}; beyond threshold + reaction + rest of poll in {} periods ({:.1}%)\n",
         f.packets,
         f.packets_per_s,
         f.throttled,
         ns(f.reaction.p50_ns),
         ns(f.reaction.p99_ns),
         ns(f.reaction.max_ns),
+        ns(f.ran_on.p50_ns),
+        ns(f.ran_on.p99_ns),
+        ns(f.ran_on.max_ns),
         f.beyond_threshold,
         100.0 * f.beyond_fraction
     ));
     for s in &f.load_steps {
         let settled = s.settled_after.map_or("did not settle".to_string(), |n| format!("settled after {n} periods"));
-        text.push_str(&format!("load step at period {}: {:.0} -> {:.0} packets per period, threshold {settled}\n", s.k, s.p_before, s.p_after));
+        text.push_str(&format!(
+            "load step at period {}: {:.0} -> {:.0} packets per period, threshold {settled}\n",
+            s.k, s.p_before, s.p_after
+        ));
     }
     text.push_str(&format!("pending proxy: {}\n", r.pending_proxy));
     if r.enforce == bh_budget::Enforce::Deadline || r.deadline_enforcement.granularity == "tick" {

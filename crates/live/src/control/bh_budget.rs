@@ -156,7 +156,11 @@ impl Config {
             return bad("--window 0: must be at least 1 period".into());
         }
         if self.min_ns < MIN_DL_RUNTIME_NS || self.min_ns > self.period_ns {
-            return bad(format!("--min {}: must be between 1.024us and the period ({})", format_ns(self.min_ns), format_ns(self.period_ns)));
+            return bad(format!(
+                "--min {}: must be between 1.024us and the period ({})",
+                format_ns(self.min_ns),
+                format_ns(self.period_ns)
+            ));
         }
         if let Some(i) = self.initial_ns {
             if i < self.min_ns || i > self.period_ns {
@@ -206,14 +210,8 @@ pub struct Decision {
 
 impl LiveController {
     pub fn new(config: &Config) -> Self {
-        let ctrl = ThresholdController::new(
-            config.gain,
-            config.window,
-            config.default_cost_ns,
-            config.min_ns,
-            config.period_ns,
-            config.initial(),
-        );
+        let ctrl =
+            ThresholdController::new(config.gain, config.window, config.default_cost_ns, config.min_ns, config.period_ns, config.initial());
         LiveController { ctrl, k: 0 }
     }
 
@@ -260,6 +258,10 @@ pub struct PeriodRow {
     pub throttled: bool,
     /// How long they ran past T(k) before the drop took effect (fifo).
     pub reaction_ns: Option<u64>,
+    /// How long they stayed on the CPU after the drop: the rest of the poll
+    /// in progress, which runs with bottom halves off (fifo).
+    #[serde(default)]
+    pub ran_on_ns: Option<u64>,
     /// How old the pending proxy was at the period's end (since the last poll).
     pub n_age_ns: u64,
     /// How late the controller closed the period.
@@ -267,10 +269,11 @@ pub struct PeriodRow {
 }
 
 impl PeriodRow {
-    /// BH time beyond the threshold and the reaction latency (ran at the
-    /// low level, on a CPU nothing else wanted, or an enforcement miss).
+    /// BH time beyond the threshold, the reaction latency and the rest of
+    /// the poll in progress at the drop (ran at the low level, on a CPU
+    /// nothing else wanted, or an enforcement miss).
     pub fn beyond_ns(&self) -> u64 {
-        self.c_ns.saturating_sub(self.t_ns as u64 + self.reaction_ns.unwrap_or(0))
+        self.c_ns.saturating_sub(self.t_ns as u64 + self.reaction_ns.unwrap_or(0) + self.ran_on_ns.unwrap_or(0))
     }
 }
 
@@ -304,10 +307,10 @@ pub struct DeadlineEnforcement {
 impl DeadlineEnforcement {
     pub fn read() -> Self {
         let hz = crate::machine::kernel_hz();
-        let hrtick_dl = std::fs::read_to_string("/sys/kernel/debug/sched/features")
-            .ok()
-            .map(|f| f.split_whitespace().any(|w| w == "HRTICK_DL"));
-        let tick = hz.map_or("the scheduler tick".to_string(), |hz| format!("the scheduler tick ({} at HZ={hz})", format_ns(1_000_000_000 / hz)));
+        let hrtick_dl =
+            std::fs::read_to_string("/sys/kernel/debug/sched/features").ok().map(|f| f.split_whitespace().any(|w| w == "HRTICK_DL"));
+        let tick =
+            hz.map_or("the scheduler tick".to_string(), |hz| format!("the scheduler tick ({} at HZ={hz})", format_ns(1_000_000_000 / hz)));
         let (granularity, note) = if hrtick_dl == Some(true) {
             ("hrtick", "SCHED_DEADLINE runtimes are enforced by a high-resolution timer (HRTICK_DL on)".to_string())
         } else {
@@ -420,21 +423,29 @@ pub struct Figures {
     pub packets: u64,
     pub packets_per_s: f64,
     /// Periods whose BH time exceeded T(k) by more than that period's
-    /// reaction latency, and their fraction.
+    /// reaction latency and ran-on time ([`PeriodRow::beyond_ns`]), and
+    /// their fraction.
     pub beyond_threshold: u64,
     pub beyond_fraction: f64,
     pub throttled: u64,
     /// How long the kthreads ran past the threshold before a drop (fifo).
     pub reaction: StatsSummary,
+    /// How long they stayed on the CPU after a drop (the poll in progress).
+    pub ran_on: StatsSummary,
     pub load_steps: Vec<LoadStep>,
 }
 
 impl Figures {
     pub fn of(rows: &[PeriodRow], period_ns: u64) -> Figures {
         let per_ms = |ns: u64| (u128::from(ns) * 1_000_000 / u128::from(period_ns.max(1))) as u64;
-        let mut reaction = LatencyStats::new();
-        for r in rows.iter().filter_map(|r| r.reaction_ns) {
-            reaction.record(r);
+        let (mut reaction, mut ran_on) = (LatencyStats::new(), LatencyStats::new());
+        for r in rows {
+            if let Some(v) = r.reaction_ns {
+                reaction.record(v);
+            }
+            if let Some(v) = r.ran_on_ns {
+                ran_on.record(v);
+            }
         }
         let packets: u64 = rows.iter().map(|r| r.p).sum();
         let span_s = rows.len() as f64 * period_ns as f64 / 1e9;
@@ -449,6 +460,7 @@ impl Figures {
             beyond_fraction: if rows.is_empty() { 0.0 } else { beyond as f64 / rows.len() as f64 },
             throttled: rows.iter().filter(|r| r.throttled).count() as u64,
             reaction: reaction.summary(BUCKET_NS, MAX_BUCKETS),
+            ran_on: ran_on.summary(BUCKET_NS, MAX_BUCKETS),
             load_steps: load_steps(rows, period_ns),
         }
     }
@@ -504,7 +516,9 @@ fn napi_threads(dev: &str) -> Result<(Vec<Thread>, Option<Applied>)> {
     let ifindex = super::netdev::ifindex(dev)?;
     if let Ok(napis) = super::netdev::Netdev::open().and_then(|mut n| n.napis(ifindex)) {
         if napis.is_empty() {
-            return Err(Error::Invalid(format!("{dev} has no NAPI instance: its packets are not polled by NAPI (e.g. lo, or veth without GRO/XDP)")));
+            return Err(Error::Invalid(format!(
+                "{dev} has no NAPI instance: its packets are not polled by NAPI (e.g. lo, or veth without GRO/XDP)"
+            )));
         }
     }
     let find = || Match::Napi(dev.to_string()).resolve(&format!("napi:{dev}")).ok();
@@ -514,7 +528,10 @@ fn napi_threads(dev: &str) -> Result<(Vec<Thread>, Option<Applied>)> {
     privilege::require(&[Capability::NetAdmin], "switch threaded NAPI on")?;
     let path = format!("/sys/class/net/{dev}/threaded");
     if !std::path::Path::new(&path).exists() {
-        return Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{path} does not exist (Linux 5.12+)") });
+        return Err(Error::MissingKernelFeature {
+            feature: "threaded NAPI".into(),
+            detail: format!("{path} does not exist (Linux 5.12+)"),
+        });
     }
     let applied = match journal::apply(Object::File { path: path.clone() }, Value::Text { text: "1".into() }) {
         Ok(a) => a,
@@ -532,7 +549,10 @@ fn napi_threads(dev: &str) -> Result<(Vec<Thread>, Option<Applied>)> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared") })
+    Err(Error::MissingKernelFeature {
+        feature: "threaded NAPI".into(),
+        detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared"),
+    })
 }
 
 /// Runs the controller on `config.dev` until `stop`, `--duration`, or the
@@ -621,7 +641,8 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
 
 fn proxy_name(veth: bool) -> String {
     if veth {
-        "veth ring occupancy after the last poll of the period (arrivals since not counted), at least the budget when that poll was full".into()
+        "veth ring occupancy after the last poll of the period (arrivals since not counted), at least the budget when that poll was full"
+            .into()
     } else {
         "the poll budget when the last poll of the period used it whole, else 0 (a lower bound)".into()
     }
@@ -681,6 +702,70 @@ impl Kthreads<'_> {
     }
 }
 
+/// What the controller did within a period (fifo).
+#[derive(Debug, Default)]
+struct Throttle {
+    /// How long the kthreads ran past T(k) until the drop took effect.
+    reaction_ns: Option<u64>,
+    /// How long they stayed on the CPU after the drop (the rest of a poll:
+    /// a threaded NAPI poll runs with bottom halves off, not preemptible).
+    ran_on_ns: Option<u64>,
+}
+
+/// Waits out one period, dropping the kthreads to SCHED_IDLE once they ran
+/// `t` in it (fifo); returns the time it ended (early when stopped).
+fn hold_period(
+    config: &Config,
+    k: &mut Kthreads,
+    watch: &mut ThreadWatch,
+    stop: &AtomicBool,
+    base_ran: u64,
+    t: f64,
+    end: u64,
+) -> Result<(u64, Throttle)> {
+    use crate::monitor::thread::Kind;
+    let fd = watch.ring_epoll_fd();
+    let mut th = Throttle::default();
+    let mut dropped_at = None;
+    let mut now = monotonic_ns();
+    while now < end && !stop.load(Ordering::SeqCst) {
+        let mut wake = end;
+        if config.enforce == Enforce::Fifo && k.at_high {
+            let used = k.ran(watch, now)?.saturating_sub(base_ran);
+            if used as f64 >= t {
+                k.set(SchedAttr::Idle)?;
+                k.at_high = false;
+                let after = monotonic_ns();
+                th.reaction_ns = Some(k.ran(watch, after)?.saturating_sub(base_ran).saturating_sub(t as u64));
+                if k.any_running(watch)? {
+                    dropped_at = Some(after);
+                } else {
+                    th.ran_on_ns = Some(0);
+                }
+                now = after;
+                continue;
+            }
+            if k.any_running(watch)? {
+                wake = wake.min(now + (t as u64 - used).max(1));
+            }
+        }
+        super::sporadic::wait_readable(fd, wake - now)?;
+        for e in watch.drain()? {
+            if let Some(d) = dropped_at {
+                if th.ran_on_ns.is_none() && matches!(e.kind, Kind::Preempted | Kind::Blocked) && e.ts_ns >= d {
+                    th.ran_on_ns = Some(e.ts_ns - d);
+                }
+            }
+        }
+        now = monotonic_ns();
+    }
+    // Still on the CPU at the period's end (nothing else wanted it).
+    if let (Some(d), None) = (dropped_at, th.ran_on_ns) {
+        th.ran_on_ns = Some(now.min(end).saturating_sub(d));
+    }
+    Ok((now, th))
+}
+
 /// Per period: enforce T(k), then close the period and ask the controller.
 fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_period: impl FnMut(&PeriodRow)) -> Result<Looped> {
     let tids: Vec<u32> = threads.iter().map(|t| t.tid as u32).collect();
@@ -688,7 +773,6 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     let mut watch = ThreadWatch::start(&mut tw_storage, &tids)?;
     let mut nw_storage = crate::monitor::napi::Storage::default();
     let napi = NapiWatch::start(&mut nw_storage, &tids)?;
-    let fd = watch.ring_epoll_fd();
     let mut k = Kthreads { threads, tids, at_high: true };
     let mut ctl = LiveController::new(config);
     let period = config.period_ns;
@@ -701,7 +785,6 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     loop {
         let end = start + period;
         let t = ctl.threshold_ns();
-        let mut reaction = None;
         if config.enforce == Enforce::Deadline {
             let want = deadline_attr(t, period);
             if let SchedAttr::Deadline { runtime_ns, .. } = want {
@@ -717,36 +800,18 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             k.set(SchedAttr::Fifo { priority: config.high })?;
             k.at_high = true;
         }
-        // Within the period: wait for the threshold or the period's end.
-        let mut now = monotonic_ns();
-        while now < end && !stop.load(Ordering::SeqCst) {
-            let mut wake = end;
-            if config.enforce == Enforce::Fifo && k.at_high {
-                let used = k.ran(&watch, now)?.saturating_sub(base_ran);
-                if used as f64 >= t {
-                    k.set(SchedAttr::Idle)?;
-                    k.at_high = false;
-                    let after = monotonic_ns();
-                    reaction = Some(k.ran(&watch, after)?.saturating_sub(base_ran).saturating_sub(t as u64));
-                    now = after;
-                    continue;
-                }
-                if k.any_running(&watch)? {
-                    wake = wake.min(now + (t as u64 - used).max(1));
-                }
-            }
-            super::sporadic::wait_readable(fd, wake - now)?;
-            watch.drain()?;
-            now = monotonic_ns();
-        }
+        let (now, throttle) = hold_period(config, &mut k, &mut watch, stop, base_ran, t, end)?;
         if now < end {
             break; // stopped mid-period: the partial period is not a sample
         }
         let polls = napi.totals()?;
         let ran = k.ran(&watch, now)?;
         out.veth |= polls.ring_left.is_some();
-        let obs =
-            Observation { consumed_ns: ran.saturating_sub(base_ran), processed: polls.work.saturating_sub(base_work), pending: pending_proxy(&polls) };
+        let obs = Observation {
+            consumed_ns: ran.saturating_sub(base_ran),
+            processed: polls.work.saturating_sub(base_work),
+            pending: pending_proxy(&polls),
+        };
         let d = ctl.end_period(obs);
         let late_ns = now - end;
         let row = PeriodRow {
@@ -758,8 +823,9 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             e_ns: d.backlog_ns,
             t_ns: d.threshold_ns,
             t_next_ns: d.next_ns,
-            throttled: reaction.is_some(),
-            reaction_ns: reaction,
+            throttled: throttle.reaction_ns.is_some(),
+            reaction_ns: throttle.reaction_ns,
+            ran_on_ns: throttle.ran_on_ns,
             n_age_ns: if polls.last_ts_ns > 0 { now.saturating_sub(polls.last_ts_ns) } else { 0 },
             late_ns,
         };
@@ -863,6 +929,7 @@ mod tests {
             t_next_ns: t,
             throttled: reaction.is_some(),
             reaction_ns: reaction,
+            ran_on_ns: reaction.map(|_| 0),
             n_age_ns: 0,
             late_ns: 0,
         }

@@ -114,7 +114,10 @@ pub fn kernel_symbol(name: &str) -> Option<u64> {
     text.lines().find_map(|line| {
         let mut f = line.split_whitespace();
         let (addr, _kind, sym) = (f.next()?, f.next()?, f.next()?);
-        (sym == name).then(|| u64::from_str_radix(addr, 16).ok()).flatten().filter(|&a| a != 0)
+        if sym != name {
+            return None;
+        }
+        u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0)
     })
 }
 
@@ -144,7 +147,9 @@ impl<'obj> NapiWatch<'obj> {
     pub fn totals(&self) -> Result<Polls> {
         let mut raws = Vec::with_capacity(self.tids.len());
         for tid in &self.tids {
-            if let Some(bytes) = self.skel.maps.polls.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading the NAPI-poll count"))? {
+            if let Some(bytes) =
+                self.skel.maps.polls.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading the NAPI-poll count"))?
+            {
                 raws.extend(decode(&bytes));
             }
         }
