@@ -75,8 +75,7 @@ fn sim_thresholds(c: &Config, seq: &[Observation]) -> Vec<f64> {
     let mut out = Vec::new();
     for (k, o) in seq.iter().enumerate() {
         // P jobs whose costs sum to C.
-        if o.processed > 0 {
-            let each = o.consumed_ns / o.processed;
+        if let Some(each) = o.consumed_ns.checked_div(o.processed) {
             for j in 0..o.processed {
                 let extra = if j == 0 { o.consumed_ns - each * o.processed } else { 0 };
                 policy.sched.done(each + extra);
