@@ -719,10 +719,10 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
             assert!(c >= t, "throttled before reaching its threshold: {r}");
             let reaction = r["reaction_ns"].as_f64().unwrap();
             reactions.push(reaction);
-            if c > t + reaction + r["ran_on_ns"].as_f64().unwrap_or(0.0) {
+            if c > t + reaction + r["ran_on_ns"].as_f64().unwrap_or(0.0) + 1_000.0 {
                 beyond += 1;
             }
-        } else if c > t {
+        } else if c > t + 1_000.0 {
             beyond += 1;
         }
     }
@@ -731,7 +731,7 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     eprintln!(
         "bh-budget under a flood: {} periods, {throttled} throttled; reaction p50/p99/max {:.0}/{:.0}/{:.0} ns; \
          then on the CPU (rest of the poll) p50/p99/max {}/{}/{} ns; {beyond} periods ({:.1}%) ran beyond T(k) + reaction + rest of \
-         poll; BH per ms mean {} range {}..{}; {} packets/s",
+         poll (by more than 1 us); BH per ms mean {} range {}..{}; {} packets/s",
         rows.len(),
         q(0.5),
         q(0.99),

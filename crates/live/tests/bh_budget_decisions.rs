@@ -8,6 +8,11 @@
 //! driven as `control bh-budget` drives it: one observation per period).
 //! Both must give the same threshold T(k+1) every period.
 //!
+//! Two sequences: a recorded live trace (`tests/data/bh_budget_live_trace.json`,
+//! the first 700 periods of a `control bh-budget` run under a flood, with
+//! the thresholds the live controller chose then) and a synthetic one with
+//! load steps, idle periods and other parameters.
+//!
 //! A live period can show C > 0 with P = 0 (the kthread woke and found
 //! nothing); the simulator has no job without a packet, so the sequence
 //! keeps C = 0 whenever P = 0.
@@ -117,4 +122,26 @@ fn other_parameters_agree_too() {
         let seq = recorded();
         assert_eq!(sim_thresholds(&c, &seq), live_thresholds(&c, &seq), "{c:?}");
     }
+}
+
+#[test]
+fn a_recorded_live_trace_gets_the_same_thresholds_from_both() {
+    let text = include_str!("data/bh_budget_live_trace.json");
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    let rows = doc["periods"].as_array().unwrap();
+    let seq: Vec<Observation> = rows
+        .iter()
+        .map(|r| Observation { consumed_ns: r[0].as_u64().unwrap(), processed: r[1].as_u64().unwrap(), pending: r[2].as_u64().unwrap() })
+        .collect();
+    // The run's parameters: the defaults, T(0) half the period.
+    let c = Config { dev: "irqlab-b".into(), ..Config::default() };
+    let (sim, live) = (sim_thresholds(&c, &seq), live_thresholds(&c, &seq));
+    for (k, ((s, l), r)) in sim.iter().zip(&live).zip(rows).enumerate() {
+        assert_eq!(s.to_bits(), l.to_bits(), "period {k}: simulator T(k+1) = {s}, live {l}");
+        // And what the live controller decided during the run (JSON keeps
+        // an f64 to within a unit in the last place).
+        let then = r[3].as_f64().unwrap();
+        assert!((l - then).abs() <= 1e-6 * then, "period {k}: T(k+1) {l} now, {then} in the run");
+    }
+    assert_eq!(live.len(), 700);
 }
