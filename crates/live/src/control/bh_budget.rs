@@ -20,7 +20,9 @@
 //!     SCHED_IDLE until it ends (Linux cannot suspend a kthread; SCHED_IDLE
 //!     runs it only where nothing else wants the CPU, as the sporadic
 //!     server's default low level). How long they ran past the threshold
-//!     before the drop took effect is the reaction latency, per period.
+//!     before the drop took effect is the reaction latency, per period; a
+//!     poll runs with bottom halves off, so the poll in progress then runs
+//!     to its end (`ran_on_ns`) before the kthread leaves the CPU.
 //!   - `deadline`: SCHED_DEADLINE, runtime = T(k+1), deadline = period =
 //!     the sampling period, changed in place each period (`sched_setattr`;
 //!     the journal restores the kthread's own setting at the end). The
