@@ -286,10 +286,7 @@ fn attribute(curve: &mut LoadCurve, baseline: Option<&Curve>) {
 
 /// The probe on `cpu` under `load`.
 fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> Result<LoadCurve> {
-    let running = RunningLoad::start(load, cpu)?;
-    if running.is_some() {
-        sleep_unless_stopped(loads::RAMP, stop);
-    }
+    let running = start_and_ramp(load, cpu, stop)?;
     let config = probe::Config { cpu: Some(cpu), priority: Some(PROBE_PRIORITY), duration_ns, ..probe::Config::default() };
     let measured = probe::measure(&config, stop, |_| {})?;
     let (driver_threads, driver_match) = running.as_ref().map(|r| (r.driver_threads.clone(), r.driver_match.clone())).unwrap_or_default();
@@ -319,10 +316,7 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
 
 /// Timer latency on every surveyed CPU under `load` (focused on `focus`).
 fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, stop: &AtomicBool) -> Result<latency::LatencyReport> {
-    let running = RunningLoad::start(load, focus)?;
-    if running.is_some() {
-        sleep_unless_stopped(loads::RAMP, stop);
-    }
+    let _running = start_and_ramp(load, focus, stop)?;
     let config = latency::Config { cpus: Some(cpus.to_vec()), priority: LATENCY_PRIORITY, duration_ns, ..latency::Config::default() };
     latency::measure(&config, stop, |_| {})
 }
@@ -337,10 +331,7 @@ fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool)
         priority: LATENCY_PRIORITY,
         cpu: None,
     })?;
-    let running = RunningLoad::start(load, focus)?;
-    if running.is_some() {
-        sleep_unless_stopped(loads::RAMP, stop);
-    }
+    let running = start_and_ramp(load, focus, stop)?;
     let config = GeneratorConfig {
         target: bed.root_addr(Side::B),
         udp_port: STIMULUS_PORT,
@@ -376,6 +367,16 @@ fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool)
         drop(running);
         outcome
     })
+}
+
+/// Starts `load` (focused on `focus`) and lets it run [`loads::RAMP`]
+/// before a measurement starts (less when stopped).
+fn start_and_ramp(load: Load, focus: usize, stop: &AtomicBool) -> Result<Option<RunningLoad>> {
+    let running = RunningLoad::start(load, focus)?;
+    if running.is_some() {
+        sleep_unless_stopped(loads::RAMP, stop);
+    }
+    Ok(running)
 }
 
 fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) {

@@ -155,7 +155,6 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
 fn generate(args: RunArgs) -> Result<Status, CliError> {
     let config = generator_config(&args)?;
     output::refuse_clashes(&[], &[("--log", args.log.as_deref()), ("--json", args.json.as_deref())])?;
-    config.validate()?;
     let stop = crate::signal::stop_flag();
     let text = output::text_on_stdout(args.json.as_deref());
     let tty = std::io::stdout().is_terminal();
