@@ -15,6 +15,10 @@ pub struct Row {
     pub metric: String,
     pub paper: String,
     pub simulated: f64,
+    /// What this machine measured, in a live reproduction (whose `holds`
+    /// then judges this number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<f64>,
     pub unit: String,
     pub holds: Option<bool>,
     /// The run was stopped before this relation could be judged: its
@@ -25,10 +29,22 @@ pub struct Row {
 
 impl Row {
     pub fn info(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>) -> Self {
-        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: None, not_evaluated: false }
+        Row { metric: metric.into(), paper: paper.into(), simulated, live: None, unit: unit.into(), holds: None, not_evaluated: false }
     }
     pub fn check(metric: impl Into<String>, paper: impl Into<String>, simulated: f64, unit: impl Into<String>, holds: bool) -> Self {
-        Row { metric: metric.into(), paper: paper.into(), simulated, unit: unit.into(), holds: Some(holds), not_evaluated: false }
+        Row {
+            metric: metric.into(),
+            paper: paper.into(),
+            simulated,
+            live: None,
+            unit: unit.into(),
+            holds: Some(holds),
+            not_evaluated: false,
+        }
+    }
+    /// The same row with the live measurement beside the simulated one.
+    pub fn with_live(self, live: f64) -> Self {
+        Row { live: Some(live), ..self }
     }
 }
 

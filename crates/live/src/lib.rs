@@ -12,6 +12,7 @@ pub mod latency;
 pub mod load;
 pub mod machine;
 pub mod monitor;
+pub mod player;
 pub mod privilege;
 pub mod probe;
 pub mod rt;

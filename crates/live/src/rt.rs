@@ -194,6 +194,14 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (absolute), resuming
 /// after signals, as cyclictest's default mode does.
 pub fn sleep_until_ns(deadline_ns: u64) {

@@ -116,8 +116,10 @@ pub struct BhBudgetArgs {
     initial: Option<u64>,
     /// fifo: SCHED_FIFO HIGH until the threshold, SCHED_IDLE after (a user-space
     /// controller); deadline: SCHED_DEADLINE runtime = threshold (tick-enforced
-    /// unless HRTICK_DL is on)
-    #[arg(long, value_name = "fifo|deadline", default_value = "fifo")]
+    /// unless HRTICK_DL is on); observe: nothing enforced, the kthreads keep their
+    /// own scheduling (what the kernel's default does, and what the controller
+    /// would have asked)
+    #[arg(long, value_name = "fifo|deadline|observe", default_value = "fifo")]
     enforce: bh_budget::Enforce,
     /// The SCHED_FIFO priority below the threshold (fifo)
     #[arg(long, value_name = "PRIO", default_value_t = bh_budget::Config::default().high)]
@@ -315,6 +317,7 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
         match r.enforce {
             bh_budget::Enforce::Fifo => "SCHED_FIFO until the threshold, SCHED_IDLE after",
             bh_budget::Enforce::Deadline => "SCHED_DEADLINE runtime",
+            bh_budget::Enforce::Observe => "nothing (observe only)",
         }
     );
     text.push_str(&format!(
@@ -350,6 +353,14 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
             s.k, s.p_before, s.p_after
         ));
     }
+    text.push_str(&format!(
+        "controller overhead: {:.0} us of CPU per second; sched_setattr round trip p50/p99/max {}/{}/{} over {} calls\n",
+        r.overhead.controller_us_per_s,
+        ns(r.overhead.setattr.p50_ns),
+        ns(r.overhead.setattr.p99_ns),
+        ns(r.overhead.setattr.max_ns),
+        r.overhead.setattr.count
+    ));
     text.push_str(&format!("pending proxy: {}\n", r.pending_proxy));
     if r.enforce == bh_budget::Enforce::Deadline || r.deadline_enforcement.granularity == "tick" {
         text.push_str(&format!("note: {}\n", r.deadline_enforcement.note));

@@ -18,6 +18,10 @@ char LICENSE[] SEC("license") = "GPL";
 
 // Events the ring buffer had no room for (user space fell behind).
 volatile __u64 lost_events;
+// Set by user space when it only reads the totals: no events, no wake-ups
+// (a thread that switches thousands of times a second would otherwise wake
+// the reader as often, and the reader would perturb what it watches).
+volatile __u32 silent;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -33,6 +37,8 @@ struct {
 
 static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 {
+	if (silent)
+		return;
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_events, 1);
@@ -72,6 +78,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (w) {
 		w->ran_ns = runtime_since(w, prev);
 		w->on_since = 0;
+		w->off_at = now;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
 	}
 	w = bpf_map_lookup_elem(&watched, &next_tid);

@@ -26,6 +26,8 @@ struct watched {
 	// Its runtime clock when watching started (set by user space from
 	// /proc/TID/schedstat).
 	__u64 base_rt;
+	// When it last left a CPU (CLOCK_MONOTONIC); 0 before that.
+	__u64 off_at;
 };
 
 // One event, as the ring buffer delivers it.

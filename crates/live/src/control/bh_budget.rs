@@ -14,8 +14,9 @@
 //! - **Actuator** ([`Enforce`]): the kthreads may run T(k+1) in period
 //!   k+1; the rest stays in the ring, polled first next period (the paper's
 //!   pending-queue controller).
-//!   - `fifo` (default): the controller thread (SCHED_FIFO 99, `ppoll` with
-//!     ns timeouts on the thread-watch ring) keeps the kthreads at SCHED_FIFO
+//!   - `fifo` (default): the controller thread (SCHED_FIFO 99, off the
+//!     kthreads' CPU, timer-driven: it sleeps (T − used) / kthreads and looks
+//!     again, see `hold_period`) keeps the kthreads at SCHED_FIFO
 //!     `high` until they have run T(k+1) in the period, then drops them to
 //!     SCHED_IDLE until it ends (Linux cannot suspend a kthread; SCHED_IDLE
 //!     runs it only where nothing else wants the CPU, as the sporadic
@@ -84,6 +85,10 @@ pub enum Enforce {
     Fifo,
     /// SCHED_DEADLINE runtime = threshold (the kernel; tick-enforced here).
     Deadline,
+    /// Nothing enforced: the kthreads keep their own scheduling and the
+    /// controller only watches and decides (what the kernel's default does
+    /// per period, and what the controller would have asked of it).
+    Observe,
 }
 
 impl std::str::FromStr for Enforce {
@@ -92,7 +97,8 @@ impl std::str::FromStr for Enforce {
         match s {
             "fifo" => Ok(Enforce::Fifo),
             "deadline" => Ok(Enforce::Deadline),
-            other => Err(format!("`{other}`: expected fifo or deadline")),
+            "observe" => Ok(Enforce::Observe),
+            other => Err(format!("`{other}`: expected fifo, deadline or observe")),
         }
     }
 }
@@ -489,9 +495,23 @@ pub struct Report {
     pub late_periods: u64,
     pub lost_events: u64,
     pub held_ns: u64,
+    /// What the controller itself cost.
+    pub overhead: Overhead,
     pub ended_by: &'static str,
     pub complete: bool,
     pub machine: crate::machine::MachineContext,
+}
+
+/// The controller's own cost: the CPU time of its thread (the monitor's
+/// ring and counters read, Algorithm 1, the actuator's calls; the BPF
+/// programs themselves run in the watched threads' context and are not in
+/// it), per second held, and each `sched_setattr` round trip.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overhead {
+    pub controller_cpu_ns: u64,
+    /// Controller CPU time per second of wall time, us.
+    pub controller_us_per_s: f64,
+    pub setattr: StatsSummary,
 }
 
 /// The summary and the per-period trace of a run.
@@ -576,11 +596,14 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         }
     }
     let start_attr = match config.enforce {
-        Enforce::Fifo => SchedAttr::Fifo { priority: config.high },
-        Enforce::Deadline => deadline_attr(config.initial() as f64, config.period_ns),
+        Enforce::Fifo => Some(SchedAttr::Fifo { priority: config.high }),
+        Enforce::Deadline => Some(deadline_attr(config.initial() as f64, config.period_ns)),
+        Enforce::Observe => None,
     };
-    for t in &threads {
-        guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr: start_attr })?);
+    if let Some(attr) = start_attr {
+        for t in &threads {
+            guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr })?);
+        }
     }
     let machine = crate::machine::MachineContext::read();
     let started = monotonic_ns();
@@ -588,6 +611,16 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         scope
             .spawn(|| {
                 crate::rt::set_fifo(99)?;
+                // Not on the kthreads' CPU: at FIFO 99 there, every event of
+                // a kthread switching in would wake the controller, which
+                // would preempt it, which is another event (a livelock seen
+                // when it was pinned with them).
+                if let Some(cpu) = config.cpu {
+                    let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
+                    if !others.is_empty() {
+                        crate::rt::pin_to(&others)?;
+                    }
+                }
                 crate::rt::lock_memory()?;
                 let r = control_loop(config, &threads, stop, on_period);
                 crate::rt::unlock_memory();
@@ -636,6 +669,11 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         late_periods: looped.late_periods,
         lost_events: looped.lost_events,
         held_ns,
+        overhead: Overhead {
+            controller_cpu_ns: looped.controller_cpu_ns,
+            controller_us_per_s: looped.controller_cpu_ns as f64 / 1e3 / (held_ns.max(1) as f64 / 1e9),
+            setattr: looped.setattr.clone(),
+        },
         ended_by: looped.ended_by,
         complete,
         machine,
@@ -665,6 +703,8 @@ struct Looped {
     deadline_refusals: u64,
     late_periods: u64,
     lost_events: u64,
+    controller_cpu_ns: u64,
+    setattr: StatsSummary,
 }
 
 /// The kthreads' state as the controller sees and sets it.
@@ -672,6 +712,8 @@ struct Kthreads<'a> {
     threads: &'a [Thread],
     tids: Vec<u32>,
     at_high: bool,
+    /// How long each `sched_setattr` took.
+    setattr: LatencyStats,
 }
 
 impl Kthreads<'_> {
@@ -681,6 +723,17 @@ impl Kthreads<'_> {
             sum += watch.ran_ns(tid, now)?.unwrap_or(0);
         }
         Ok(sum)
+    }
+
+    /// How long after `since` the last of them left the CPU (0 if none did).
+    fn left_since(&self, watch: &ThreadWatch, since: u64) -> Result<u64> {
+        let mut last = 0;
+        for &tid in &self.tids {
+            if let Some(at) = watch.left_at(tid)? {
+                last = last.max(at.saturating_sub(since));
+            }
+        }
+        Ok(last)
     }
 
     fn any_running(&self, watch: &ThreadWatch) -> Result<bool> {
@@ -696,7 +749,10 @@ impl Kthreads<'_> {
     fn set(&mut self, attr: SchedAttr) -> Result<bool> {
         let mut any = false;
         for t in self.threads {
-            match sched::set(t.tid, attr) {
+            let t0 = monotonic_ns();
+            let done = sched::set(t.tid, attr);
+            self.setattr.record(monotonic_ns() - t0);
+            match done {
                 Ok(()) => any = true,
                 Err(_) if !t.alive() => {}
                 Err(e) => return Err(e),
@@ -716,22 +772,34 @@ struct Throttle {
     ran_on_ns: Option<u64>,
 }
 
+/// The shortest sleep between two looks at the kthreads' time below the
+/// threshold: it bounds how far past T(k) they may run before the
+/// controller looks (the reaction latency adds the drop's own cost).
+const MIN_STEP_NS: u64 = 5_000;
+/// How often the controller looks whether a dropped kthread left the CPU.
+const LEAVE_STEP_NS: u64 = 10_000;
+
 /// Waits out one period, dropping the kthreads to SCHED_IDLE once they ran
 /// `t` in it (fifo); returns the time it ended (early when stopped).
+///
+/// Timer-driven: the kthreads' time cannot grow faster than wall time per
+/// kthread, so the controller sleeps (T − used) / kthreads and looks again
+/// (a few wake-ups per period), instead of waking on each of their
+/// switches, which under a flood come tens of thousands a second and cost
+/// most of a CPU.
 fn hold_period(
     config: &Config,
     k: &mut Kthreads,
-    watch: &mut ThreadWatch,
+    watch: &ThreadWatch,
     stop: &AtomicBool,
     base_ran: u64,
     t: f64,
     end: u64,
 ) -> Result<(u64, Throttle)> {
-    use crate::monitor::thread::Kind;
-    let fd = watch.ring_epoll_fd();
     let mut th = Throttle::default();
     let mut dropped_at = None;
     let mut now = monotonic_ns();
+    let kthreads = k.tids.len().max(1) as u64;
     while now < end && !stop.load(Ordering::SeqCst) {
         let mut wake = end;
         if config.enforce == Enforce::Fifo && k.at_high {
@@ -749,23 +817,21 @@ fn hold_period(
                 now = after;
                 continue;
             }
+            wake = wake.min(now + ((t as u64 - used) / kthreads).max(MIN_STEP_NS));
+        } else if let (Some(d), None) = (dropped_at, th.ran_on_ns) {
+            // The poll in progress at the drop runs on with bottom halves off.
             if k.any_running(watch)? {
-                wake = wake.min(now + (t as u64 - used).max(1));
+                wake = wake.min(now + LEAVE_STEP_NS);
+            } else {
+                th.ran_on_ns = Some(k.left_since(watch, d)?);
             }
         }
-        super::sporadic::wait_readable(fd, wake - now)?;
-        for e in watch.drain()? {
-            if let Some(d) = dropped_at {
-                if th.ran_on_ns.is_none() && matches!(e.kind, Kind::Preempted | Kind::Blocked) && e.ts_ns >= d {
-                    th.ran_on_ns = Some(e.ts_ns - d);
-                }
-            }
-        }
+        crate::rt::sleep_until_ns(wake);
         now = monotonic_ns();
     }
     // Still on the CPU at the period's end (nothing else wanted it).
     if let (Some(d), None) = (dropped_at, th.ran_on_ns) {
-        th.ran_on_ns = Some(now.min(end).saturating_sub(d));
+        th.ran_on_ns = Some(if k.any_running(watch)? { now.min(end).saturating_sub(d) } else { k.left_since(watch, d)? });
     }
     Ok((now, th))
 }
@@ -775,16 +841,30 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     let tids: Vec<u32> = threads.iter().map(|t| t.tid as u32).collect();
     let mut tw_storage = crate::monitor::thread::Storage::default();
     let mut watch = ThreadWatch::start(&mut tw_storage, &tids)?;
+    // Only the totals are read (hold_period is timer-driven): no event may
+    // wake the controller for every switch of a kthread the flood wakes
+    // thousands of times a second.
+    watch.silence();
     let mut nw_storage = crate::monitor::napi::Storage::default();
     let napi = NapiWatch::start(&mut nw_storage, &tids)?;
-    let mut k = Kthreads { threads, tids, at_high: true };
+    let cpu_start = crate::rt::thread_cpu_ns();
+    let mut k = Kthreads { threads, tids, at_high: true, setattr: LatencyStats::new() };
     let mut ctl = LiveController::new(config);
     let period = config.period_ns;
     let run_start = monotonic_ns();
     let mut start = run_start;
     let mut base_ran = k.ran(&watch, start)?;
     let mut base_work = napi.totals()?.work;
-    let mut out = Looped { rows: Vec::new(), ended_by: "stopped", veth: false, deadline_refusals: 0, late_periods: 0, lost_events: 0 };
+    let mut out = Looped {
+        rows: Vec::new(),
+        ended_by: "stopped",
+        veth: false,
+        deadline_refusals: 0,
+        late_periods: 0,
+        lost_events: 0,
+        controller_cpu_ns: 0,
+        setattr: LatencyStats::new().summary(BUCKET_NS / 10, MAX_BUCKETS),
+    };
     let mut applied_dl = config.initial();
     loop {
         let end = start + period;
@@ -800,11 +880,11 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
                     }
                 }
             }
-        } else if !k.at_high {
+        } else if config.enforce == Enforce::Fifo && !k.at_high {
             k.set(SchedAttr::Fifo { priority: config.high })?;
             k.at_high = true;
         }
-        let (now, throttle) = hold_period(config, &mut k, &mut watch, stop, base_ran, t, end)?;
+        let (now, throttle) = hold_period(config, &mut k, &watch, stop, base_ran, t, end)?;
         if now < end {
             break; // stopped mid-period: the partial period is not a sample
         }
@@ -856,6 +936,8 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         }
     }
     out.lost_events = watch.lost_events();
+    out.controller_cpu_ns = crate::rt::thread_cpu_ns().saturating_sub(cpu_start);
+    out.setattr = k.setattr.summary(BUCKET_NS / 10, MAX_BUCKETS);
     Ok(out)
 }
 

@@ -102,7 +102,7 @@ impl<'obj> ThreadWatch<'obj> {
         let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
         for &tid in tids {
             // No time yet, not running; its runtime clock now is the base.
-            let mut value = [0u8; 32];
+            let mut value = [0u8; 40];
             value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
             skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))?;
         }
@@ -186,6 +186,22 @@ impl<'obj> ThreadWatch<'obj> {
     pub fn running(&self, tid: u32) -> Result<bool> {
         let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
         Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
+    }
+
+    /// When `tid` last left a CPU (CLOCK_MONOTONIC); None before it has, or
+    /// when it is not watched.
+    pub fn left_at(&self, tid: u32) -> Result<Option<u64>> {
+        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
+        Ok(bytes.map(|b| u64::from_ne_bytes(b[32..40].try_into().expect("8 bytes"))).filter(|&t| t > 0))
+    }
+
+    /// Stops the events (and the reader's wake-ups): for a reader that only
+    /// needs [`ThreadWatch::ran_ns`] and [`ThreadWatch::running`], which
+    /// read the map.
+    pub fn silence(&mut self) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.silent = 1;
+        }
     }
 
     /// Events the kernel could not deliver because user space fell behind.

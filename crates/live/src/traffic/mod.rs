@@ -32,7 +32,7 @@ mod udp;
 
 pub use icmp::{echo_request, internet_checksum};
 pub use pacing::{Pacer, Schedule};
-pub use udp::udp_sink;
+pub use udp::{udp_sink, udp_sink_counting};
 
 use crate::error::{Error, Result};
 use crate::testbed::{NsThread, Side, Testbed};

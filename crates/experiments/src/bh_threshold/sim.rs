@@ -15,11 +15,11 @@ use irqlab_sim::{run_scenario, Scenario};
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
 
-pub const NO_LOAD: (&str, &str) = ("scenarios/bh-threshold/no-load.toml", include_str!("../../../scenarios/bh-threshold/no-load.toml"));
+pub const NO_LOAD: (&str, &str) = ("scenarios/bh-threshold/no-load.toml", include_str!("../../../../scenarios/bh-threshold/no-load.toml"));
 pub const FLOOD_VANILLA: (&str, &str) =
-    ("scenarios/bh-threshold/flood-vanilla.toml", include_str!("../../../scenarios/bh-threshold/flood-vanilla.toml"));
+    ("scenarios/bh-threshold/flood-vanilla.toml", include_str!("../../../../scenarios/bh-threshold/flood-vanilla.toml"));
 pub const FLOOD_SCHEDULER: (&str, &str) =
-    ("scenarios/bh-threshold/flood-bh-scheduler.toml", include_str!("../../../scenarios/bh-threshold/flood-bh-scheduler.toml"));
+    ("scenarios/bh-threshold/flood-bh-scheduler.toml", include_str!("../../../../scenarios/bh-threshold/flood-bh-scheduler.toml"));
 
 /// Start-up phase left out of the Fig. 5 spread (the paper: "highly
 /// variable in the starting phase until approximately 300 msec").
