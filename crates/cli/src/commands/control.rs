@@ -6,7 +6,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
 use irqlab_live::control::journal::{self, Entry, Restored, State};
-use irqlab_live::control::{bh_budget, sched, set_napi, set_threads};
+use irqlab_live::control::{bh_budget, process_aware, sched, set_napi, set_threads};
 use irqlab_report::html::Table;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -25,6 +25,12 @@ pub enum Command {
     /// into Algorithm 1 (the simulator's code), the threshold enforced
     #[command(name = "bh-budget")]
     BhBudget(BhBudgetArgs),
+    /// The process-aware paper's bottom halves: a device's threaded-NAPI
+    /// kthreads run at the priority of the most important process blocked
+    /// waiting for its data (the simulator's decision code), at the floor
+    /// when none waits
+    #[command(name = "process-aware")]
+    ProcessAware(ProcessAwareArgs),
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -139,6 +145,26 @@ pub struct BhBudgetArgs {
 }
 
 #[derive(clap::Args)]
+pub struct ProcessAwareArgs {
+    /// The network device (its NAPI kthreads; threaded NAPI is switched on
+    /// for the run when off)
+    dev: String,
+    /// Pin the NAPI kthreads to this CPU (restored at the end)
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// The kthreads' scheduling when no receiver waits: other[:NICE],
+    /// idle, fifo:P or rr:P
+    #[arg(long, value_name = "POLICY", default_value = "other")]
+    floor: String,
+    /// Run this long (default: until Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Write the irqlab/process-aware/v1 report ("-": to stdout, instead of the text)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct StatusArgs {
     /// Write the entries as JSON ("-": to stdout, instead of the table)
     #[arg(long, value_name = "FILE")]
@@ -160,6 +186,7 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::Threads(a) => threads(a),
         Command::Napi(a) => napi(a),
         Command::BhBudget(a) => bh_budget_run(a),
+        Command::ProcessAware(a) => process_aware_run(a),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -372,6 +399,48 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
         ));
     }
     text
+}
+
+fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
+    let floor = match sched::parse_policy(&args.floor) {
+        Ok(sched::PolicySpec::Fixed { attr }) if !matches!(attr, sched::SchedAttr::Deadline { .. }) => attr,
+        Ok(_) => return Err(CliError::Usage(format!("--floor {}: expected other[:NICE], idle, fifo:P or rr:P", args.floor))),
+        Err(e) => return Err(CliError::Usage(e.to_string().replacen("--policy", "--floor", 1))),
+    };
+    let config = process_aware::Config { dev: args.dev.clone(), cpu: args.cpu, floor, duration_ns: args.duration, ..Default::default() };
+    let stop = crate::signal::stop_flag();
+    let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
+    let report = process_aware::run(&config, &stop, |c| {
+        if !quiet {
+            let who = c.waiter.map_or("nobody waits".to_string(), |tid| format!("tid {tid} waits"));
+            eprintln!("{:>10.3} s  {} -> {}  (reaction {})", c.at_ns as f64 / 1e9, who, c.attr, irqlab_analysis::format_ns(c.reaction_ns));
+        }
+    })?;
+    json_or_summary(args.json.as_deref(), &report, process_aware_summary)?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn process_aware_summary(r: &process_aware::Report) -> String {
+    use irqlab_analysis::format_ns;
+    let ns = |v: Option<u64>| v.map_or("-".to_string(), format_ns);
+    let threads: Vec<String> = r.threads.iter().map(|t| format!("{} ({})", t.comm, t.tid)).collect();
+    let receivers: Vec<String> = r.candidates.iter().map(|c| format!("{} ({}) {} {}", c.comm, c.pid, c.protocol, c.local)).collect();
+    format!(
+        "process-aware on {} ({}), floor {}, {} ({})\nreceivers: {}\nwatched threads {}, waits seen {}, priority changes {}; reaction p50/p99/max {}/{}/{}\n{}",
+        r.config.dev,
+        threads.join(", "),
+        r.config.floor,
+        format_ns(r.held_ns),
+        r.ended_by,
+        if receivers.is_empty() { "none found".to_string() } else { receivers.join(", ") },
+        r.watched_threads,
+        r.waits,
+        r.change_count,
+        ns(r.reaction.p50_ns),
+        ns(r.reaction.p99_ns),
+        ns(r.reaction.max_ns),
+        if r.lost_events > 0 { format!("warning: {} monitor events lost\n", r.lost_events) } else { String::new() }
+    )
 }
 
 fn listing_text(l: &set_napi::Listing) -> String {

@@ -54,7 +54,7 @@
 
 use super::journal::{self, Applied, Object, Value};
 use super::sched::{self, SchedAttr};
-use super::threads::{Match, Thread};
+use super::threads::Thread;
 use crate::error::{Error, Result};
 use crate::latency::stats::{LatencyStats, StatsSummary};
 use crate::monitor::napi::{NapiWatch, Polls};
@@ -534,51 +534,6 @@ pub fn readiness_note() -> Option<String> {
     (d.granularity == "tick").then(|| format!("--enforce deadline is tick-enforced here ({}); the default, fifo, is not", d.note))
 }
 
-/// The NAPI kthreads of `dev`, with threaded NAPI switched on through the
-/// journal when it was off (the returned guard restores it).
-fn napi_threads(dev: &str) -> Result<(Vec<Thread>, Option<Applied>)> {
-    let ifindex = super::netdev::ifindex(dev)?;
-    if let Ok(napis) = super::netdev::Netdev::open().and_then(|mut n| n.napis(ifindex)) {
-        if napis.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{dev} has no NAPI instance: its packets are not polled by NAPI (e.g. lo, or veth without GRO/XDP)"
-            )));
-        }
-    }
-    let find = || Match::Napi(dev.to_string()).resolve(&format!("napi:{dev}")).ok();
-    if let Some(found) = find() {
-        return Ok((found, None));
-    }
-    privilege::require(&[Capability::NetAdmin], "switch threaded NAPI on")?;
-    let path = format!("/sys/class/net/{dev}/threaded");
-    if !std::path::Path::new(&path).exists() {
-        return Err(Error::MissingKernelFeature {
-            feature: "threaded NAPI".into(),
-            detail: format!("{path} does not exist (Linux 5.12+)"),
-        });
-    }
-    let applied = match journal::apply(Object::File { path: path.clone() }, Value::Text { text: "1".into() }) {
-        Ok(a) => a,
-        Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            return Err(Error::Invalid(format!("{dev} has no NAPI instance to thread ({path}: operation not supported)")))
-        }
-        Err(Error::Io { source, .. }) => {
-            return Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{dev} refused it: {source}") })
-        }
-        Err(e) => return Err(e),
-    };
-    for _ in 0..50 {
-        if let Some(found) = find() {
-            return Ok((found, Some(applied)));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    Err(Error::MissingKernelFeature {
-        feature: "threaded NAPI".into(),
-        detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared"),
-    })
-}
-
 /// Runs the controller on `config.dev` until `stop`, `--duration`, or the
 /// kthreads exit; `on_period` sees each period's row. Every change goes
 /// through the journal and is restored on return (and at exit).
@@ -587,7 +542,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     if let Some(cpu) = config.cpu {
         crate::rt::require_online(cpu, "--cpu")?;
     }
-    let (threads, threaded_guard) = napi_threads(&config.dev)?;
+    let (threads, threaded_guard) = super::netdev::napi_kthreads(&config.dev)?;
     check_prerequisites()?;
     let mut guards: Vec<Applied> = Vec::new();
     if let Some(cpu) = config.cpu {

@@ -13,6 +13,7 @@
 pub mod bh_budget;
 pub mod journal;
 pub mod netdev;
+pub mod process_aware;
 pub mod sched;
 pub mod set_napi;
 pub mod set_threads;

@@ -307,6 +307,54 @@ pub fn ifindex(dev: &str) -> Result<u32> {
     Err(Error::Invalid(format!("no network device `{dev}` (there are: {})", devices.join(", "))))
 }
 
+/// The NAPI kthreads of `dev`, with threaded NAPI switched on through the
+/// journal when it was off (the returned guard restores it).
+pub fn napi_kthreads(dev: &str) -> Result<(Vec<super::threads::Thread>, Option<super::journal::Applied>)> {
+    let ifindex = ifindex(dev)?;
+    if let Ok(napis) = Netdev::open().and_then(|mut n| n.napis(ifindex)) {
+        if napis.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{dev} has no NAPI instance: its packets are not polled by NAPI (e.g. lo, or veth without GRO/XDP)"
+            )));
+        }
+    }
+    let find = || super::threads::Match::Napi(dev.to_string()).resolve(&format!("napi:{dev}")).ok();
+    if let Some(found) = find() {
+        return Ok((found, None));
+    }
+    crate::privilege::require(&[crate::privilege::Capability::NetAdmin], "switch threaded NAPI on")?;
+    let path = format!("/sys/class/net/{dev}/threaded");
+    if !std::path::Path::new(&path).exists() {
+        return Err(Error::MissingKernelFeature {
+            feature: "threaded NAPI".into(),
+            detail: format!("{path} does not exist (Linux 5.12+)"),
+        });
+    }
+    let applied = match super::journal::apply(
+        super::journal::Object::File { path: path.clone() },
+        super::journal::Value::Text { text: "1".into() },
+    ) {
+        Ok(a) => a,
+        Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            return Err(Error::Invalid(format!("{dev} has no NAPI instance to thread ({path}: operation not supported)")))
+        }
+        Err(Error::Io { source, .. }) => {
+            return Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{dev} refused it: {source}") })
+        }
+        Err(e) => return Err(e),
+    };
+    for _ in 0..50 {
+        if let Some(found) = find() {
+            return Ok((found, Some(applied)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(Error::MissingKernelFeature {
+        feature: "threaded NAPI".into(),
+        detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,14 @@ impl Default for Storage {
     }
 }
 
+/// Adds `tid` to the watched map: no time yet, not running; its runtime
+/// clock now is the base.
+fn insert(skel: &ThreadWatchSkel, tid: u32) -> Result<()> {
+    let mut value = [0u8; 40];
+    value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
+    skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))
+}
+
 /// A running watch over some threads.
 pub struct ThreadWatch<'obj> {
     skel: ThreadWatchSkel<'obj>,
@@ -101,10 +109,7 @@ impl<'obj> ThreadWatch<'obj> {
         let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
         let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
         for &tid in tids {
-            // No time yet, not running; its runtime clock now is the base.
-            let mut value = [0u8; 40];
-            value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
-            skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))?;
+            insert(&skel, tid)?;
         }
         let received = Rc::new(RefCell::new(Vec::new()));
         let ring = {
@@ -186,6 +191,12 @@ impl<'obj> ThreadWatch<'obj> {
     pub fn running(&self, tid: u32) -> Result<bool> {
         let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
         Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
+    }
+
+    /// Watches one more thread from now on (at most [`MAX_THREADS`] in all).
+    pub fn add(&mut self, tid: u32) -> Result<()> {
+        insert(&self.skel, tid)?;
+        self.count_a_run_in_progress(tid)
     }
 
     /// When `tid` last left a CPU (CLOCK_MONOTONIC); None before it has, or

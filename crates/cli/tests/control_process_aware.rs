@@ -1,0 +1,201 @@
+//! `irqlab control process-aware` (issue 20): the NAPI kthread's priority
+//! follows the receivers blocked waiting for the device's data, with the
+//! reaction latency reported; its own setting is back afterwards; bad input
+//! exits 2 naming it. Live parts: IRQLAB_LIVE_TESTS=1, as root.
+
+mod common;
+
+use common::{irqlab, json, live_tests_enabled};
+use irqlab_live::control::sched::{self, SchedAttr};
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The live tests share the testbed's NAPI kthread.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn bad_input_exits_2_naming_it() {
+    for (args, says) in [
+        (vec!["--floor", "deadline:1ms/10ms", "irqlab-b"], "--floor deadline:1ms/10ms"),
+        (vec!["--floor", "fifo:120", "irqlab-b"], "--floor fifo:120"),
+        (vec!["no-such-device0"], "no-such-device0"),
+    ] {
+        let out = irqlab().args(["control", "process-aware"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+fn root_addr_b() -> Ipv4Addr {
+    let out = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host = doc["hosts"].as_array().unwrap().iter().find(|h| h["side"] == "b").expect("host b").clone();
+    host["root_addr"].as_str().unwrap().parse().unwrap()
+}
+
+/// A receiver thread: bound now, at `priority` and blocked in recv once told
+/// to, gone after its one datagram.
+fn receiver(addr: Ipv4Addr, priority: i32) -> (u16, mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let socket = UdpSocket::bind(SocketAddrV4::new(addr, 0)).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let (go, wait) = mpsc::channel::<()>();
+    let handle = std::thread::spawn(move || {
+        wait.recv().unwrap();
+        let param = libc::sched_param { sched_priority: priority };
+        // SAFETY: this thread's own policy.
+        assert_eq!(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, 0);
+        let mut buf = [0u8; 64];
+        socket.recv_from(&mut buf).unwrap();
+    });
+    (port, go, handle)
+}
+
+fn wait_for(tid: i32, want: SchedAttr, what: &str) -> Duration {
+    let start = Instant::now();
+    while sched::get(tid).unwrap() != want {
+        assert!(start.elapsed() < Duration::from_secs(5), "{what}: the kthread is {} not {want}", sched::get(tid).unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    start.elapsed()
+}
+
+fn wait_exit(child: &mut Child) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(Instant::now() < deadline, "the controller did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_napi_thread_follows_the_waiting_receivers() {
+    if !live_tests_enabled("the_napi_thread_follows_the_waiting_receivers") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
+    let up = irqlab().args(["testbed", "up"]).output().unwrap();
+    assert_eq!(up.status.code(), Some(0), "{}", String::from_utf8_lossy(&up.stderr));
+    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let original = sched::get(napi).unwrap();
+    let addr = root_addr_b();
+    let (port_low, go_low, low) = receiver(addr, 20);
+    let (port_high, go_high, high) = receiver(addr, 40);
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = dir.path().join("pa.json");
+    let mut child = irqlab()
+        .args(["control", "process-aware", "irqlab-b", "--json"])
+        .arg(&report_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let floor = SchedAttr::Other { nice: 0 };
+    wait_for(napi, floor, "at the start");
+    // The controller scans and attaches after it set the floor.
+    std::thread::sleep(Duration::from_millis(500));
+    go_low.send(()).unwrap();
+    let first = wait_for(napi, SchedAttr::Fifo { priority: 20 }, "the FIFO 20 receiver waits");
+    go_high.send(()).unwrap();
+    wait_for(napi, SchedAttr::Fifo { priority: 40 }, "the FIFO 40 receiver waits too");
+    let sender = UdpSocket::bind("0.0.0.0:0").unwrap();
+    sender.send_to(b"wake", SocketAddrV4::new(addr, port_high)).unwrap();
+    high.join().unwrap();
+    wait_for(napi, SchedAttr::Fifo { priority: 20 }, "the FIFO 40 receiver got its datagram");
+    sender.send_to(b"wake", SocketAddrV4::new(addr, port_low)).unwrap();
+    low.join().unwrap();
+    wait_for(napi, floor, "nobody waits");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child), Some(1), "stopped by Ctrl-C: exit 1");
+    assert_eq!(sched::get(napi).unwrap(), original, "the kthread's own setting is back");
+    let report = json(&report_path);
+    assert_eq!(report["schema"], "irqlab/process-aware/v1");
+    assert_eq!(report["complete"], false);
+    let me = std::process::id() as i64;
+    assert!(
+        report["candidates"].as_array().unwrap().iter().any(|c| c["pid"] == me),
+        "the test process is a receiver: {}",
+        report["candidates"]
+    );
+    let attrs: Vec<String> = report["changes"].as_array().unwrap().iter().map(|c| c["attr"].to_string()).collect();
+    let want: Vec<String> = [SchedAttr::Fifo { priority: 20 }, SchedAttr::Fifo { priority: 40 }, SchedAttr::Fifo { priority: 20 }, floor]
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap().to_string())
+        .collect();
+    assert_eq!(attrs, want, "the changes, in order");
+    let reaction = &report["reaction"];
+    assert_eq!(reaction["count"].as_u64(), Some(4));
+    let p99 = reaction["p99_ns"].as_u64().unwrap();
+    eprintln!(
+        "reaction p50 {} ns, p99 {p99} ns, max {} ns; the first change seen by this test after {first:?}",
+        reaction["p50_ns"], reaction["max_ns"]
+    );
+    assert!(p99 > 0, "a reaction takes time");
+    if made_testbed {
+        let _ = irqlab().args(["testbed", "down"]).output();
+    }
+}
+
+/// kill -9 leaves the kthread's scheduling as a named leftover that
+/// `control revert --all` restores; a device without NAPI is exit 2, no
+/// CAP_SYS_NICE exit 3, each naming it.
+#[test]
+fn after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3() {
+    if !live_tests_enabled("after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
+    assert_eq!(irqlab().args(["testbed", "up"]).output().unwrap().status.code(), Some(0));
+    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let original = sched::get(napi).unwrap();
+    let out = irqlab().args(["control", "process-aware", "lo", "--duration", "1s"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "lo: {err}");
+    assert!(err.contains("lo has no NAPI instance"), "{err}");
+    if std::path::Path::new("/usr/bin/setpriv").exists() {
+        let out = std::process::Command::new("setpriv")
+            .args(["--inh-caps=-all", "--bounding-set=-sys_nice", env!("CARGO_BIN_EXE_irqlab"), "control", "process-aware", "irqlab-b"])
+            .args(["--duration", "1s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("CAP_SYS_NICE"), "{err}");
+    }
+    // A floor the kthread does not have already, so the change shows.
+    let mut child = irqlab()
+        .args(["control", "process-aware", "irqlab-b", "--floor", "fifo:7"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(napi, SchedAttr::Fifo { priority: 7 }, "the floor applied");
+    let owner = child.id();
+    assert!(std::process::Command::new("kill").args(["-9", &owner.to_string()]).status().unwrap().success());
+    let _ = child.wait();
+    let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let leftover = doc["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["object"]["thread"]["tid"] == napi && e["object"]["kind"] == "thread-sched")
+        .unwrap_or_else(|| panic!("no entry for the kthread: {doc}"))
+        .clone();
+    assert_eq!((leftover["state"].as_str(), leftover["owner"]["pid"].as_u64()), (Some("leftover"), Some(u64::from(owner))));
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_eq!(sched::get(napi).unwrap(), original, "revert --all restored it");
+    if made_testbed {
+        let _ = irqlab().args(["testbed", "down"]).output();
+    }
+}

@@ -1,0 +1,386 @@
+//! `irqlab control process-aware DEV`: the process-aware paper's bottom-half
+//! scheduling (`docs/papers.md` §2, §3.2) on a live threaded-NAPI device.
+//! The device's NAPI kthreads run at the priority of the most important
+//! process blocked waiting for data from it; when none waits, at the floor
+//! (default SCHED_OTHER nice 0: the paper's "defer to the next scheduling
+//! point").
+//!
+//! - **Candidates** ([`candidates`]): the processes owning a socket bound
+//!   to the device's addresses (or the wildcard), from /proc/net and the fd
+//!   tables, rescanned every [`Config::rescan_ns`]; all their threads are
+//!   watched.
+//! - **Monitor**: the thread watch (`sched_switch`/`sched_wakeup`
+//!   tracepoints, `monitor::thread`) on those threads. A thread that blocks
+//!   inside a receive-family system call (`/proc/TID/syscall`, read when
+//!   its block event arrives) is waiting; its wake-up or switch-in ends the
+//!   wait. A thread that blocks on the socket through another call, or that
+//!   waits on a socket of another device in the same call, is judged by the
+//!   call alone: the stated approximation.
+//! - **Decision**: `irqlab_policy::process_aware::predicted_priority` over
+//!   the waiters' ranks, the code the simulator's `process-aware` policy
+//!   calls; the kthreads take the scheduling of the waiter whose rank won
+//!   (SCHED_FIFO/RR p as is, SCHED_OTHER/BATCH with its nice; a
+//!   SCHED_DEADLINE waiter gives SCHED_FIFO 99: a reservation is not
+//!   copied).
+//! - **Actuator**: `sched_setattr` on the kthreads; the journal records
+//!   their own setting at the start and restores it on every exit path. The
+//!   reaction latency is from the kernel's timestamp of the event that
+//!   changed the decision (a block or a wake-up) to the change applied.
+
+pub mod candidates;
+
+use super::journal::{self, Applied, Object, Value};
+use super::sched::{self, SchedAttr};
+use super::threads::Thread;
+use crate::error::{Error, Result};
+use crate::latency::stats::{LatencyStats, StatsSummary};
+use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
+use crate::privilege::{self, Capability};
+use crate::rt::monotonic_ns;
+use candidates::Candidate;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub const SCHEMA: &str = "irqlab/process-aware/v1";
+
+/// Changes kept in the report (the count goes on).
+const MAX_CHANGES: usize = 10_000;
+const BUCKET_NS: u64 = 1_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub dev: String,
+    /// Pin the NAPI kthreads to this CPU (restored at the end).
+    pub cpu: Option<usize>,
+    /// The kthreads' scheduling when nobody waits.
+    pub floor: SchedAttr,
+    pub duration_ns: Option<u64>,
+    /// How often the receivers are looked for again.
+    pub rescan_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { dev: String::new(), cpu: None, floor: SchedAttr::Other { nice: 0 }, duration_ns: None, rescan_ns: 250_000_000 }
+    }
+}
+
+impl Config {
+    pub fn check(&self) -> Result<()> {
+        if matches!(self.floor, SchedAttr::Deadline { .. }) {
+            return Err(Error::Invalid(format!(
+                "--floor {}: a floor is a priority, not a reservation (other, batch, idle, fifo:P, rr:P)",
+                self.floor
+            )));
+        }
+        if self.rescan_ns == 0 {
+            return Err(Error::Invalid("rescan interval 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// A scheduling attribute's rank (higher runs first): RT priorities above
+/// every fair-class thread, SCHED_DEADLINE above all, nice inverted.
+pub fn rank(attr: SchedAttr) -> i32 {
+    match attr {
+        SchedAttr::Deadline { .. } => 1_000,
+        SchedAttr::Fifo { priority } | SchedAttr::Rr { priority } => 100 + priority as i32,
+        SchedAttr::Other { nice } | SchedAttr::Batch { nice } => -nice,
+        SchedAttr::Idle => -100,
+    }
+}
+
+/// What the kthreads take to run at a waiter's rank.
+fn kthread_attr(waiter: SchedAttr) -> SchedAttr {
+    match waiter {
+        SchedAttr::Deadline { .. } => SchedAttr::Fifo { priority: 99 },
+        other => other,
+    }
+}
+
+/// The live adapter: who waits (tid → its scheduling), and the decision.
+/// Pure: the shared prediction over the waiters.
+#[derive(Debug, Clone)]
+pub struct Waiters {
+    floor: SchedAttr,
+    waiting: BTreeMap<i32, SchedAttr>,
+}
+
+impl Waiters {
+    pub fn new(floor: SchedAttr) -> Self {
+        Waiters { floor, waiting: BTreeMap::new() }
+    }
+
+    pub fn block(&mut self, tid: i32, attr: SchedAttr) {
+        self.waiting.insert(tid, attr);
+    }
+
+    pub fn wake(&mut self, tid: i32) -> bool {
+        self.waiting.remove(&tid).is_some()
+    }
+
+    pub fn count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// The kthreads' scheduling now: that of the waiter whose rank
+    /// `predicted_priority` chose, or the floor. Ties go to the lowest tid.
+    pub fn decision(&self) -> (SchedAttr, Option<i32>) {
+        let predicted = irqlab_policy::process_aware::predicted_priority(self.waiting.values().map(|&a| rank(a)), rank(self.floor));
+        match self.waiting.iter().find(|(_, &a)| rank(a) == predicted) {
+            Some((&tid, &attr)) => (kthread_attr(attr), Some(tid)),
+            None => (self.floor, None),
+        }
+    }
+}
+
+/// One change of the kthreads' scheduling.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    /// Since the run began.
+    pub at_ns: u64,
+    pub attr: SchedAttr,
+    /// The waiter it follows (None: the floor).
+    pub waiter: Option<i32>,
+    /// From the event that changed the decision to the change applied.
+    pub reaction_ns: u64,
+}
+
+/// The `irqlab/process-aware/v1` report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub config: Config,
+    pub threads: Vec<Thread>,
+    pub candidates: Vec<Candidate>,
+    pub watched_threads: usize,
+    pub waits: u64,
+    pub changes: Vec<Change>,
+    pub change_count: u64,
+    pub reaction: StatsSummary,
+    pub lost_events: u64,
+    pub switched_threaded_on: bool,
+    pub held_ns: u64,
+    pub ended_by: &'static str,
+    pub complete: bool,
+}
+
+/// What it needs before it touches anything.
+pub fn check_prerequisites() -> Result<()> {
+    privilege::require(&[Capability::SysNice], "change the NAPI kthreads' scheduling (sched_setattr)")?;
+    privilege::require_bpf("watch the receiving threads (sched_switch, sched_wakeup)")
+}
+
+/// Runs until `stop`, the duration, or the kthreads exit; every change is
+/// journalled and restored on return.
+pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change) + Send) -> Result<Report> {
+    config.check()?;
+    if let Some(cpu) = config.cpu {
+        crate::rt::require_online(cpu, "--cpu")?;
+    }
+    let (threads, threaded_guard) = super::netdev::napi_kthreads(&config.dev)?;
+    check_prerequisites()?;
+    let mut guards: Vec<Applied> = Vec::new();
+    for t in &threads {
+        if let Some(cpu) = config.cpu {
+            guards.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![cpu] })?);
+        }
+        guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr: config.floor })?);
+    }
+    let started = monotonic_ns();
+    let looped = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                crate::rt::set_fifo(99)?;
+                // Off the kthreads' CPU, as bh-budget's controller.
+                if let Some(cpu) = config.cpu {
+                    let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
+                    if !others.is_empty() {
+                        crate::rt::pin_to(&others)?;
+                    }
+                }
+                control_loop(config, &threads, stop, &mut on_change)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())))
+    });
+    let held_ns = monotonic_ns() - started;
+    for g in guards.into_iter().rev() {
+        g.restore()?;
+    }
+    let switched_threaded_on = threaded_guard.is_some();
+    if let Some(g) = threaded_guard {
+        g.restore()?;
+    }
+    let l = looped?;
+    let complete = l.ended_by != "stopped";
+    Ok(Report {
+        schema: SCHEMA,
+        config: config.clone(),
+        threads,
+        candidates: l.candidates,
+        watched_threads: l.watched,
+        waits: l.waits,
+        change_count: l.change_count,
+        changes: l.changes,
+        reaction: l.reaction.summary(BUCKET_NS, 20_000),
+        lost_events: l.lost_events,
+        switched_threaded_on,
+        held_ns,
+        ended_by: l.ended_by,
+        complete,
+    })
+}
+
+struct Looped {
+    candidates: Vec<Candidate>,
+    watched: usize,
+    waits: u64,
+    changes: Vec<Change>,
+    change_count: u64,
+    reaction: LatencyStats,
+    lost_events: u64,
+    ended_by: &'static str,
+}
+
+/// The threads of the candidates, without the controller's own process.
+fn candidate_tids(candidates: &[Candidate]) -> BTreeSet<i32> {
+    let me = std::process::id() as i32;
+    let pids: BTreeSet<i32> = candidates.iter().map(|c| c.pid).filter(|&p| p != me).collect();
+    pids.into_iter().flat_map(candidates::threads_of).collect()
+}
+
+fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_change: &mut impl FnMut(&Change)) -> Result<Looped> {
+    let mut candidates = candidates::find(&config.dev)?;
+    let mut watched: BTreeSet<i32> = candidate_tids(&candidates).into_iter().take(MAX_THREADS).collect();
+    let tids: Vec<u32> = watched.iter().map(|&t| t as u32).collect();
+    let mut storage = crate::monitor::thread::Storage::default();
+    let mut watch = ThreadWatch::start(&mut storage, &tids)?;
+    let fd = watch.ring_epoll_fd();
+    let mut waiters = Waiters::new(config.floor);
+    let mut current = config.floor;
+    let run_start = monotonic_ns();
+    let mut next_scan = run_start + config.rescan_ns;
+    let mut out = Looped {
+        candidates: Vec::new(),
+        watched: 0,
+        waits: 0,
+        changes: Vec::new(),
+        change_count: 0,
+        reaction: LatencyStats::new(),
+        lost_events: 0,
+        ended_by: "stopped",
+    };
+    loop {
+        let now = monotonic_ns();
+        if config.duration_ns.is_some_and(|d| now - run_start >= d) {
+            out.ended_by = "duration";
+            break;
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if threads.iter().all(|t| !t.alive()) {
+            out.ended_by = "threads exited";
+            break;
+        }
+        if now >= next_scan {
+            candidates = candidates::find(&config.dev)?;
+            for tid in candidate_tids(&candidates) {
+                if watched.len() < MAX_THREADS && watched.insert(tid) {
+                    watch.add(tid as u32)?;
+                }
+            }
+            next_scan = now + config.rescan_ns;
+        }
+        let wake = next_scan.min(config.duration_ns.map_or(u64::MAX, |d| run_start + d));
+        super::sporadic::wait_readable(fd, wake.saturating_sub(now).max(1))?;
+        let mut last_event_ns = None;
+        for e in watch.drain()? {
+            let tid = e.tid as i32;
+            let changed = match e.kind {
+                Kind::Blocked if candidates::blocked_in_receive(tid) => {
+                    out.waits += 1;
+                    waiters.block(tid, sched::get(tid).unwrap_or(config.floor));
+                    true
+                }
+                Kind::Wakeup | Kind::In => waiters.wake(tid),
+                Kind::Blocked | Kind::Preempted => false,
+            };
+            if changed {
+                last_event_ns = Some(e.ts_ns);
+            }
+        }
+        let (want, waiter) = waiters.decision();
+        if want != current {
+            for t in threads {
+                match sched::set(t.tid, want) {
+                    Ok(()) => {}
+                    Err(_) if !t.alive() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            current = want;
+            let applied = monotonic_ns();
+            let reaction_ns = last_event_ns.map_or(0, |ts| applied.saturating_sub(ts));
+            out.reaction.record(reaction_ns);
+            let change = Change { at_ns: applied - run_start, attr: want, waiter, reaction_ns };
+            on_change(&change);
+            out.change_count += 1;
+            if out.changes.len() < MAX_CHANGES {
+                out.changes.push(change);
+            }
+        }
+    }
+    out.candidates = candidates;
+    out.watched = watched.len();
+    out.lost_events = watch.lost_events();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OTHER: SchedAttr = SchedAttr::Other { nice: 0 };
+
+    #[test]
+    fn ranks_order_the_classes() {
+        assert!(rank(SchedAttr::Fifo { priority: 1 }) > rank(SchedAttr::Other { nice: -20 }));
+        assert!(rank(SchedAttr::Fifo { priority: 40 }) > rank(SchedAttr::Rr { priority: 20 }));
+        assert!(rank(SchedAttr::Other { nice: -5 }) > rank(OTHER));
+        assert!(rank(OTHER) > rank(SchedAttr::Idle));
+        assert_eq!(rank(SchedAttr::Deadline { runtime_ns: 1, deadline_ns: 2, period_ns: 2 }), 1_000);
+    }
+
+    #[test]
+    fn the_kthreads_follow_the_most_important_waiter_then_the_floor() {
+        let mut w = Waiters::new(OTHER);
+        assert_eq!(w.decision(), (OTHER, None));
+        w.block(10, SchedAttr::Fifo { priority: 20 });
+        assert_eq!(w.decision(), (SchedAttr::Fifo { priority: 20 }, Some(10)));
+        w.block(11, SchedAttr::Fifo { priority: 40 });
+        assert_eq!(w.decision(), (SchedAttr::Fifo { priority: 40 }, Some(11)));
+        assert!(w.wake(11));
+        assert_eq!(w.decision(), (SchedAttr::Fifo { priority: 20 }, Some(10)));
+        assert!(!w.wake(11), "already awake");
+        w.wake(10);
+        assert_eq!(w.decision(), (OTHER, None));
+        // The floor is for when nobody waits: a waiter below it still
+        // gives its own priority (the shared code's rule).
+        w.block(12, SchedAttr::Other { nice: 10 });
+        assert_eq!(w.decision(), (SchedAttr::Other { nice: 10 }, Some(12)));
+        // A SCHED_DEADLINE waiter: FIFO 99, not its reservation.
+        w.block(13, SchedAttr::Deadline { runtime_ns: 1, deadline_ns: 2, period_ns: 2 });
+        assert_eq!(w.decision(), (SchedAttr::Fifo { priority: 99 }, Some(13)));
+    }
+
+    #[test]
+    fn a_reservation_is_no_floor() {
+        let c = Config { dev: "x".into(), floor: SchedAttr::Deadline { runtime_ns: 1, deadline_ns: 2, period_ns: 2 }, ..Config::default() };
+        assert_eq!(c.check().unwrap_err().exit_code(), 2);
+        assert!(Config { dev: "x".into(), ..Config::default() }.check().is_ok());
+    }
+}
