@@ -199,3 +199,38 @@ fn after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3() {
         let _ = irqlab().args(["testbed", "down"]).output();
     }
 }
+
+/// `reproduce process-aware --live --quick`: Fig. 7 live, every kernel at
+/// every rate, the network work done in the sleep phases, the device's
+/// settings back afterwards. Whether the paper's relations hold is this
+/// machine's result (README), not asserted here.
+#[test]
+fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
+    if !live_tests_enabled("live_fig7_runs_every_kernel_at_every_rate_and_restores") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let threaded = "/sys/class/net/irqlab-b/threaded";
+    let before = std::fs::read_to_string(threaded).ok();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let out = irqlab().args(["reproduce", "process-aware", "--live", "--quick", "--json"]).arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+    assert!(matches!(out.status.code(), Some(0 | 1)), "exit {:?}", out.status.code());
+    let doc = json(&path);
+    assert_eq!(doc["complete"], true);
+    let points = doc["details"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 9, "3 kernels x 3 rates");
+    for p in points {
+        let share = p["hog_share"].as_f64().unwrap();
+        assert!(p["complete"] == true && (0.5..=1.0).contains(&share), "{p}");
+        assert!(p["received_sleep"].as_u64().unwrap() > 0, "nothing received in the sleep phase: {p}");
+    }
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 21);
+    assert!(doc["details"]["kernel_note"].as_str().unwrap().starts_with("The CPU-bound process kept"));
+    let left = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&left.stdout).unwrap();
+    assert!(status["entries"].as_array().unwrap().iter().all(|e| e["state"] == "persistent"), "{status}");
+    assert_eq!(std::fs::read_to_string(threaded).ok(), before, "threaded NAPI setting restored");
+}

@@ -53,7 +53,8 @@ pub struct Args {
     #[arg(long, value_parser = crate::flags::thread_count())]
     pub threads: Option<usize>,
     /// Run the experiment on this machine too (root; testbed, BPF), with the
-    /// paper's and the simulated numbers beside the live ones (bh-threshold)
+    /// paper's and the simulated numbers beside the live ones (bh-threshold;
+    /// process-aware: Fig. 7)
     #[arg(long)]
     pub live: bool,
     /// The CPU of the live experiment (default: the last online CPU)
@@ -66,9 +67,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         &[],
         &[("--json", args.json.as_deref()), ("--html", args.html.as_deref()), ("--markdown", args.markdown.as_deref())],
     )?;
-    if args.live && !matches!(args.paper, Paper::BhThreshold) {
+    if args.live && !matches!(args.paper, Paper::BhThreshold | Paper::ProcessAware) {
         return Err(CliError::Usage(format!(
-            "--live: {} has no live reproduction yet (bh-threshold has; process-aware's Fig. 6 is `irqlab measure accounting --fig6`)",
+            "--live: {} has no live reproduction yet (bh-threshold and process-aware have)",
             args.paper.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
         )));
     }

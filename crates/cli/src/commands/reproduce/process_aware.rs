@@ -5,12 +5,16 @@
 use super::{html_table, threads, Args};
 use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
+use irqlab_experiments::process_aware::live;
 use irqlab_experiments::process_aware::sim::{reproduce, Details, Mode, Options};
 use irqlab_experiments::Report;
 use irqlab_report::html::{Page, Section};
 use irqlab_report::plot::{LinePlot, Series};
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
+    if args.live {
+        return run_live(args);
+    }
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
     eprintln!("running the rate sweeps (vanilla / IA / ISA, then MMPP-2 bursts)...");
@@ -109,5 +113,88 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
                     .series(bursty_series(d, Mode::Vanilla, |p| 100.0 * p.reception_ratio))
                     .series(bursty_series(d, Mode::Isa, |p| 100.0 * p.reception_ratio)))?),
         );
+    page.render().map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// `--live`: Fig. 7 on this machine's testbed beside the simulation.
+fn run_live(args: &Args) -> Result<Status, CliError> {
+    let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed };
+    let stop = stop_flag();
+    eprintln!("running the simulated sweeps, then Fig. 7 live (3 kernels x {} rates)...", if args.quick { 3 } else { 5 });
+    let report = live::reproduce(&config, &stop, |p| {
+        eprintln!(
+            "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run, received {} in the run, {} in the sleep ({:.1}% of the rate's){}",
+            p.mode.name(),
+            p.rate_pps,
+            p.achieved_pps,
+            100.0 * p.hog_share,
+            p.received_run,
+            p.received_sleep,
+            100.0 * p.reception_ratio,
+            p.reaction_p99_us.map_or(String::new(), |us| format!("; {} changes, reaction p99 {us:.0} us", p.changes.unwrap_or(0)))
+        );
+    })?;
+    let d = &report.details;
+    let mut details = format!(
+        "live on CPU {} (sender on {}), {} s run / {} s sleep ({}), 512-byte datagrams\n",
+        d.cpu,
+        d.sender_cpu.map_or("-".to_string(), |c| format!("CPU {c}")),
+        d.run_s,
+        d.sleep_s,
+        d.scale
+    );
+    details.push_str(&format!(
+        "{:<18} {:>8} {:>10} {:>10} {:>12} {:>12} {:>8}\n",
+        "kernel", "pkt/s", "sent/s", "CPU-bound", "recv (run)", "recv (sleep)", "recv %"
+    ));
+    for p in &d.points {
+        details.push_str(&format!(
+            "{:<18} {:>8} {:>10.0} {:>9.2}% {:>12} {:>12} {:>7.1}%\n",
+            p.mode.name(),
+            p.rate_pps,
+            p.achieved_pps,
+            100.0 * p.hog_share,
+            p.received_run,
+            p.received_sleep,
+            100.0 * p.reception_ratio
+        ));
+    }
+    details.push_str(&format!("{}\n", d.kernel_note));
+    super::finish(args, &report, details, "Process-aware, live (Fig. 7)", "docs/papers.md §2; the paper's Fig. 7", html_live)
+}
+
+fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
+    let d = &report.details;
+    let series = |f: fn(&live::Point) -> f64| -> Vec<Series> {
+        live::Mode::ALL
+            .iter()
+            .map(|&m| Series::line(m.name(), d.points.iter().filter(|p| p.mode == m).map(|p| (p.rate_pps as f64, f(p))).collect()))
+            .collect()
+    };
+    let mut share = LinePlot::new("Fig. 7a, live: the CPU-bound process's share of its run phase")
+        .x_label("UDP packets/s")
+        .y_label("% of the run phase");
+    for s in series(|p| 100.0 * p.hog_share) {
+        share = share.series(s);
+    }
+    let mut recv = LinePlot::new("Fig. 7c, live: UDP reception").x_label("UDP packets/s").y_label("% of sent received");
+    for s in series(|p| 100.0 * p.reception_ratio) {
+        recv = recv.series(s);
+    }
+    let svg = |p: &LinePlot| p.to_svg().map_err(|e| CliError::Failed(e.to_string()));
+    let page = Page::new("irqlab reproduce process-aware --live")
+        .intro(format!(
+            "The process-aware paper's Fig. 7 on this machine: a SCHED_FIFO 50 CPU-bound process ({} s run, {} s sleep; {}) and a \
+             SCHED_OTHER UDP server on CPU {}, 512-byte datagrams from testbed host b; the receive work as softirqs (threaded NAPI off, \
+             RPS to the CPU), in the NAPI kthread at the kernel's default, and under `irqlab control process-aware`. {} {}",
+            d.run_s,
+            d.sleep_s,
+            d.scale,
+            d.cpu,
+            super::verdict_sentence(report),
+            d.kernel_note
+        ))
+        .section(Section::new("Paper, simulation and this machine").table(html_table(&report.rows)))
+        .section(Section::new("Fig. 7, live").svg(svg(&share)?).svg(svg(&recv)?));
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }

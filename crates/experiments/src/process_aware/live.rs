@@ -1,0 +1,419 @@
+//! The process-aware paper's Fig. 7 (`docs/papers.md` §2; the paper's §5)
+//! live on the testbed: a CPU-bound SCHED_FIFO 50 process that runs, then
+//! sleeps, and a SCHED_OTHER UDP server on the same CPU, receiving
+//! 512-byte datagrams sent from testbed host b at a swept rate. Three
+//! kernels' ways of doing the receive work on that CPU:
+//! - **vanilla, softirq**: threaded NAPI off; the veth poll runs on the
+//!   sender's CPU and receive packet steering hands the packets to the
+//!   measured CPU, whose NET_RX softirq does the IP and UDP work in whatever
+//!   runs there (the paper's vanilla kernel);
+//! - **vanilla, threaded**: threaded NAPI on, the NAPI kthread at the
+//!   kernel's default (SCHED_OTHER) on the measured CPU;
+//! - **process-aware**: the same kthread under `control process-aware`
+//!   (the priority of the waiting receiver, floor SCHED_OTHER nice 0).
+//!
+//! Scaled in time: the paper's 100 s run / 10 s sleep becomes 10 s / 1 s
+//! (full) or 2 s / 0.2 s (quick); the rates are the simulated
+//! reproduction's. Per point: the CPU-bound process's CPU time over its run
+//! phase (its own thread CPU clock), and the datagrams the server received
+//! in the run phase, in the sleep phase, and over all sent.
+
+use super::sim;
+use crate::report::{Report, Row};
+use irqlab_live::control::journal::{self, Applied, Object, Value};
+use irqlab_live::control::process_aware;
+use irqlab_live::control::threads::Thread;
+use irqlab_live::error::{Error, Result};
+use irqlab_live::rt;
+use irqlab_live::testbed::{self, Side, Testbed};
+use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+use serde::Serialize;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const DEVICE: &str = "irqlab-b";
+const PORT: u16 = 9_718;
+/// The paper's datagrams (§5).
+pub const PAYLOAD: usize = 512;
+const HOG_PRIORITY: u8 = 50;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub quick: bool,
+    pub cpu: Option<usize>,
+    pub seed: u64,
+}
+
+/// How the receive work is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Softirq,
+    Threaded,
+    ProcessAware,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Softirq, Mode::Threaded, Mode::ProcessAware];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Softirq => "vanilla, softirq",
+            Mode::Threaded => "vanilla, threaded",
+            Mode::ProcessAware => "process-aware",
+        }
+    }
+}
+
+by_name!(Mode);
+
+/// One mode at one rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub mode: Mode,
+    pub rate_pps: u64,
+    pub sent: u64,
+    pub achieved_pps: f64,
+    /// The CPU-bound process's CPU time over its run phase's wall time.
+    pub hog_share: f64,
+    pub run_ns: u64,
+    pub received_run: u64,
+    pub received_sleep: u64,
+    /// Received over the datagrams the rate called for (the sender may be
+    /// slowed: veth stops its queue while the receive ring is full).
+    pub reception_ratio: f64,
+    pub received_per_s: f64,
+    /// Process-aware: priority changes and their reaction p99, us.
+    pub changes: Option<u64>,
+    pub reaction_p99_us: Option<f64>,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Details {
+    pub cpu: usize,
+    pub sender_cpu: Option<usize>,
+    pub run_s: f64,
+    pub sleep_s: f64,
+    pub scale: String,
+    pub points: Vec<Point>,
+    /// What this kernel did, said from the numbers.
+    pub kernel_note: String,
+    pub simulated: Option<sim::Details>,
+}
+
+/// The shares each kernel gave the CPU-bound process, and why they are
+/// close on a modern kernel, from the numbers.
+fn kernel_note(points: &[Point]) -> String {
+    let range = |m: Mode| {
+        let v: Vec<f64> = points.iter().filter(|p| p.mode == m).map(|p| 100.0 * p.hog_share).collect();
+        (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max))
+    };
+    let changes: u64 = points.iter().filter_map(|p| p.changes).sum();
+    let mut text = String::from("The CPU-bound process kept");
+    for m in Mode::ALL {
+        let (lo, hi) = range(m);
+        text.push_str(&format!(" {lo:.1}-{hi:.1}% of its run phase {m},"));
+    }
+    text.push_str(&format!(
+        " and the process-aware controller changed the kthread's priority {changes} times. On this kernel the receive work that \
+         the CPU-bound process does not run itself is fair-class work: the NAPI kthread (SCHED_OTHER by default), ksoftirqd (which \
+         takes softirq work after 2 ms or 10 rounds) and the server; the deadline fair server gives the fair class up to 50 ms of \
+         every second while it has runnable tasks, and RT throttling leaves it 5% besides. So no kernel here takes much more than 5% \
+         from the CPU-bound process, and none leaves it 99%: the paper's 2.6.14 ran softirqs at every interrupt exit and had \
+         neither. With the server at SCHED_OTHER nice 0, the floor, process-aware changes nothing here: its kthread runs as the \
+         threaded kernel's."
+    ));
+    text
+}
+
+pub fn check_prerequisites() -> Result<()> {
+    testbed::check_prerequisites()?;
+    process_aware::check_prerequisites()
+}
+
+/// What one point needs to run: the journalled layout of its mode.
+fn layout(mode: Mode, focus: usize) -> Result<Vec<Applied>> {
+    let mut changes = Vec::new();
+    let threaded = Object::File { path: format!("/sys/class/net/{DEVICE}/threaded") };
+    match mode {
+        Mode::Softirq => {
+            changes.push(journal::apply(threaded, Value::Text { text: "0".into() })?);
+            let rps = Object::File { path: format!("/sys/class/net/{DEVICE}/queues/rx-0/rps_cpus") };
+            changes.push(journal::apply(rps, Value::Text { text: format!("{:x}", 1u64 << focus) })?);
+        }
+        Mode::Threaded | Mode::ProcessAware => {
+            changes.push(journal::apply(threaded, Value::Text { text: "1".into() })?);
+            for _ in 0..50 {
+                if !testbed::napi_threads(DEVICE).is_empty() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Under process-aware the controller pins the kthreads itself.
+            if mode == Mode::ProcessAware {
+                return Ok(changes);
+            }
+            for t in testbed::napi_threads(DEVICE) {
+                let Some(thread) = Thread::of(t.pid) else { continue };
+                changes.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![focus] })?);
+            }
+        }
+    }
+    Ok(changes)
+}
+
+/// The CPU-bound process's phases: spin `run_ns` (no system calls), then
+/// sleep `sleep_ns`; returns (CPU time in the run, run wall time, the
+/// server's count at run start, at run end, at sleep end).
+fn hog_cycle(focus: usize, run_ns: u64, sleep_ns: u64, received: &AtomicU64) -> Result<(u64, u64, [u64; 3])> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rt::pin_to_cpu(focus)?;
+            rt::set_fifo(HOG_PRIORITY)?;
+            let start = rt::monotonic_ns();
+            let (c0, r0) = (rt::thread_cpu_ns(), received.load(Ordering::SeqCst));
+            let mut x = 1u64;
+            while rt::monotonic_ns() - start < run_ns {
+                for _ in 0..1000 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                }
+                std::hint::black_box(x);
+            }
+            let end = rt::monotonic_ns();
+            let (c1, r1) = (rt::thread_cpu_ns(), received.load(Ordering::SeqCst));
+            rt::sleep_until_ns(end + sleep_ns);
+            let r2 = received.load(Ordering::SeqCst);
+            Ok((c1 - c0, end - start, [r0, r1, r2]))
+        })
+        .join()
+        .unwrap_or_else(|_| Err(Error::Failed("the CPU-bound thread panicked".into())))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_point(
+    mode: Mode,
+    rate: u64,
+    bed: &Testbed,
+    focus: usize,
+    others: &[usize],
+    run_ns: u64,
+    sleep_ns: u64,
+    stop: &AtomicBool,
+) -> Result<Point> {
+    let _layout = layout(mode, focus)?;
+    let bind = SocketAddrV4::new(bed.root_addr(Side::B), PORT);
+    let received = AtomicU64::new(0);
+    let server_stop = AtomicBool::new(false);
+    let ctl_stop = AtomicBool::new(false);
+    let flood_stop = Arc::new(AtomicBool::new(false));
+    let sender_cpu = others.first().copied();
+    std::thread::scope(|s| -> Result<Point> {
+        let server = s.spawn(|| {
+            rt::pin_to_cpu(focus)?;
+            traffic::udp_sink_counting(bind, false, &received, &server_stop)
+        });
+        let controller = (mode == Mode::ProcessAware).then(|| {
+            s.spawn(|| {
+                let config = process_aware::Config { dev: DEVICE.into(), cpu: Some(focus), ..process_aware::Config::default() };
+                process_aware::run(&config, &ctl_stop, |_| {})
+            })
+        });
+        // The server binds and the controller finds it before the flood.
+        std::thread::sleep(Duration::from_millis(500));
+        let plan = Plan {
+            kind: Kind::Udp { port: PORT },
+            target: *bind.ip(),
+            schedule: Schedule::Periodic { interval_ns: 1_000_000_000 / rate },
+            size: PAYLOAD,
+            duration_ns: run_ns + sleep_ns,
+        };
+        let flood = {
+            let flood_stop = flood_stop.clone();
+            bed.spawn_in(Side::B, move || {
+                if let Some(cpu) = sender_cpu {
+                    rt::pin_to_cpu(cpu)?;
+                }
+                traffic::send(&plan, &flood_stop)
+            })?
+        };
+        let cycle = if stop.load(Ordering::SeqCst) { None } else { Some(hog_cycle(focus, run_ns, sleep_ns, &received)) };
+        flood_stop.store(true, Ordering::SeqCst);
+        let sent = flood.join().unwrap_or_else(|_| Err(Error::Failed("the sender panicked".into())));
+        // Datagrams still in flight reach the server within a few ms.
+        std::thread::sleep(Duration::from_millis(50));
+        ctl_stop.store(true, Ordering::SeqCst);
+        let report = controller.map(|c| c.join().unwrap_or_else(|_| Err(Error::Failed("the controller panicked".into()))));
+        server_stop.store(true, Ordering::SeqCst);
+        let served = server.join().unwrap_or_else(|_| Err(Error::Failed("the UDP server panicked".into())));
+        let report = report.transpose()?;
+        served?;
+        let sent = sent?;
+        let (hog_cpu, run_wall, [r0, r1, r2]) = match cycle {
+            Some(c) => c?,
+            None => (0, 0, [0, 0, 0]),
+        };
+        Ok(Point {
+            mode,
+            rate_pps: rate,
+            sent: sent.sent,
+            achieved_pps: sent.rate_per_s(),
+            hog_share: if run_wall > 0 { hog_cpu as f64 / run_wall as f64 } else { 0.0 },
+            run_ns: run_wall,
+            received_run: r1 - r0,
+            received_sleep: r2 - r1,
+            reception_ratio: if sent.scheduled > 0 { (r2 - r0) as f64 / sent.scheduled as f64 } else { 0.0 },
+            received_per_s: (r2 - r0) as f64 / ((run_wall + sleep_ns) as f64 / 1e9).max(1e-9),
+            changes: report.as_ref().map(|r| r.change_count),
+            reaction_p99_us: report.as_ref().and_then(|r| r.reaction.p99_ns).map(|ns| ns as f64 / 1e3),
+            complete: cycle_complete(run_wall, run_ns) && !stop.load(Ordering::SeqCst),
+        })
+    })
+}
+
+fn cycle_complete(run_wall: u64, run_ns: u64) -> bool {
+    run_wall >= run_ns
+}
+
+/// The rows: per rate the three modes' shares and receptions beside the
+/// simulated vanilla and ISA, and the paper's relations judged live.
+pub fn relations(d: &Details) -> Vec<Row> {
+    let find = |m: Mode, rate: u64| d.points.iter().find(|p| p.mode == m && p.rate_pps == rate);
+    let sim_point = |m: sim::Mode, rate: u64| {
+        d.simulated.as_ref().and_then(|s| s.accounting.iter().find(|p| p.mode == m && p.rate_pps as u64 == rate).cloned())
+    };
+    let mut rates: Vec<u64> = d.points.iter().map(|p| p.rate_pps).collect();
+    rates.dedup();
+    let mut rows = Vec::new();
+    for &rate in &rates {
+        for (mode, sim_mode) in
+            [(Mode::Softirq, sim::Mode::Vanilla), (Mode::Threaded, sim::Mode::Vanilla), (Mode::ProcessAware, sim::Mode::Isa)]
+        {
+            let Some(p) = find(mode, rate) else { continue };
+            let s = sim_point(sim_mode, rate);
+            rows.push(
+                Row::info(
+                    format!("Fig. 7a CPU-bound share of its run phase, {mode}, {rate} pkt/s"),
+                    if mode == Mode::ProcessAware { "~100" } else { "falls with rate" },
+                    s.as_ref().map_or(f64::NAN, |s| 100.0 * s.cpu_share_of_active),
+                    "%",
+                )
+                .with_live(100.0 * p.hog_share),
+            );
+            rows.push(
+                Row::info(
+                    format!("Fig. 7c UDP reception, {mode}, {rate} pkt/s"),
+                    "close across kernels",
+                    s.as_ref().map_or(f64::NAN, |s| 100.0 * s.reception_ratio),
+                    "% of the rate's",
+                )
+                .with_live(100.0 * p.reception_ratio),
+            );
+        }
+    }
+    let pa: Vec<&Point> = d.points.iter().filter(|p| p.mode == Mode::ProcessAware).collect();
+    let pa_min = pa.iter().map(|p| p.hog_share).fold(f64::INFINITY, f64::min);
+    let sim_isa_min = d.simulated.as_ref().map_or(f64::NAN, |s| {
+        s.accounting.iter().filter(|p| p.mode == sim::Mode::Isa).map(|p| p.cpu_share_of_active).fold(f64::INFINITY, f64::min)
+    });
+    rows.push(
+        Row::check(
+            "Fig. 7a process-aware: CPU-bound keeps >= 99% of its run phase, every rate (min)",
+            "~100",
+            100.0 * sim_isa_min,
+            "%",
+            !pa.is_empty() && pa_min >= 0.99,
+        )
+        .with_live(100.0 * pa_min),
+    );
+    if let Some(&top) = rates.last() {
+        if let (Some(v), Some(p)) = (find(Mode::Softirq, top), find(Mode::ProcessAware, top)) {
+            let sim_gap = match (sim_point(sim::Mode::Isa, top), sim_point(sim::Mode::Vanilla, top)) {
+                (Some(i), Some(v)) => 100.0 * (i.cpu_share_of_active - v.cpu_share_of_active),
+                _ => f64::NAN,
+            };
+            rows.push(
+                Row::check(
+                    "Fig. 7a vanilla (softirq) loses more of the run phase than process-aware at the top rate (points, > 1)",
+                    "yes",
+                    sim_gap,
+                    "points",
+                    100.0 * (p.hog_share - v.hog_share) > 1.0,
+                )
+                .with_live(100.0 * (p.hog_share - v.hog_share)),
+            );
+        }
+    }
+    let worst = rates
+        .iter()
+        .filter_map(|&r| Some((find(Mode::ProcessAware, r)?.reception_ratio, find(Mode::Softirq, r)?.reception_ratio)))
+        .map(|(p, v)| if v > 0.0 { (p - v).abs() / v } else { f64::INFINITY })
+        .fold(0.0, f64::max);
+    rows.push(
+        Row::check(
+            "Fig. 7c UDP reception, process-aware within 10% of vanilla (softirq), every rate (largest difference)",
+            "close",
+            f64::NAN,
+            "%",
+            !pa.is_empty() && worst <= 0.10,
+        )
+        .with_live(100.0 * worst),
+    );
+    rows
+}
+
+/// The simulated reproduction for its column, then every mode at every
+/// rate live.
+pub fn reproduce(config: &Config, stop: &AtomicBool, mut on_point: impl FnMut(&Point)) -> Result<Report<Details>> {
+    let online = rt::online_cpus()?;
+    if online.len() < 2 {
+        return Err(Error::MissingKernelFeature {
+            feature: "a second CPU".into(),
+            detail: "the sender needs a CPU other than the measured one".into(),
+        });
+    }
+    let focus = match config.cpu {
+        Some(c) => {
+            rt::require_online(c, "cpu")?;
+            c
+        }
+        None => *online.last().expect("non-empty"),
+    };
+    let others: Vec<usize> = online.iter().copied().filter(|&c| c != focus).collect();
+    check_prerequisites()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let simulated = sim::reproduce(&sim::Options { quick: config.quick, seed: config.seed, threads }, stop).map_err(Error::Failed)?;
+    let (rates, run_ns, sleep_ns, scale): (&[u64], u64, u64, &str) = if config.quick {
+        (&[10_000, 30_000, 60_000], 2_000_000_000, 200_000_000, "1/50 of the paper's 100 s run / 10 s sleep")
+    } else {
+        (&[5_000, 10_000, 20_000, 40_000, 60_000], 10_000_000_000, 1_000_000_000, "1/10 of the paper's 100 s run / 10 s sleep")
+    };
+    let bed = Testbed::up()?;
+    let mut points = Vec::new();
+    'sweep: for &rate in rates {
+        for mode in Mode::ALL {
+            if stop.load(Ordering::SeqCst) {
+                break 'sweep;
+            }
+            let p = run_point(mode, rate, &bed, focus, &others, run_ns, sleep_ns, stop)?;
+            on_point(&p);
+            points.push(p);
+        }
+    }
+    drop(bed);
+    let complete = simulated.complete && points.len() == rates.len() * Mode::ALL.len() && points.iter().all(|p| p.complete);
+    let details = Details {
+        cpu: focus,
+        sender_cpu: others.first().copied(),
+        run_s: run_ns as f64 / 1e9,
+        sleep_s: sleep_ns as f64 / 1e9,
+        scale: scale.into(),
+        kernel_note: kernel_note(&points),
+        points,
+        simulated: Some(simulated.details),
+    };
+    let rows = relations(&details);
+    Ok(Report::new("process-aware", config.quick, complete, config.seed, rows, details))
+}
