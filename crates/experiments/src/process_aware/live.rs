@@ -114,13 +114,13 @@ fn kernel_note(points: &[Point]) -> String {
     let mut text = String::from("The CPU-bound process kept");
     for m in Mode::ALL {
         let (lo, hi) = range(m);
-        text.push_str(&format!(" {lo:.1}-{hi:.1}% of its run phase {m},"));
+        text.push_str(&format!(" {lo:.1}-{hi:.1}% of its run phase under {m},"));
     }
     text.push_str(&format!(
         " and the process-aware controller changed the kthread's priority {changes} times. On this kernel the receive work that \
          the CPU-bound process does not run itself is fair-class work: the NAPI kthread (SCHED_OTHER by default), ksoftirqd (which \
-         takes softirq work after 2 ms or 10 rounds) and the server; the deadline fair server gives the fair class up to 50 ms of \
-         every second while it has runnable tasks, and RT throttling leaves it 5% besides. So no kernel here takes much more than 5% \
+         takes softirq work after 2 ms or 10 rounds) and the server; the deadline fair server (Linux 6.12+) gives the fair class \
+         up to 50 ms of every second while it has runnable tasks. So no kernel here takes much more than 5% \
          from the CPU-bound process, and none leaves it 99%: the paper's 2.6.14 ran softirqs at every interrupt exit and had \
          neither. With the server at SCHED_OTHER nice 0, the floor, process-aware changes nothing here: its kthread runs as the \
          threaded kernel's."
