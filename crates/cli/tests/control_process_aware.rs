@@ -201,7 +201,8 @@ fn after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3() {
 }
 
 /// `reproduce process-aware --live --quick`: Fig. 7 live, every kernel at
-/// every rate, the network work done in the sleep phases, the device's
+/// every rate, the network work done in the sleep phases; Fig. 8 live,
+/// every burst gap with all its periods; the device's
 /// settings back afterwards. Whether the paper's relations hold is this
 /// machine's result (README), not asserted here.
 #[test]
@@ -227,7 +228,12 @@ fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
         assert!(p["complete"] == true && (0.5..=1.0).contains(&share), "{p}");
         assert!(p["received_sleep"].as_u64().unwrap() > 0, "nothing received in the sleep phase: {p}");
     }
-    assert_eq!(doc["rows"].as_array().unwrap().len(), 21);
+    let bursty = doc["details"]["bursty"].as_array().unwrap();
+    assert_eq!(bursty.len(), 8, "2 kernels x 4 burst gaps");
+    for b in bursty {
+        assert!(b["complete"] == true && b["jobs"] == 10 && b["sent"].as_u64().unwrap() > 0, "{b}");
+    }
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 21 + 16 + 2);
     assert!(doc["details"]["kernel_note"].as_str().unwrap().starts_with("The CPU-bound process kept"));
     let left = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&left.stdout).unwrap();

@@ -120,9 +120,16 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
 fn run_live(args: &Args) -> Result<Status, CliError> {
     let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed };
     let stop = stop_flag();
-    eprintln!("running the simulated sweeps, then Fig. 7 live (3 kernels x {} rates)...", if args.quick { 3 } else { 5 });
-    let report = live::reproduce(&config, &stop, |p| {
-        eprintln!(
+    eprintln!(
+        "running the simulated sweeps, then Fig. 7 live (3 kernels x {} rates), then Fig. 8 live (2 kernels x {} burst gaps)...",
+        if args.quick { 3 } else { 5 },
+        if args.quick { 4 } else { 7 }
+    );
+    let report = live::reproduce(
+        &config,
+        &stop,
+        |p| {
+            eprintln!(
             "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run, received {} in the run, {} in the sleep ({:.1}% of the rate's){}",
             p.mode.name(),
             p.rate_pps,
@@ -133,7 +140,21 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
             100.0 * p.reception_ratio,
             p.reaction_p99_us.map_or(String::new(), |us| format!("; {} changes, reaction p99 {us:.0} us", p.changes.unwrap_or(0)))
         );
-    })?;
+        },
+        |b| {
+            eprintln!(
+            "live: {:<18} bursts every {:>4} ms ({:.0} pkt/s asked, {} sent): {} of {} deadlines missed (worst response {:.1} ms), received {:.1}%",
+            b.mode.name(),
+            b.gap_ms,
+            b.rate_pps,
+            b.sent,
+            b.misses,
+            b.jobs,
+            b.worst_response_ms,
+            100.0 * b.reception_ratio
+        );
+        },
+    )?;
     let d = &report.details;
     let mut details = format!(
         "live on CPU {} (sender on {}), {} s run / {} s sleep ({}), 512-byte datagrams\n",
@@ -159,8 +180,20 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
             100.0 * p.reception_ratio
         ));
     }
+    for b in &d.bursty {
+        details.push_str(&format!(
+            "{:<18} bursts every {:>4} ms ({:>6.0} pkt/s): {:>2}/{} deadlines missed, worst response {:.1} ms, received {:.1}%\n",
+            b.mode.name(),
+            b.gap_ms,
+            b.rate_pps,
+            b.misses,
+            b.jobs,
+            b.worst_response_ms,
+            100.0 * b.reception_ratio
+        ));
+    }
     details.push_str(&format!("{}\n", d.kernel_note));
-    super::finish(args, &report, details, "Process-aware, live (Fig. 7)", "docs/papers.md §2; the paper's Fig. 7", html_live)
+    super::finish(args, &report, details, "Process-aware, live (Figs. 7-8)", "docs/papers.md §2; the paper's Figs. 7-8", html_live)
 }
 
 fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
@@ -181,6 +214,22 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
     for s in series(|p| 100.0 * p.reception_ratio) {
         recv = recv.series(s);
     }
+    let bursty = |f: fn(&live::BurstyPoint) -> f64| -> Vec<Series> {
+        [live::Mode::Softirq, live::Mode::ProcessAware]
+            .iter()
+            .map(|&m| Series::line(m.name(), d.bursty.iter().filter(|p| p.mode == m).map(|p| (p.rate_pps, f(p))).collect()))
+            .collect()
+    };
+    let mut misses =
+        LinePlot::new("Fig. 8a, live: deadline misses under bursts").x_label("average UDP packets/s").y_label("% of deadlines missed");
+    for s in bursty(|p| 100.0 * p.miss_rate) {
+        misses = misses.series(s);
+    }
+    let mut brecv =
+        LinePlot::new("Fig. 8c, live: UDP reception under bursts").x_label("average UDP packets/s").y_label("% of the schedule received");
+    for s in bursty(|p| 100.0 * p.reception_ratio) {
+        brecv = brecv.series(s);
+    }
     let svg = |p: &LinePlot| p.to_svg().map_err(|e| CliError::Failed(e.to_string()));
     let page = Page::new("irqlab reproduce process-aware --live")
         .intro(format!(
@@ -195,6 +244,7 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
             d.kernel_note
         ))
         .section(Section::new("Paper, simulation and this machine").table(html_table(&report.rows)))
-        .section(Section::new("Fig. 7, live").svg(svg(&share)?).svg(svg(&recv)?));
+        .section(Section::new("Fig. 7, live").svg(svg(&share)?).svg(svg(&recv)?))
+        .section(Section::new("Fig. 8, live").svg(svg(&misses)?).svg(svg(&brecv)?));
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }
