@@ -323,17 +323,21 @@ impl SwitchTrace {
                 if let Some((start, began_high)) = on.take() {
                     let (end, ended_high) = (*ts as u64, rt(*prev_prio as i32));
                     let demoted = began_high && !ended_high;
+                    let promoted = !began_high && ended_high;
                     // Demoted while on the CPU: high until the server's
                     // sched_setattr, then (not preemptible at once, e.g. in
-                    // a BH-disabled poll) on at the low level.
-                    let high_end = match set_at {
+                    // a BH-disabled poll) on at the low level. Promoted
+                    // while on the CPU (a replenishment came while it ran
+                    // at the low level): high only from that sched_setattr.
+                    let (high_start, high_end) = match set_at {
                         Some(at) if demoted && at > start && at < end => {
                             ran_on.push(end - at);
-                            at
+                            (start, at)
                         }
-                        _ => end,
+                        Some(at) if promoted && at > start && at < end => (at, end),
+                        _ => (start, end),
                     };
-                    stretches.push(Stretch { start, end: high_end, high: began_high || ended_high, demoted });
+                    stretches.push(Stretch { start: high_start, end: high_end, high: began_high || ended_high, demoted });
                 }
             }
             if *next == tid as i64 {

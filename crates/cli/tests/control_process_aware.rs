@@ -224,8 +224,12 @@ fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
     let points = doc["details"]["points"].as_array().unwrap();
     assert_eq!(points.len(), 9, "3 kernels x 3 rates");
     for p in points {
+        // Progress over the calibrated speed (a little above 1 if the
+        // calibration's best trial ran slower than the sustained loop), and
+        // the kernel's charge of its CPU clock.
         let share = p["hog_share"].as_f64().unwrap();
-        assert!(p["complete"] == true && (0.5..=1.0).contains(&share), "{p}");
+        let charged = p["hog_charged_share"].as_f64().unwrap();
+        assert!(p["complete"] == true && share > 0.0 && share <= 1.05 && (0.5..=1.0).contains(&charged), "{p}");
         assert!(p["received_sleep"].as_u64().unwrap() > 0, "nothing received in the sleep phase: {p}");
     }
     let bursty = doc["details"]["bursty"].as_array().unwrap();

@@ -61,10 +61,12 @@ pub struct Run {
     pub complete: bool,
 }
 
-/// `iterations` steps of the work loop; returns its state so nothing is
-/// optimized away.
+/// `iterations` steps of the work loop ([`calibrate`] measures its speed);
+/// returns its state so nothing is optimized away. Real CPU work for any
+/// experiment's task whose progress must not be read off a CPU clock the
+/// kernel also charges interrupt work to.
 #[inline(never)]
-fn spin(iterations: u64) -> u64 {
+pub fn spin(iterations: u64) -> u64 {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for _ in 0..iterations {
         x ^= x << 13;

@@ -130,11 +130,12 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         &stop,
         |p| {
             eprintln!(
-            "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run, received {} in the run, {} in the sleep ({:.1}% of the rate's){}",
+            "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run (charged {:.2}%), received {} in the run, {} in the sleep ({:.1}% of the rate's){}",
             p.mode.name(),
             p.rate_pps,
             p.achieved_pps,
             100.0 * p.hog_share,
+            100.0 * p.hog_charged_share,
             p.received_run,
             p.received_sleep,
             100.0 * p.reception_ratio,
