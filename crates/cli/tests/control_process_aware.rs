@@ -238,7 +238,7 @@ fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
         assert!(b["complete"] == true && b["jobs"] == 10 && b["sent"].as_u64().unwrap() > 0, "{b}");
     }
     assert_eq!(doc["rows"].as_array().unwrap().len(), 21 + 16 + 2);
-    assert!(doc["details"]["kernel_note"].as_str().unwrap().starts_with("The CPU-bound process kept"));
+    assert!(doc["details"]["kernel_note"].as_str().unwrap().starts_with("Measured by its progress, the CPU-bound process kept"));
     let left = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&left.stdout).unwrap();
     assert!(status["entries"].as_array().unwrap().iter().all(|e| e["state"] == "persistent"), "{status}");

@@ -175,8 +175,12 @@ mod tests {
         assert_eq!((run.frames, run.inter_frame_ns.len(), run.decode_wall_ns.len()), (6, 5, 6));
         assert!(run.decode_target_ns.iter().all(|t| (100_000..=200_000).contains(t)));
         // Shown at their display times, 5 ms apart: never less than a
-        // period after the previous (nothing shows early).
-        assert!(run.inter_frame_ns.iter().all(|&d| d >= 4_900_000), "{:?}", run.inter_frame_ns);
+        // period after the previous (nothing shows early), unless a frame
+        // was late (a busy machine stretched its decode past its display
+        // time: it shows at once, and the next gap may be short).
+        if run.late_frames == 0 {
+            assert!(run.inter_frame_ns.iter().all(|&d| d >= 4_900_000), "{:?}", run.inter_frame_ns);
+        }
     }
 
     #[test]
