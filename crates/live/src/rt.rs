@@ -88,6 +88,17 @@ pub fn pin_to(cpus: &[usize]) -> Result<()> {
 }
 
 /// The CPUs thread `tid` may run on.
+/// Pins the calling thread to every online CPU but `cpu` (left as is when
+/// `cpu` is the only one): where a controller runs, off the CPU of the
+/// threads it controls.
+pub fn pin_off(cpu: usize) -> Result<()> {
+    let others: Vec<usize> = online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    pin_to(&others)
+}
+
 pub fn affinity(tid: i32) -> Result<Vec<usize>> {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(tid))
         .map_err(|e| Error::io(format!("reading the CPU affinity of thread {tid}"), std::io::Error::from(e)))?;

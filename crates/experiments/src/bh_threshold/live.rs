@@ -22,7 +22,7 @@
 //! "BH time" is the NAPI kthread's run time in each 1 ms: with threaded
 //! NAPI it does the receive path's work up to the socket.
 
-use super::sim;
+use super::sim::{self, mean, percentile};
 use crate::report::{Report, Row};
 use irqlab_live::control::bh_budget::{self, Enforce, PeriodRow};
 use irqlab_live::error::{Error, Result};
@@ -162,21 +162,6 @@ pub struct Details {
 pub fn check_prerequisites() -> Result<()> {
     testbed::check_prerequisites()?;
     bh_budget::check_prerequisites()
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
 }
 
 /// The CPU's /proc/stat columns at one moment: (user, system, idle, total), ns.

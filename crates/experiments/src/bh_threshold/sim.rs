@@ -68,7 +68,8 @@ pub struct Details {
     pub scheduler: Run,
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+/// The `q` quantile of sorted values (nearest rank), 0 when empty.
+pub(super) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -76,7 +77,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[i]
 }
 
-fn mean(v: &[f64]) -> f64 {
+pub(super) fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
         0.0
     } else {

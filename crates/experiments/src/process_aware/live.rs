@@ -342,83 +342,37 @@ struct Place<'a> {
     calibration: Calibration,
 }
 
-fn run_bursty(mode: Mode, gap_ms: u64, periods: u64, place: &Place, seed: u64, stop: &AtomicBool) -> Result<BurstyPoint> {
-    let (bed, focus, others) = (place.bed, place.focus, &place.others);
+/// What a task run under traffic gave besides its own result.
+struct UnderTraffic<T> {
+    task: T,
+    sent: traffic::Counters,
+    /// The server's count when the task started, and after the sender
+    /// stopped and what was in flight arrived.
+    received_before: u64,
+    received_after: u64,
+    /// The controller's report (process-aware).
+    controller: Option<process_aware::Report>,
+}
+
+/// Runs `task` (the CPU-bound process) under `mode`'s layout, with the UDP
+/// server on the measured CPU and, under process-aware, the controller,
+/// while host b sends `schedule` for `duration_ns`; `task` gets the
+/// server's count. Everything is stopped and restored before it returns.
+fn under_traffic<T: Send>(
+    mode: Mode,
+    place: &Place,
+    schedule: Schedule,
+    duration_ns: u64,
+    task: impl FnOnce(&AtomicU64) -> T + Send,
+) -> Result<UnderTraffic<T>> {
+    let (bed, focus) = (place.bed, place.focus);
     let _layout = layout(mode, focus)?;
     let bind = SocketAddrV4::new(bed.root_addr(Side::B), PORT);
     let received = AtomicU64::new(0);
     let (server_stop, ctl_stop) = (AtomicBool::new(false), AtomicBool::new(false));
     let flood_stop = Arc::new(AtomicBool::new(false));
-    let sender_cpu = others.first().copied();
-    std::thread::scope(|s| -> Result<BurstyPoint> {
-        let server = s.spawn(|| {
-            rt::pin_to_cpu(focus)?;
-            traffic::udp_sink_counting(bind, false, &received, &server_stop)
-        });
-        let controller = (mode == Mode::ProcessAware).then(|| {
-            s.spawn(|| {
-                let config = process_aware::Config { dev: DEVICE.into(), cpu: Some(focus), ..process_aware::Config::default() };
-                process_aware::run(&config, &ctl_stop, |_| {})
-            })
-        });
-        std::thread::sleep(Duration::from_millis(500));
-        let plan = Plan {
-            kind: Kind::Udp { port: PORT },
-            target: *bind.ip(),
-            schedule: Schedule::Mmpp { interval_ns: BURST_SPACING_NS, mean_on_ns: BURST_ON_NS, mean_off_ns: gap_ms * 1_000_000, seed },
-            size: PAYLOAD,
-            duration_ns: periods * PERIOD_NS,
-        };
-        let flood = {
-            let flood_stop = flood_stop.clone();
-            bed.spawn_in(Side::B, move || {
-                if let Some(cpu) = sender_cpu {
-                    rt::pin_to_cpu(cpu)?;
-                }
-                traffic::send(&plan, &flood_stop)
-            })?
-        };
-        let r0 = received.load(Ordering::SeqCst);
-        let hog = periodic_hog(focus, &place.calibration, periods, stop);
-        flood_stop.store(true, Ordering::SeqCst);
-        let sent = flood.join().unwrap_or_else(|_| Err(Error::Failed("the sender panicked".into())));
-        std::thread::sleep(Duration::from_millis(50));
-        let got = received.load(Ordering::SeqCst) - r0;
-        ctl_stop.store(true, Ordering::SeqCst);
-        let report = controller.map(|c| c.join().unwrap_or_else(|_| Err(Error::Failed("the controller panicked".into()))));
-        server_stop.store(true, Ordering::SeqCst);
-        let served = server.join().unwrap_or_else(|_| Err(Error::Failed("the UDP server panicked".into())));
-        report.transpose()?;
-        served?;
-        let sent = sent?;
-        let (jobs, misses, worst) = hog?;
-        Ok(BurstyPoint {
-            mode,
-            gap_ms,
-            rate_pps: (BURST_ON_NS / BURST_SPACING_NS) as f64 / ((BURST_ON_NS + gap_ms * 1_000_000) as f64 / 1e9),
-            sent: sent.sent,
-            scheduled: sent.scheduled,
-            jobs,
-            misses,
-            miss_rate: if jobs > 0 { misses as f64 / jobs as f64 } else { 0.0 },
-            worst_response_ms: worst as f64 / 1e6,
-            received: got,
-            reception_ratio: if sent.scheduled > 0 { got as f64 / sent.scheduled as f64 } else { 0.0 },
-            complete: jobs == periods && !stop.load(Ordering::SeqCst),
-        })
-    })
-}
-
-fn run_point(mode: Mode, rate: u64, place: &Place, run_ns: u64, sleep_ns: u64, stop: &AtomicBool) -> Result<Point> {
-    let (bed, focus, others) = (place.bed, place.focus, &place.others);
-    let _layout = layout(mode, focus)?;
-    let bind = SocketAddrV4::new(bed.root_addr(Side::B), PORT);
-    let received = AtomicU64::new(0);
-    let server_stop = AtomicBool::new(false);
-    let ctl_stop = AtomicBool::new(false);
-    let flood_stop = Arc::new(AtomicBool::new(false));
-    let sender_cpu = others.first().copied();
-    std::thread::scope(|s| -> Result<Point> {
+    let sender_cpu = place.others.first().copied();
+    std::thread::scope(|s| {
         let server = s.spawn(|| {
             rt::pin_to_cpu(focus)?;
             traffic::udp_sink_counting(bind, false, &received, &server_stop)
@@ -431,13 +385,7 @@ fn run_point(mode: Mode, rate: u64, place: &Place, run_ns: u64, sleep_ns: u64, s
         });
         // The server binds and the controller finds it before the flood.
         std::thread::sleep(Duration::from_millis(500));
-        let plan = Plan {
-            kind: Kind::Udp { port: PORT },
-            target: *bind.ip(),
-            schedule: Schedule::Periodic { interval_ns: 1_000_000_000 / rate },
-            size: PAYLOAD,
-            duration_ns: run_ns + sleep_ns,
-        };
+        let plan = Plan { kind: Kind::Udp { port: PORT }, target: *bind.ip(), schedule, size: PAYLOAD, duration_ns };
         let flood = {
             let flood_stop = flood_stop.clone();
             bed.spawn_in(Side::B, move || {
@@ -447,40 +395,71 @@ fn run_point(mode: Mode, rate: u64, place: &Place, run_ns: u64, sleep_ns: u64, s
                 traffic::send(&plan, &flood_stop)
             })?
         };
-        let cycle =
-            if stop.load(Ordering::SeqCst) { None } else { Some(hog_cycle(focus, &place.calibration, run_ns, sleep_ns, &received)) };
+        let received_before = received.load(Ordering::SeqCst);
+        let task = task(&received);
         flood_stop.store(true, Ordering::SeqCst);
         let sent = flood.join().unwrap_or_else(|_| Err(Error::Failed("the sender panicked".into())));
         // Datagrams still in flight reach the server within a few ms.
         std::thread::sleep(Duration::from_millis(50));
+        let received_after = received.load(Ordering::SeqCst);
         ctl_stop.store(true, Ordering::SeqCst);
         let report = controller.map(|c| c.join().unwrap_or_else(|_| Err(Error::Failed("the controller panicked".into()))));
         server_stop.store(true, Ordering::SeqCst);
         let served = server.join().unwrap_or_else(|_| Err(Error::Failed("the UDP server panicked".into())));
-        let report = report.transpose()?;
+        let controller = report.transpose()?;
         served?;
-        let sent = sent?;
-        let c = match cycle {
-            Some(c) => c?,
-            None => Cycle { true_share: 0.0, charged_share: 0.0, run_wall: 0, received: [0; 3] },
-        };
-        let (run_wall, [r0, r1, r2]) = (c.run_wall, c.received);
-        Ok(Point {
-            mode,
-            rate_pps: rate,
-            sent: sent.sent,
-            achieved_pps: sent.rate_per_s(),
-            hog_share: c.true_share,
-            hog_charged_share: c.charged_share,
-            run_ns: run_wall,
-            received_run: r1 - r0,
-            received_sleep: r2 - r1,
-            reception_ratio: if sent.scheduled > 0 { (r2 - r0) as f64 / sent.scheduled as f64 } else { 0.0 },
-            received_per_s: (r2 - r0) as f64 / ((run_wall + sleep_ns) as f64 / 1e9).max(1e-9),
-            changes: report.as_ref().map(|r| r.change_count),
-            reaction_p99_us: report.as_ref().and_then(|r| r.reaction.p99_ns).map(|ns| ns as f64 / 1e3),
-            complete: cycle_complete(run_wall, run_ns) && !stop.load(Ordering::SeqCst),
-        })
+        Ok(UnderTraffic { task, sent: sent?, received_before, received_after, controller })
+    })
+}
+
+fn run_bursty(mode: Mode, gap_ms: u64, periods: u64, place: &Place, seed: u64, stop: &AtomicBool) -> Result<BurstyPoint> {
+    let schedule = Schedule::Mmpp { interval_ns: BURST_SPACING_NS, mean_on_ns: BURST_ON_NS, mean_off_ns: gap_ms * 1_000_000, seed };
+    let run = under_traffic(mode, place, schedule, periods * PERIOD_NS, |_| periodic_hog(place.focus, &place.calibration, periods, stop))?;
+    let (sent, got) = (run.sent, run.received_after - run.received_before);
+    let (jobs, misses, worst) = run.task?;
+    Ok(BurstyPoint {
+        mode,
+        gap_ms,
+        rate_pps: (BURST_ON_NS / BURST_SPACING_NS) as f64 / ((BURST_ON_NS + gap_ms * 1_000_000) as f64 / 1e9),
+        sent: sent.sent,
+        scheduled: sent.scheduled,
+        jobs,
+        misses,
+        miss_rate: if jobs > 0 { misses as f64 / jobs as f64 } else { 0.0 },
+        worst_response_ms: worst as f64 / 1e6,
+        received: got,
+        reception_ratio: if sent.scheduled > 0 { got as f64 / sent.scheduled as f64 } else { 0.0 },
+        complete: jobs == periods && !stop.load(Ordering::SeqCst),
+    })
+}
+
+fn run_point(mode: Mode, rate: u64, place: &Place, run_ns: u64, sleep_ns: u64, stop: &AtomicBool) -> Result<Point> {
+    let schedule = Schedule::Periodic { interval_ns: 1_000_000_000 / rate };
+    let run = under_traffic(mode, place, schedule, run_ns + sleep_ns, |received| {
+        (!stop.load(Ordering::SeqCst)).then(|| hog_cycle(place.focus, &place.calibration, run_ns, sleep_ns, received))
+    })?;
+    let sent = run.sent;
+    let c = match run.task {
+        Some(c) => c?,
+        None => Cycle { true_share: 0.0, charged_share: 0.0, run_wall: 0, received: [0; 3] },
+    };
+    let (run_wall, [r0, r1, r2]) = (c.run_wall, c.received);
+    let report = run.controller;
+    Ok(Point {
+        mode,
+        rate_pps: rate,
+        sent: sent.sent,
+        achieved_pps: sent.rate_per_s(),
+        hog_share: c.true_share,
+        hog_charged_share: c.charged_share,
+        run_ns: run_wall,
+        received_run: r1 - r0,
+        received_sleep: r2 - r1,
+        reception_ratio: if sent.scheduled > 0 { (r2 - r0) as f64 / sent.scheduled as f64 } else { 0.0 },
+        received_per_s: (r2 - r0) as f64 / ((run_wall + sleep_ns) as f64 / 1e9).max(1e-9),
+        changes: report.as_ref().map(|r| r.change_count),
+        reaction_p99_us: report.as_ref().and_then(|r| r.reaction.p99_ns).map(|ns| ns as f64 / 1e3),
+        complete: cycle_complete(run_wall, run_ns) && !stop.load(Ordering::SeqCst),
     })
 }
 

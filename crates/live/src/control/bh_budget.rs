@@ -571,10 +571,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
                 // would preempt it, which is another event (a livelock seen
                 // when it was pinned with them).
                 if let Some(cpu) = config.cpu {
-                    let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
-                    if !others.is_empty() {
-                        crate::rt::pin_to(&others)?;
-                    }
+                    crate::rt::pin_off(cpu)?;
                 }
                 crate::rt::lock_memory()?;
                 let r = control_loop(config, &threads, stop, on_period);
@@ -586,9 +583,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     });
     let held_ns = monotonic_ns() - started;
     // Restore before reporting (errors here are the run's errors).
-    for g in guards.into_iter().rev() {
-        g.restore()?;
-    }
+    journal::restore_all(guards)?;
     let switched_threaded_on = threaded_guard.is_some();
     if let Some(g) = threaded_guard {
         g.restore()?;

@@ -437,6 +437,16 @@ pub enum Restored {
 
 /// Puts `entry`'s old value back (unless the object is gone) and removes
 /// the entry. Idempotent.
+/// Restores changes in the reverse order they were applied (the first
+/// error is the result; the changes after it are still restored by their
+/// guards' `Drop`).
+pub fn restore_all(changes: Vec<Applied>) -> Result<()> {
+    for applied in changes.into_iter().rev() {
+        applied.restore()?;
+    }
+    Ok(())
+}
+
 pub fn restore(entry: &Entry) -> Result<Restored> {
     let outcome = if entry.object.exists() {
         write(&entry.object, &entry.old)?;

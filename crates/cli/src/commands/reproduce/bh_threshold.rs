@@ -6,7 +6,7 @@ use super::Args;
 use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
 use irqlab_experiments::bh_threshold::live::{self, SetupRun};
-use irqlab_experiments::bh_threshold::{reproduce, Details, Options, Run};
+use irqlab_experiments::bh_threshold::{reproduce, Details, Options};
 use irqlab_experiments::Report;
 use irqlab_report::html::{Page, Section};
 use irqlab_report::plot::{LinePlot, Series};
@@ -29,8 +29,11 @@ pub fn run(args: &Args) -> Result<Status, CliError> {
     super::finish(args, &report, details, "BH-threshold", "docs/papers.md §1; the paper's Figs. 4-5 and Table 2", html)
 }
 
-fn frames_plot(title: &str, r: &Run) -> LinePlot {
-    let pts: Vec<(f64, f64)> = r.inter_frame_ms.iter().enumerate().map(|(i, &d)| (i as f64 + 1.0, d)).collect();
+const SIM_BH: &str = "bottom-half time per ms (us)";
+
+/// Fig. 4: every inter-frame delay, ms.
+fn frames_plot(title: &str, inter_frame_ms: &[f64]) -> LinePlot {
+    let pts: Vec<(f64, f64)> = inter_frame_ms.iter().enumerate().map(|(i, &d)| (i as f64 + 1.0, d)).collect();
     LinePlot::new(title)
         .x_label("frame")
         .y_label("inter-frame delay (ms)")
@@ -38,13 +41,10 @@ fn frames_plot(title: &str, r: &Run) -> LinePlot {
         .series(Series::line("inter-frame delay", pts))
 }
 
-fn bh_plot(title: &str, r: &Run) -> LinePlot {
-    let pts: Vec<(f64, f64)> = r.bh_us_per_ms.iter().enumerate().take(3000).map(|(i, &u)| (i as f64, u)).collect();
-    LinePlot::new(title)
-        .x_label("time (ms)")
-        .y_label("bottom-half time per ms (us)")
-        .y_range(0.0..1000.0)
-        .series(Series::line("BH time per 1 ms", pts))
+/// Fig. 5: bottom-half time in each 1 ms (the first 3 s), us.
+fn bh_plot(title: &str, bh_us_per_ms: &[f64], y_label: &str) -> LinePlot {
+    let pts: Vec<(f64, f64)> = bh_us_per_ms.iter().enumerate().take(3000).map(|(i, &u)| (i as f64, u)).collect();
+    LinePlot::new(title).x_label("time (ms)").y_label(y_label).y_range(0.0..1000.0).series(Series::line("BH time per 1 ms", pts))
 }
 
 fn svg(p: &LinePlot) -> Result<String, CliError> {
@@ -64,14 +64,14 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
         .section(Section::new("Paper vs simulation").table(super::html_table(&report.rows)))
         .section(
             Section::new("Fig. 4: inter-frame delay over frames")
-                .svg(svg(&frames_plot("(a) no network load", &d.no_load))?)
-                .svg(svg(&frames_plot("(b) flood, without the Bottom Half Scheduler", &d.vanilla))?)
-                .svg(svg(&frames_plot("(c) flood, with the Bottom Half Scheduler", &d.scheduler))?),
+                .svg(svg(&frames_plot("(a) no network load", &d.no_load.inter_frame_ms))?)
+                .svg(svg(&frames_plot("(b) flood, without the Bottom Half Scheduler", &d.vanilla.inter_frame_ms))?)
+                .svg(svg(&frames_plot("(c) flood, with the Bottom Half Scheduler", &d.scheduler.inter_frame_ms))?),
         )
         .section(
             Section::new("Fig. 5: bottom-half time per 1 ms (first 3 s)")
-                .svg(svg(&bh_plot("(a) without the Bottom Half Scheduler", &d.vanilla))?)
-                .svg(svg(&bh_plot("(b) with the Bottom Half Scheduler", &d.scheduler))?),
+                .svg(svg(&bh_plot("(a) without the Bottom Half Scheduler", &d.vanilla.bh_us_per_ms, SIM_BH))?)
+                .svg(svg(&bh_plot("(b) with the Bottom Half Scheduler", &d.scheduler.bh_us_per_ms, SIM_BH))?),
         );
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }
@@ -125,33 +125,15 @@ fn setup_line(r: &SetupRun) -> String {
     )
 }
 
-fn live_frames_plot(title: &str, r: &SetupRun) -> LinePlot {
-    let pts: Vec<(f64, f64)> = r.inter_frame_ms.iter().enumerate().map(|(i, &d)| (i as f64 + 1.0, d)).collect();
-    LinePlot::new(title)
-        .x_label("frame")
-        .y_label("inter-frame delay (ms)")
-        .y_range(0.0..200.0)
-        .series(Series::line("inter-frame delay", pts))
-}
-
-fn live_bh_plot(title: &str, r: &SetupRun) -> LinePlot {
-    let pts: Vec<(f64, f64)> = r.bh_us_per_ms.iter().enumerate().take(3000).map(|(i, &u)| (i as f64, u)).collect();
-    LinePlot::new(title)
-        .x_label("time (ms)")
-        .y_label("NAPI kthread time per ms (us)")
-        .y_range(0.0..1000.0)
-        .series(Series::line("BH time per 1 ms", pts))
-}
-
 fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
     let d = &report.details;
     let verdict = super::verdict_sentence(report);
     let mut frames = Section::new("Fig. 4, live: inter-frame delay over frames");
     let mut bh = Section::new("Fig. 5, live: the NAPI kthread's time per 1 ms (first 3 s of the play)");
     for r in &d.runs {
-        frames = frames.svg(svg(&live_frames_plot(r.setup.name(), r))?);
+        frames = frames.svg(svg(&frames_plot(r.setup.name(), &r.inter_frame_ms))?);
         if r.setup != live::Setup::NoFlood {
-            bh = bh.svg(svg(&live_bh_plot(r.setup.name(), r))?);
+            bh = bh.svg(svg(&bh_plot(r.setup.name(), &r.bh_us_per_ms, "NAPI kthread time per ms (us)"))?);
         }
     }
     let page = Page::new("irqlab reproduce bh-threshold --live")

@@ -196,10 +196,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
                 crate::rt::set_fifo(99)?;
                 // Off the kthreads' CPU, as bh-budget's controller.
                 if let Some(cpu) = config.cpu {
-                    let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
-                    if !others.is_empty() {
-                        crate::rt::pin_to(&others)?;
-                    }
+                    crate::rt::pin_off(cpu)?;
                 }
                 control_loop(config, &threads, stop, &mut on_change)
             })
@@ -207,9 +204,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
             .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())))
     });
     let held_ns = monotonic_ns() - started;
-    for g in guards.into_iter().rev() {
-        g.restore()?;
-    }
+    journal::restore_all(guards)?;
     let switched_threaded_on = threaded_guard.is_some();
     if let Some(g) = threaded_guard {
         g.restore()?;
