@@ -107,6 +107,26 @@ pub fn calibrate(cpu: Option<usize>, trials: u32) -> Result<Calibration> {
     Ok(Calibration { cpu, iterations_per_us: ITERATIONS as f64 * 1_000.0 / best_ns as f64, trials: trials.max(1) })
 }
 
+/// The work loop's sustained speed on `cpu` at SCHED_FIFO `priority`:
+/// `wall_ns` of it, iterations over elapsed time (the machine's own
+/// background included, unlike [`calibrate`]'s fastest trial). With this as
+/// the reference, a task nothing else interrupts does its work in the
+/// time asked, and what other work takes from it shows as the rest.
+pub fn calibrate_sustained(cpu: usize, priority: u8, wall_ns: u64) -> Result<Calibration> {
+    on_cpu(Some(cpu), || {
+        crate::rt::set_fifo(priority)?;
+        const CHUNK: u64 = 20_000;
+        let start = monotonic_ns();
+        let mut done = 0u64;
+        while monotonic_ns() - start < wall_ns {
+            std::hint::black_box(spin(CHUNK));
+            done += CHUNK;
+        }
+        let us = (monotonic_ns() - start) as f64 / 1e3;
+        Ok(Calibration { cpu: Some(cpu), iterations_per_us: done as f64 / us, trials: 1 })
+    })
+}
+
 impl Config {
     fn check(&self) -> Result<()> {
         if self.period_ns == 0 || self.frames == 0 {

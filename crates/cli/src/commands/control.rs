@@ -517,7 +517,9 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
 fn revert(args: RevertArgs) -> Result<Status, CliError> {
     let ids: Vec<String> = match &args.id {
         Some(id) => vec![id.clone()],
-        None => journal::entries().into_iter().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
+        // Newest first, the reverse of the order the changes were made in
+        // (a thread leaves an irqlab cgroup before the cgroup is removed).
+        None => journal::entries().into_iter().rev().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
     };
     let mut text: String = revert_ids(&ids)?.concat();
     if ids.is_empty() {
@@ -530,7 +532,7 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
 /// Undoes what killed runs left (not the persisted changes): `irqlab doctor
 /// --repair`. One line per entry, as `control revert` prints them.
 pub fn revert_leftovers() -> Result<Vec<String>, CliError> {
-    let ids: Vec<String> = journal::entries().into_iter().filter(|e| e.state() == State::Leftover).map(|e| e.id).collect();
+    let ids: Vec<String> = journal::entries().into_iter().rev().filter(|e| e.state() == State::Leftover).map(|e| e.id).collect();
     revert_ids(&ids)
 }
 

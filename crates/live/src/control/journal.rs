@@ -13,6 +13,7 @@
 //! A new kind of change is a variant of [`Object`] and [`Value`] and its
 //! arms in [`read`] and [`write`].
 
+use super::cgroup;
 use super::netdev::{Knob, Netdev};
 use super::sched::{self, SchedAttr};
 use super::threads::{self, Thread};
@@ -48,6 +49,13 @@ pub enum Object {
     /// keeps its own lock protocol (`probe::rt_limit`); the journal shows a
     /// lift a killed run left behind and reverts it.
     RtLimit,
+    /// A cgroup irqlab created in a v1 hierarchy (`/sys/fs/cgroup/cpuset/irqlab-dl`):
+    /// `present` or `absent`; removing it first moves any task still in it to
+    /// its parent.
+    Cgroup { path: String },
+    /// The cgroup a thread is in, in the v1 hierarchy of `controller`
+    /// (`cpuset`): a path below the hierarchy's root (`/`, `/irqlab-dl`).
+    CgroupMember { thread: Thread, controller: String },
 }
 
 impl std::fmt::Display for Object {
@@ -59,6 +67,8 @@ impl std::fmt::Display for Object {
             Object::Napi { dev, id, knob, .. } => write!(f, "{knob} of NAPI {id} ({dev})"),
             Object::RtLimit => write!(f, "RT throttling (kernel.sched_rt_runtime_us)"),
             Object::Testbed => write!(f, "the testbed (namespaces irqlab-a, irqlab-b)"),
+            Object::Cgroup { path } => write!(f, "cgroup {path}"),
+            Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
         }
     }
 }
@@ -73,6 +83,8 @@ impl Object {
             Object::Napi { ifindex, id, knob, .. } => format!("napi-{ifindex}-{id}-{knob}"),
             Object::RtLimit => "rt-limit".into(),
             Object::Testbed => "testbed".into(),
+            Object::Cgroup { path } => format!("cgroup{}", path.replace(['/', '.'], "_")),
+            Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
         }
     }
 
@@ -80,11 +92,11 @@ impl Object {
     /// left to restore).
     pub fn exists(&self) -> bool {
         match self {
-            Object::ThreadSched { thread } | Object::ThreadAffinity { thread } => thread.alive(),
+            Object::ThreadSched { thread } | Object::ThreadAffinity { thread } | Object::CgroupMember { thread, .. } => thread.alive(),
             // A device's files go with the device (a testbed taken down).
             Object::File { path } => Path::new(path).exists(),
             Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
-            Object::RtLimit | Object::Testbed => true,
+            Object::RtLimit | Object::Testbed | Object::Cgroup { .. } => true,
         }
     }
 }
@@ -129,6 +141,8 @@ pub fn read(object: &Object) -> Result<Value> {
         }
         Object::Testbed => Ok(Value::Text { text: if crate::testbed::Testbed::status()?.is_some() { "up" } else { "absent" }.into() }),
         Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
+        Object::Cgroup { path } => Ok(Value::Text { text: if Path::new(path).is_dir() { "present" } else { "absent" }.into() }),
+        Object::CgroupMember { thread, controller } => Ok(Value::Text { text: cgroup::of_thread(thread.tid, controller)? }),
     }
 }
 
@@ -142,6 +156,9 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         // Only ever restored, and only through its own protocol.
         (Object::RtLimit, _) => crate::probe::rt_limit::repair_abandoned().map(|_| ()),
         (Object::Testbed, _) => crate::testbed::Testbed::down(),
+        (Object::Cgroup { path }, Value::Text { text }) if text == "present" => cgroup::create(Path::new(path)),
+        (Object::Cgroup { path }, Value::Text { text }) if text == "absent" => cgroup::remove(Path::new(path)),
+        (Object::CgroupMember { thread, controller }, Value::Text { text }) => cgroup::move_thread(thread.tid, controller, text),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }

@@ -11,9 +11,11 @@
 //! module here with the shape `run(&Config, &stop, on_event) -> Result<Report>`.
 
 pub mod bh_budget;
+pub mod cgroup;
 pub mod journal;
 pub mod netdev;
 pub mod process_aware;
+pub mod root_domain;
 pub mod sched;
 pub mod set_napi;
 pub mod set_threads;

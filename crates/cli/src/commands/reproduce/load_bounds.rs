@@ -7,6 +7,7 @@ use crate::error::{CliError, Status};
 use crate::signal::stop_flag;
 use irqlab_analysis::fit::HyperbolaFit;
 use irqlab_analysis::Nanos;
+use irqlab_experiments::load_bounds::live;
 use irqlab_experiments::load_bounds::{
     plot_points, reproduce, tau1_load, tau2_interference, tau2_load, Configuration, Details, Options, Probe,
 };
@@ -15,6 +16,9 @@ use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
+    if args.live {
+        return run_live(args);
+    }
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
     let report = with_progress("load-bounds", |progress| reproduce(&opts, &stop, progress)).map_err(|e| CliError::Failed(e.to_string()))?;
@@ -192,5 +196,116 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
         }
     }
     page = page.section(section);
+    page.render().map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// `--live`: the simulated reproduction for its column, the probes, then
+/// every configuration's e2 sweep on this machine's testbed.
+fn run_live(args: &Args) -> Result<Status, CliError> {
+    let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed };
+    let stop = stop_flag();
+    let n = config.e2_values().len();
+    eprintln!(
+        "simulating, then 3 probe runs and {} live configurations x {n} values of e2 on the testbed (about {} min)...",
+        live::Setup::ALL.len(),
+        if args.quick { 2 } else { 12 }
+    );
+    let report = live::reproduce(&config, &stop, |stage| eprintln!("live: {stage}"), |p| eprintln!("  {}", point_line(p)))?;
+    let d = &report.details;
+    let mut details = format!(
+        "live on CPU {} (host b's senders on CPU {}): UDP flood of {}-byte datagrams every {} us and a heartbeat every 10 ms from host b; \
+         {} s per point; work loop {:.0} iterations/us; the machine's own tau2 miss rate (no flood, 95% bound) {:.2}%\n",
+        d.cpu,
+        d.sender_cpu,
+        d.flood_payload,
+        d.flood_interval_ns / 1_000,
+        d.point_s,
+        d.calibration.iterations_per_us,
+        d.noise_miss_pct
+    );
+    for p in &d.predictions {
+        details.push_str(&format!("analysis, {}: no miss up to e2 = {:.2} ms ({})\n", p.setup, ms(p.max_e2_ns), p.model));
+    }
+    for p in &d.points {
+        details.push_str(&point_line(p));
+        details.push('\n');
+    }
+    details.push_str(&format!("{}\n", d.kernel_note));
+    super::finish(args, &report, details, "Load-bounds, live", "docs/papers.md §3; the paper's §5, Table 1, Figs. 7-10", html_live)
+}
+
+fn point_line(p: &live::Point) -> String {
+    format!(
+        "{:<16} e2 {:>4.1} ms: tau2 missed {:>5.1}% ({} of {}), tau1 missed {}, heartbeats found in {} of {} polls, tau_D {:>5.1}% of the CPU, \
+         {:.0}% of sent taken in{}{}",
+        p.setup.name(),
+        ms(p.e2_ns),
+        p.tau2_miss_pct,
+        p.tau2_misses,
+        p.tau2_jobs,
+        p.tau1_misses,
+        p.heartbeats_received,
+        p.tau1_polls,
+        100.0 * p.tau_d_share.unwrap_or(f64::NAN),
+        p.processed_pct,
+        p.server_exhaustions.map_or(String::new(), |e| format!(", {e} exhaustions, reaction p99 {:.0} us", p.server_reaction_p99_us.unwrap_or(f64::NAN))),
+        if p.complete { "" } else { " [incomplete]" }
+    )
+}
+
+fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
+    let d = &report.details;
+    let verdict = super::verdict_sentence(report);
+    let mut miss = LinePlot::new("Fig. 7: tau2's deadlines missed (live solid, simulated dashed)")
+        .x_label("e2 (ms)")
+        .y_label("% deadlines missed")
+        .y_range(0.0..100.0);
+    let mut hb = LinePlot::new("Fig. 8: tau1's polls without a heartbeat (live solid, simulated dashed)")
+        .x_label("e2 (ms)")
+        .y_label("% polls without a heartbeat")
+        .y_range(0.0..100.0);
+    for (i, setup) in live::Setup::ALL.iter().enumerate() {
+        let mine: Vec<&live::Point> = d.points.iter().filter(|p| p.setup == *setup).collect();
+        miss = miss.series(Series::line(setup.name(), mine.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()).color(i));
+        hb = hb.series(Series::line(setup.name(), mine.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()).color(i));
+        let live::Setup::Config(c) = setup else { continue };
+        if let Some(sim) = d.simulated.as_ref().and_then(|s| s.configs.iter().find(|r| r.name == *c)) {
+            let name = format!("{} (sim)", c.name());
+            miss = miss.series(Series::dashed(name.clone(), sim.points.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()).color(i));
+            hb = hb.series(Series::dashed(name, sim.points.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()).color(i));
+        }
+        if let Some(pred) = d.predictions.iter().find(|p| p.setup == *setup) {
+            let x = ms(pred.max_e2_ns);
+            miss = miss.series(Series::dashed(format!("{} analysis limit", c.name()), vec![(x, 0.0), (x, 100.0)]).color(i));
+        }
+    }
+    let mut page = Page::new("irqlab reproduce load-bounds --live")
+        .intro(format!(
+            "The load-bounds paper's driver-scheduling experiment on this machine: tau1 (2 ms / 10 ms, polls a heartbeat), tau2 (e2 / 10 ms) \
+             and the receive work of testbed link b on CPU {}, under a UDP flood from host b, in each configuration of Table 1 plus \
+             SCHED_DEADLINE; the simulated sweep (paper's costs) and the analysis beside. {} run, seed {}. {verdict} {}",
+            d.cpu,
+            if report.quick { "Quick" } else { "Full" },
+            report.seed,
+            d.kernel_note
+        ))
+        .section(Section::new("Paper, simulation and this machine").table(super::html_table(&report.rows)))
+        .section(Section::new("Configurations, live (Figs. 7-8)").svg(miss.to_svg().map_err(plot_err)?).svg(hb.to_svg().map_err(plot_err)?));
+    if let Some(c) = &d.curves {
+        let mut plot = LinePlot::new("tau_D as tau2 sees it: the probe under the flood minus the idle floor, and the fits")
+            .x_label("window (us)")
+            .y_label("max load (%)")
+            .log_x(true)
+            .y_range(0.0..100.0);
+        for (name, curve) in [("Traditional", &c.traditional_driver), ("Foreground", &c.foreground_driver)] {
+            plot = plot.series(Series::points(name, plot_points(curve)));
+            if let Some(f) = d.predictions.iter().find(|p| p.setup.name() == name).and_then(|p| p.driver_fit) {
+                let pts = windows_us().into_iter().map(|w| (w, f.load((w * 1e3) as Nanos) * 100.0)).collect();
+                plot = plot.series(Series::line(format!("{name} fit"), pts));
+            }
+        }
+        plot = plot.series(Series::points("idle", plot_points(&c.idle)));
+        page = page.section(Section::new("Interference curves, live (Figs. 5, 10)").svg(plot.to_svg().map_err(plot_err)?));
+    }
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }

@@ -67,9 +67,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         &[],
         &[("--json", args.json.as_deref()), ("--html", args.html.as_deref()), ("--markdown", args.markdown.as_deref())],
     )?;
-    if args.live && !matches!(args.paper, Paper::BhThreshold | Paper::ProcessAware) {
+    if args.live && !matches!(args.paper, Paper::BhThreshold | Paper::ProcessAware | Paper::LoadBounds) {
         return Err(CliError::Usage(format!(
-            "--live: {} has no live reproduction yet (bh-threshold and process-aware have)",
+            "--live: {} has no live reproduction yet (bh-threshold, load-bounds and process-aware have)",
             args.paper.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
         )));
     }

@@ -14,6 +14,8 @@
 //! (for the driver curves of the configurations) the probe in τ2's place
 //! are changed here.
 
+pub mod live;
+
 use crate::report::{Report, Row};
 use irqlab_analysis::curve::{Curve, CurvePoint};
 use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
@@ -30,7 +32,7 @@ use std::sync::Mutex;
 
 const MS: Nanos = 1_000_000;
 /// τ1 and τ2: p = d = 10 ms, e1 = 2 ms (§5).
-const PERIOD: Nanos = 10 * MS;
+pub(crate) const PERIOD: Nanos = 10 * MS;
 const E1: Nanos = 2 * MS;
 /// The sporadic server's budget (§5), for the ideal e2 ≤ 10 − e1 − budget.
 const SS_BUDGET: Nanos = MS;
@@ -130,12 +132,12 @@ impl Probe {
     /// The scenario file, embedded so that the reproduction runs anywhere.
     fn scenario(self) -> &'static str {
         match self {
-            Probe::VanillaIdle => include_str!("../../../scenarios/load-bounds/probe-vanilla-idle.toml"),
-            Probe::ThreadedIdle => include_str!("../../../scenarios/load-bounds/probe-threaded-idle.toml"),
-            Probe::VanillaPing => include_str!("../../../scenarios/load-bounds/probe-vanilla-ping.toml"),
-            Probe::ThreadedPing => include_str!("../../../scenarios/load-bounds/probe-threaded-ping.toml"),
-            Probe::VanillaPingNoReply => include_str!("../../../scenarios/load-bounds/probe-vanilla-ping-noreply.toml"),
-            Probe::ThreadedPingNoReply => include_str!("../../../scenarios/load-bounds/probe-threaded-ping-noreply.toml"),
+            Probe::VanillaIdle => include_str!("../../../../scenarios/load-bounds/probe-vanilla-idle.toml"),
+            Probe::ThreadedIdle => include_str!("../../../../scenarios/load-bounds/probe-threaded-idle.toml"),
+            Probe::VanillaPing => include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping.toml"),
+            Probe::ThreadedPing => include_str!("../../../../scenarios/load-bounds/probe-threaded-ping.toml"),
+            Probe::VanillaPingNoReply => include_str!("../../../../scenarios/load-bounds/probe-vanilla-ping-noreply.toml"),
+            Probe::ThreadedPingNoReply => include_str!("../../../../scenarios/load-bounds/probe-threaded-ping-noreply.toml"),
         }
     }
 }
@@ -176,12 +178,12 @@ impl Configuration {
     /// The scenario file, embedded so that the reproduction runs anywhere.
     fn scenario(self) -> &'static str {
         match self {
-            Configuration::Traditional => include_str!("../../../scenarios/load-bounds/traditional.toml"),
-            Configuration::Background => include_str!("../../../scenarios/load-bounds/background.toml"),
-            Configuration::Foreground => include_str!("../../../scenarios/load-bounds/foreground.toml"),
-            Configuration::Sporadic => include_str!("../../../scenarios/load-bounds/sporadic.toml"),
-            Configuration::SporadicFine => include_str!("../../../scenarios/load-bounds/sporadic-fine.toml"),
-            Configuration::Deadline => include_str!("../../../scenarios/load-bounds/deadline.toml"),
+            Configuration::Traditional => include_str!("../../../../scenarios/load-bounds/traditional.toml"),
+            Configuration::Background => include_str!("../../../../scenarios/load-bounds/background.toml"),
+            Configuration::Foreground => include_str!("../../../../scenarios/load-bounds/foreground.toml"),
+            Configuration::Sporadic => include_str!("../../../../scenarios/load-bounds/sporadic.toml"),
+            Configuration::SporadicFine => include_str!("../../../../scenarios/load-bounds/sporadic-fine.toml"),
+            Configuration::Deadline => include_str!("../../../../scenarios/load-bounds/deadline.toml"),
         }
     }
 }
@@ -536,7 +538,7 @@ fn curve_cases(raw: &[Option<Curve>]) -> Vec<CurveCase> {
 
 /// Demand of τ1 (eq. 4): its job is the 2 us receive + 2 ms of
 /// computation (the scenarios' tau1).
-fn tau1_demand(window: Nanos) -> Nanos {
+pub(crate) fn tau1_demand(window: Nanos) -> Nanos {
     periodic_demand(DemandBound::Traditional, PERIOD, E1 + 2_000, window)
 }
 

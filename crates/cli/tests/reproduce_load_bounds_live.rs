@@ -1,0 +1,241 @@
+//! `irqlab reproduce load-bounds --live --quick` against the real binary on
+//! the testbed (issue 18): every configuration swept beside the simulated
+//! and the analysed numbers, every change restored (the SCHED_DEADLINE
+//! layout's cpusets included); Ctrl-C writes the partial document; after
+//! kill -9 the leftovers are named and `control revert --all` undoes them.
+//! Whether the paper's relations hold is this machine's result (README,
+//! docs/reproduce-load-bounds.md), not asserted here: the test holds the
+//! mechanism. Live: IRQLAB_LIVE_TESTS=1, as root.
+
+mod common;
+
+use common::{irqlab, json, live_tests_enabled};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The tests share the testbed and its NAPI kthread.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const CPUSET: &str = "/sys/fs/cgroup/cpuset";
+
+fn control_entries() -> Vec<serde_json::Value> {
+    let out = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// The journal is empty and the cpuset hierarchy is as it was.
+fn assert_restored(after: &str, load_balance_before: &str) {
+    let left: Vec<_> = control_entries().into_iter().filter(|e| e["state"] != "persistent").collect();
+    assert!(left.is_empty(), "after {after}: journal entries not restored: {left:?}");
+    let ours: Vec<_> = std::fs::read_dir(CPUSET)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("irqlab-"))
+        .collect();
+    assert!(ours.is_empty(), "after {after}: cpusets left: {ours:?}");
+    assert_eq!(load_balance(), load_balance_before, "after {after}: cpuset.sched_load_balance");
+}
+
+fn load_balance() -> String {
+    std::fs::read_to_string(format!("{CPUSET}/cpuset.sched_load_balance")).unwrap().trim().to_string()
+}
+
+/// Starts the live reproduction; its stderr lines arrive on the channel.
+fn start(json_path: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = irqlab()
+        .args(["reproduce", "load-bounds", "--live", "--quick", "--json"])
+        .arg(json_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("irqlab: {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn wait_for_line(rx: &mpsc::Receiver<String>, wanted: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains(wanted) {
+                return;
+            }
+        }
+    }
+    panic!("no `{wanted}` on stderr within 180 s");
+}
+
+fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the SCHED_DEADLINE layout is in force: a thread at
+/// SCHED_DEADLINE and its cpuset, both journalled. Returns the entries.
+fn wait_for_deadline_layout() -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let entries = control_entries();
+        let dl = entries.iter().any(|e| e["object"]["kind"] == "thread-sched" && e["new"]["attr"]["policy"] == "deadline");
+        if dl && entries.iter().any(|e| e["object"]["kind"] == "cgroup-member") {
+            return entries;
+        }
+        assert!(Instant::now() < deadline, "no SCHED_DEADLINE layout journalled: {entries:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis() {
+    if !live_tests_enabled("live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let before = load_balance();
+    let dir = tempfile::tempdir().unwrap();
+    let (json_path, html, md) = (dir.path().join("r.json"), dir.path().join("r.html"), dir.path().join("r.md"));
+    let out = irqlab()
+        .args(["reproduce", "load-bounds", "--live", "--quick", "--json"])
+        .arg(&json_path)
+        .arg("--html")
+        .arg(&html)
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{stderr}");
+    // 0: every relation holds here; 1: one does not (this machine's result).
+    assert!(matches!(out.status.code(), Some(0 | 1)), "exit {:?}", out.status.code());
+    let doc = json(&json_path);
+    assert_eq!((doc["schema"].as_str(), doc["complete"].as_bool()), (Some("irqlab/reproduce/v1"), Some(true)));
+    assert_eq!(doc["all_hold"].as_bool(), Some(out.status.code() == Some(0)));
+    let d = &doc["details"];
+    let points = d["points"].as_array().unwrap();
+    let setups = ["No flood", "Traditional", "Background", "Foreground", "Sporadic", "SCHED_DEADLINE"];
+    assert_eq!(points.len(), setups.len() * 5);
+    for (i, p) in points.iter().enumerate() {
+        let name = p["setup"].as_str().unwrap();
+        assert_eq!(name, setups[i / 5], "reported in Table 1's order");
+        assert_eq!((p["complete"].as_bool(), p["tau2_jobs"].as_u64(), p["tau1_polls"].as_u64()), (Some(true), Some(200), Some(200)), "{p}");
+        // The heartbeat arrives every 10 ms from host b.
+        assert!(p["heartbeats_sent"].as_u64().unwrap() >= 200, "{p}");
+        if name == "No flood" {
+            assert_eq!(p["flood_sent"].as_u64(), Some(0));
+        } else {
+            // The flood was sent and tau_D did work for it on the CPU.
+            assert!(p["flood_sent"].as_u64().unwrap() > 50_000, "{p}");
+            assert!(p["tau_d_share"].as_f64().unwrap() > 0.005, "{p}");
+            assert!(p["processed_pct"].as_f64().unwrap() > 0.0, "{p}");
+        }
+        // The sporadic server ran (the flood exhausts a 1 ms budget).
+        assert_eq!(p["server_exhaustions"].as_u64().is_some(), name == "Sporadic", "{p}");
+        if name == "Sporadic" {
+            assert!(p["server_exhaustions"].as_u64().unwrap() > 0, "{p}");
+        }
+    }
+    // With no flood and 3 ms of each period idle, tau1 finds its heartbeats
+    // and tau2 its deadlines (up to the machine's own noise).
+    let quiet = &points[0];
+    assert!(quiet["heartbeats_received"].as_u64().unwrap() >= 190, "{quiet}");
+    // Work is calibrated: tau2 cannot fit 7.5 ms beside tau1's 2 ms and
+    // the no-flood layout's noise every period, but does fit 1.5 ms.
+    assert!(quiet["tau2_miss_pct"].as_f64().unwrap() < 5.0, "{quiet}");
+    let predictions = d["predictions"].as_array().unwrap();
+    assert_eq!(predictions.len(), 5);
+    for p in predictions {
+        let e2 = p["max_e2_ns"].as_u64().unwrap();
+        assert!(e2 <= 8_000_000, "no analysis gives tau2 more than 10 - e1: {p}");
+    }
+    let curves = &d["curves"];
+    for c in ["idle", "traditional", "foreground", "traditional_driver", "foreground_driver"] {
+        assert!(!curves[c]["points"].as_array().unwrap().is_empty(), "curve {c}");
+    }
+    assert!(d["simulated"]["configs"].as_array().unwrap().len() >= 5);
+    let rows = doc["rows"].as_array().unwrap();
+    assert!(rows.iter().filter(|r| r["holds"].is_boolean()).count() >= 8);
+    for row in rows {
+        assert!(row["live"].is_number() || row["live"].is_null(), "{row}");
+        assert!(stdout.contains(row["metric"].as_str().unwrap()));
+    }
+    assert!(std::fs::read_to_string(&md).unwrap().contains("| metric | paper | simulated | live | unit | holds (live) |"));
+    assert!(std::fs::read_to_string(&html).unwrap().matches("<svg").count() >= 3, "Figs. 7, 8 and the curves");
+    assert_restored("a full run", &before);
+}
+
+#[test]
+fn ctrl_c_writes_the_partial_document_and_restores() {
+    if !live_tests_enabled("ctrl_c_writes_the_partial_document_and_restores") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let before = load_balance();
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("r.json");
+    let (mut child, rx) = start(&json_path);
+    wait_for_line(&rx, "live: SCHED_DEADLINE");
+    wait_for_deadline_layout();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_at_most(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "a stopped run exits 1");
+    let doc = json(&json_path);
+    assert_eq!(doc["complete"], false);
+    let points = doc["details"]["points"].as_array().unwrap();
+    assert!(points.len() >= 5 && points.len() < 30, "the no-flood sweep done, then stopped: {}", points.len());
+    assert!(points.iter().all(|p| p["setup"] == "No flood" || p["setup"] == "SCHED_DEADLINE"));
+    assert!(doc["rows"].as_array().unwrap().iter().all(|r| !r["holds"].is_boolean()), "an interrupted run judges nothing");
+    assert_restored("Ctrl-C", &before);
+}
+
+#[test]
+fn after_kill_9_the_leftovers_are_named_and_reverted() {
+    if !live_tests_enabled("after_kill_9_the_leftovers_are_named_and_reverted") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let before = load_balance();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, rx) = start(&dir.path().join("r.json"));
+    wait_for_line(&rx, "live: SCHED_DEADLINE");
+    let entries = wait_for_deadline_layout();
+    assert!(entries.iter().filter(|e| e["object"]["kind"] == "cgroup").count() == 2, "{entries:?}");
+    assert_eq!(load_balance(), "0", "the CPU is a root domain of its own");
+    let owner = child.id();
+    assert!(Command::new("kill").args(["-9", &owner.to_string()]).status().unwrap().success());
+    wait_at_most(&mut child, Duration::from_secs(5));
+    let leftovers: Vec<_> = control_entries().into_iter().filter(|e| e["state"] == "leftover").collect();
+    let kinds: Vec<&str> = leftovers.iter().filter_map(|e| e["object"]["kind"].as_str()).collect();
+    for kind in ["cgroup", "cgroup-member", "thread-sched", "file"] {
+        assert!(kinds.contains(&kind), "no {kind} leftover named after kill -9: {kinds:?}");
+    }
+    let status = irqlab().args(["control", "status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("LEFTOVER"), "{}", String::from_utf8_lossy(&status.stdout));
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_restored("kill -9 and revert --all", &before);
+}

@@ -1,0 +1,98 @@
+//! One CPU as a scheduling root domain of its own, so that a SCHED_DEADLINE
+//! thread can be pinned to it. The kernel admits a SCHED_DEADLINE thread
+//! only when it may run on every CPU of its root domain (its bandwidth is
+//! accounted per root domain), so a deadline server for a NAPI kthread on
+//! one CPU needs that CPU split off: two exclusive cpusets (the CPU, and
+//! the others) with load balancing off in the cpuset root, the cgroup v1
+//! way of partitioning the scheduler's domains. Every step goes through the
+//! control journal and is undone in reverse order.
+
+use super::cgroup;
+use super::journal::{self, Applied, Object, Value};
+use super::sched::SchedAttr;
+use super::threads::Thread;
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const CONTROLLER: &str = "cpuset";
+/// The cgroup of the isolated CPU, and of the others.
+const ISOLATED: &str = "irqlab-dl";
+const REST: &str = "irqlab-rest";
+
+/// The CPU split off while this lives; dropping it (or [`RootDomain::restore`])
+/// puts everything back, newest change first.
+#[derive(Debug)]
+pub struct RootDomain {
+    pub cpu: usize,
+    changes: Vec<Applied>,
+}
+
+fn write(path: &std::path::Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+/// Splits `cpu` off into a root domain of its own. Needs the cgroup v1
+/// cpuset controller (exit 3 naming it) and a second online CPU.
+pub fn isolate(cpu: usize) -> Result<RootDomain> {
+    let root = cgroup::hierarchy_root(CONTROLLER)?;
+    let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
+    if others.is_empty() {
+        return Err(Error::MissingKernelFeature {
+            feature: "a second CPU".into(),
+            detail: format!("CPU {cpu} cannot be a root domain of its own on a one-CPU machine"),
+        });
+    }
+    let mems = std::fs::read_to_string(root.join("cpuset.mems")).map_err(|e| Error::io("reading cpuset.mems", e))?;
+    let mut domain = RootDomain { cpu, changes: Vec::new() };
+    for (name, cpus) in [(REST, others), (ISOLATED, vec![cpu])] {
+        let dir: PathBuf = root.join(name);
+        domain.changes.push(journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?);
+        write(&dir.join("cpuset.cpus"), &crate::rt::format_cpu_list(&cpus))?;
+        write(&dir.join("cpuset.mems"), mems.trim())?;
+        write(&dir.join("cpuset.cpu_exclusive"), "1")?;
+    }
+    let balance = Object::File { path: root.join("cpuset.sched_load_balance").display().to_string() };
+    domain.changes.push(journal::apply(balance, Value::Text { text: "0".into() })?);
+    Ok(domain)
+}
+
+impl RootDomain {
+    /// Moves `thread` into the isolated CPU's cpuset (which pins it there)
+    /// and gives it `attr`, both journalled. The kernel rebuilds its
+    /// domains after the split asynchronously; until then SCHED_DEADLINE is
+    /// refused, so the change is retried for up to a second.
+    pub fn run_deadline(&mut self, thread: &Thread, attr: SchedAttr) -> Result<()> {
+        let member = Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() };
+        self.changes.push(journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?);
+        let mut tries = 0;
+        loop {
+            match journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr }) {
+                Ok(applied) => {
+                    self.changes.push(applied);
+                    return Ok(());
+                }
+                Err(Error::Invalid(_)) if tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Undoes every change, newest first.
+    pub fn restore(mut self) -> Result<()> {
+        journal::restore_all(std::mem::take(&mut self.changes))
+    }
+}
+
+impl Drop for RootDomain {
+    fn drop(&mut self) {
+        // Newest first: a deadline thread back to its class before it leaves
+        // the cpuset, the cpusets removed after load balancing is back on.
+        while let Some(applied) = self.changes.pop() {
+            drop(applied);
+        }
+    }
+}
