@@ -313,9 +313,25 @@ enum Out {
 /// each simulation run; `stop` ends it early (the report is then marked
 /// incomplete).
 pub fn reproduce(opts: &Options, stop: &AtomicBool, progress: &(dyn Fn(usize, usize) + Sync)) -> Result<Report<Details>, Error> {
+    reproduce_adjusted(opts, stop, progress, &|_| Ok(()))
+}
+
+/// [`reproduce`] with every embedded scenario changed by `adjust` first
+/// (the live reproduction's costs and traffic measured on this machine).
+pub fn reproduce_adjusted(
+    opts: &Options,
+    stop: &AtomicBool,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    adjust: &dyn Fn(&mut Scenario) -> Result<(), String>,
+) -> Result<Report<Details>, Error> {
     let e2s = opts.e2_values();
-    let probes = Probe::ALL.iter().map(|p| parse(p.name(), p.scenario())).collect::<Result<Vec<_>, _>>()?;
-    let configs = Configuration::ALL.iter().map(|c| parse(c.name(), c.scenario())).collect::<Result<Vec<_>, _>>()?;
+    let parsed = |name: &str, text: &str| {
+        let mut sc = parse(name, text)?;
+        adjust(&mut sc).map_err(|e| Error::Scenario(name.into(), e))?;
+        Ok::<_, Error>(sc)
+    };
+    let probes = Probe::ALL.iter().map(|p| parsed(p.name(), p.scenario())).collect::<Result<Vec<_>, _>>()?;
+    let configs = Configuration::ALL.iter().map(|c| parsed(c.name(), c.scenario())).collect::<Result<Vec<_>, _>>()?;
     let mut jobs = Vec::new();
     for idx in 0..Probe::ALL.len() {
         jobs.push(Job::Probe { idx });

@@ -206,7 +206,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     let n = config.e2_values().len();
     eprintln!(
-        "simulating, then 3 probe runs and {} live configurations x {n} values of e2 on the testbed (about {} min)...",
+        "3 probe runs and {} live configurations x {n} values of e2 on the testbed, then the simulation with the costs measured (about {} min)...",
         live::Setup::ALL.len(),
         if args.quick { 2 } else { 12 }
     );
@@ -223,6 +223,22 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         d.calibration.iterations_per_us,
         d.noise_miss_pct
     );
+    match &d.sim_calibration {
+        Some(c) => details.push_str(&format!(
+            "simulated with the per-datagram UDP cost measured here, {:.2} us (the NAPI kthread's CPU time fitted over {} threaded points \
+             as {:.2} us per datagram + {:.2} us per wakeup, the latter charged as the driver's ISR less what the simulator charges \
+             around it), and the flood sent here (one {}-byte frame every {} us); kept from the \
+             paper's setup: {}\n",
+            c.udp_cost_ns as f64 / 1e3,
+            c.points,
+            c.udp_cost_ns as f64 / 1e3,
+            c.per_slice_ns as f64 / 1e3,
+            c.flood_frame_bytes,
+            c.flood_interval_ns / 1_000,
+            c.assumed
+        )),
+        None => details.push_str("simulated with the paper's costs (no per-datagram cost was measured here)\n"),
+    }
     for p in &d.predictions {
         details.push_str(&format!("analysis, {}: no miss up to e2 = {:.2} ms ({})\n", p.setup, ms(p.max_e2_ns), p.model));
     }
@@ -283,7 +299,7 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
         .intro(format!(
             "The load-bounds paper's driver-scheduling experiment on this machine: tau1 (2 ms / 10 ms, polls a heartbeat), tau2 (e2 / 10 ms) \
              and the receive work of testbed link b on CPU {}, under a UDP flood from host b, in each configuration of Table 1 plus \
-             SCHED_DEADLINE; the simulated sweep (paper's costs) and the analysis beside. {} run, seed {}. {verdict} {}",
+             SCHED_DEADLINE; the simulated sweep (with the per-datagram cost measured here) and the analysis beside. {} run, seed {}. {verdict} {}",
             d.cpu,
             if report.quick { "Quick" } else { "Full" },
             report.seed,
