@@ -8,21 +8,15 @@
 
 mod common;
 
+use common::live::{self, control_entries, start_with_stderr, wait_at_most};
 use common::{irqlab, json, live_tests_enabled};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The tests share the testbed and its NAPI kthread.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn control_entries() -> Vec<serde_json::Value> {
-    let out = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["entries"].as_array().cloned().unwrap_or_default()
-}
 
 fn assert_journal_clean(after: &str) {
     // A restored change leaves the journal; only kept ones (--persist) stay.
@@ -32,50 +26,14 @@ fn assert_journal_clean(after: &str) {
 
 /// Starts the live reproduction; its stderr lines arrive on the channel.
 fn start(json_path: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
-    let mut child = irqlab()
-        .args(["reproduce", "bh-threshold", "--live", "--quick", "--json"])
-        .arg(json_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("irqlab: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
+    let args = ["reproduce", "bh-threshold", "--live", "--quick", "--json"];
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    all.push(json_path.as_os_str());
+    start_with_stderr(&all)
 }
 
 fn wait_for_line(rx: &mpsc::Receiver<String>, wanted: &str) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            if line.contains(wanted) {
-                return;
-            }
-        }
-    }
-    panic!("no `{wanted}` on stderr within 120 s");
-}
-
-fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    live::wait_for_line(rx, wanted, Duration::from_secs(180));
 }
 
 #[test]

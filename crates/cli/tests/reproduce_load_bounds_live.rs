@@ -9,9 +9,9 @@
 
 mod common;
 
+use common::live::{self, control_entries, start_with_stderr, wait_at_most};
 use common::{irqlab, json, live_tests_enabled};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,12 +20,6 @@ use std::time::{Duration, Instant};
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const CPUSET: &str = "/sys/fs/cgroup/cpuset";
-
-fn control_entries() -> Vec<serde_json::Value> {
-    let out = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["entries"].as_array().cloned().unwrap_or_default()
-}
 
 /// The journal is empty and the cpuset hierarchy is as it was.
 fn assert_restored(after: &str, load_balance_before: &str) {
@@ -47,50 +41,14 @@ fn load_balance() -> String {
 
 /// Starts the live reproduction; its stderr lines arrive on the channel.
 fn start(json_path: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
-    let mut child = irqlab()
-        .args(["reproduce", "load-bounds", "--live", "--quick", "--json"])
-        .arg(json_path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("irqlab: {line}");
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, rx)
+    let args = ["reproduce", "load-bounds", "--live", "--quick", "--json"];
+    let mut all: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    all.push(json_path.as_os_str());
+    start_with_stderr(&all)
 }
 
 fn wait_for_line(rx: &mpsc::Receiver<String>, wanted: &str) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            if line.contains(wanted) {
-                return;
-            }
-        }
-    }
-    panic!("no `{wanted}` on stderr within 180 s");
-}
-
-fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    live::wait_for_line(rx, wanted, Duration::from_secs(180));
 }
 
 /// Waits until the SCHED_DEADLINE layout is in force: a thread at

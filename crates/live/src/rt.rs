@@ -25,6 +25,25 @@ pub fn require_online(cpu: usize, parameter: &str) -> Result<()> {
     Err(Error::Invalid(format!("{parameter} {cpu}: not an online CPU (online: {})", format_cpu_list(&online))))
 }
 
+/// A live experiment's measured CPU (`cpu` checked online, exit 2 naming
+/// `cpu`; default the last online one) and the other online CPUs, of which
+/// there must be one at least (exit 3: `needs` says what for).
+pub fn measured_and_others(cpu: Option<usize>, needs: &str) -> Result<(usize, Vec<usize>)> {
+    let online = online_cpus()?;
+    let focus = match cpu {
+        Some(c) => {
+            require_online(c, "cpu")?;
+            c
+        }
+        None => *online.last().ok_or_else(|| Error::Failed(format!("{ONLINE} lists no CPU")))?,
+    };
+    let others: Vec<usize> = online.into_iter().filter(|&c| c != focus).collect();
+    if others.is_empty() {
+        return Err(Error::MissingKernelFeature { feature: "a second CPU".into(), detail: needs.into() });
+    }
+    Ok((focus, others))
+}
+
 /// The kernel's largest NR_CPUS (CONFIG_NR_CPUS allows up to 8192): a
 /// range past it is a typo, and `0-18446744073709551615` would be a list
 /// of that many numbers.

@@ -4,6 +4,8 @@
 // Each test binary uses only some of these.
 #![allow(dead_code)]
 
+pub mod live;
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -791,21 +791,8 @@ pub fn reproduce(
     mut on_stage: impl FnMut(&str),
     mut on_point: impl FnMut(&Point),
 ) -> Result<Report<Details>> {
-    let online = rt::online_cpus()?;
-    if online.len() < 2 {
-        return Err(Error::MissingKernelFeature {
-            feature: "a second CPU".into(),
-            detail: "host b's senders need a CPU other than the measured one".into(),
-        });
-    }
-    let focus = match config.cpu {
-        Some(c) => {
-            rt::require_online(c, "cpu")?;
-            c
-        }
-        None => *online.last().expect("non-empty"),
-    };
-    let sender_cpu = *online.iter().find(|&&c| c != focus).expect("two CPUs");
+    let (focus, others) = rt::measured_and_others(config.cpu, "host b's senders need a CPU other than the measured one")?;
+    let sender_cpu = others[0];
     check_prerequisites()?;
     on_stage("calibrating the work loop");
     let calibration = player::calibrate_sustained(focus, TAU1_PRIORITY, 500 * MS)?;

@@ -1,0 +1,60 @@
+//! What the live reproduction tests share: the control journal's entries,
+//! a run of the binary whose stderr lines arrive on a channel, waiting for
+//! a line or an exit.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// `irqlab control status --json -`'s entries.
+pub fn control_entries() -> Vec<serde_json::Value> {
+    let out = super::irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// Starts `irqlab ARGS`; its stderr lines arrive on the channel (and are
+/// echoed to the test's stderr).
+pub fn start_with_stderr(args: &[&std::ffi::OsStr]) -> (Child, mpsc::Receiver<String>) {
+    let mut child = super::irqlab().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("irqlab: {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Waits for a stderr line containing `wanted`; panics after `limit`.
+pub fn wait_for_line(rx: &mpsc::Receiver<String>, wanted: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains(wanted) {
+                return;
+            }
+        }
+    }
+    panic!("no `{wanted}` on stderr within {limit:?}");
+}
+
+/// Waits for the child to exit; kills it and panics after `limit`.
+pub fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
