@@ -119,3 +119,21 @@ fn sporadic_accounting_input_errors() {
         assert!(err.contains(what) && err.contains("bad.toml:"), "{err}");
     }
 }
+
+/// `reproduce load-bounds --live` refuses what it cannot run, before it
+/// touches anything: a CPU that is not online (exit 2 naming `cpu`), and
+/// a user without the privileges (exit 3 naming one).
+#[test]
+fn live_reproduction_bad_input_and_missing_privilege() {
+    let out = irqlab(&["reproduce", "load-bounds", "--live", "--quick", "--cpu", "4096"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cpu 4096") && err.contains("not an online CPU"), "{err}");
+    let out = irqlab(&["reproduce", "load-bounds", "--cpu", "1"]);
+    assert_eq!(out.status.code(), Some(2), "--cpu without --live is a usage error");
+    if let Some(out) = common::unprivileged(&["reproduce", "load-bounds", "--live", "--quick"]) {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("CAP_"), "names the capability: {err}");
+    }
+}

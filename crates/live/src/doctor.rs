@@ -100,6 +100,11 @@ fn commands() -> Vec<Readiness> {
         Readiness { command: "stimulus respond", ..realtime },
         readiness("comparisons with cyclictest and oslat (rt-tests)", rt_tests, None),
         readiness("control bh-budget", crate::control::bh_budget::check_prerequisites(), crate::control::bh_budget::readiness_note()),
+        readiness(
+            "SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)",
+            crate::control::root_domain::check_prerequisites(),
+            None,
+        ),
     ]
 }
 

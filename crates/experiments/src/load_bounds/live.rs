@@ -269,7 +269,7 @@ pub fn check_prerequisites() -> Result<()> {
     testbed::check_prerequisites()?;
     accounting::check_prerequisites()?;
     probe::check_prerequisites(probe::Policy::Fifo)?;
-    irqlab_live::control::cgroup::hierarchy_root("cpuset").map(|_| ())
+    root_domain::check_prerequisites()
 }
 
 /// A configuration's layout in force: journalled changes (restored newest

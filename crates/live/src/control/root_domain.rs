@@ -32,6 +32,18 @@ fn write(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
+/// What splitting a CPU off needs: the cgroup v1 cpuset controller, the
+/// privilege to create cpusets and move threads (CAP_SYS_ADMIN) and to
+/// give a thread SCHED_DEADLINE (CAP_SYS_NICE); exit 3 naming the first
+/// missing.
+pub fn check_prerequisites() -> Result<()> {
+    cgroup::hierarchy_root(CONTROLLER)?;
+    crate::privilege::require(
+        &[crate::privilege::Capability::SysAdmin, crate::privilege::Capability::SysNice],
+        "make a CPU a root domain of its own (cpusets) and pin a SCHED_DEADLINE thread there",
+    )
+}
+
 /// Splits `cpu` off into a root domain of its own. Needs the cgroup v1
 /// cpuset controller (exit 3 naming it) and a second online CPU.
 pub fn isolate(cpu: usize) -> Result<RootDomain> {
