@@ -225,14 +225,10 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
     );
     match &d.sim_calibration {
         Some(c) => details.push_str(&format!(
-            "simulated with the per-datagram UDP cost measured here, {:.2} us (the NAPI kthread's CPU time fitted over {} threaded points \
-             as {:.2} us per datagram + {:.2} us per wakeup, the latter charged as the driver's ISR less what the simulator charges \
-             around it), and the flood sent here (one {}-byte frame every {} us); kept from the \
-             paper's setup: {}\n",
+            "simulated with the per-datagram cost measured here, {:.2} us (the NAPI kthread's CPU time per datagram taken in, median \
+             of {} Foreground points), and the flood sent here (one {}-byte frame every {} us); kept from the paper's setup: {}\n",
             c.udp_cost_ns as f64 / 1e3,
             c.points,
-            c.udp_cost_ns as f64 / 1e3,
-            c.per_slice_ns as f64 / 1e3,
             c.flood_frame_bytes,
             c.flood_interval_ns / 1_000,
             c.assumed
@@ -252,8 +248,8 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
 
 fn point_line(p: &live::Point) -> String {
     format!(
-        "{:<16} e2 {:>4.1} ms: tau2 missed {:>5.1}% ({} of {}), tau1 missed {}, heartbeats found in {} of {} polls, tau_D {:>5.1}% of the CPU, \
-         {:.0}% of sent taken in{}{}",
+        "{:<16} e2 {:>4.1} ms: tau2 missed {:>5.1}% ({} of {}), tau1 missed {}, heartbeats found in {} of {} polls, tau_D {:>5.1}% of the CPU \
+         (kthread {}), {:.0}% of sent taken in{}{}",
         p.setup.name(),
         ms(p.e2_ns),
         p.tau2_miss_pct,
@@ -263,6 +259,7 @@ fn point_line(p: &live::Point) -> String {
         p.heartbeats_received,
         p.tau1_polls,
         100.0 * p.tau_d_share.unwrap_or(f64::NAN),
+        p.kthread_share.map_or("-".to_string(), |k| format!("{:.1}%", 100.0 * k)),
         p.processed_pct,
         p.server_exhaustions.map_or(String::new(), |e| format!(", {e} exhaustions, reaction p99 {:.0} us", p.server_reaction_p99_us.unwrap_or(f64::NAN))),
         if p.complete { "" } else { " [incomplete]" }
