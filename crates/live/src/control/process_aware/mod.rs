@@ -26,8 +26,13 @@
 //!   their own setting at the start and restores it on every exit path. The
 //!   reaction latency is from the kernel's timestamp of the event that
 //!   changed the decision (a block or a wake-up) to the change applied.
+//!
+//! The decisions are made by a pure [`Adapter`] (observations in,
+//! scheduling and ticks moved out), the code
+//! `tests/process_aware_decisions.rs` drives beside the simulator's.
 
 pub mod candidates;
+pub mod compensation;
 
 use super::journal::{self, Applied, Object, Value};
 use super::sched::{self, SchedAttr};
@@ -38,7 +43,8 @@ use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
 use crate::privilege::{self, Capability};
 use crate::rt::monotonic_ns;
 use candidates::Candidate;
-use serde::Serialize;
+use compensation::Compensator;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,6 +53,8 @@ pub const SCHEMA: &str = "irqlab/process-aware/v1";
 /// Changes kept in the report (the count goes on).
 const MAX_CHANGES: usize = 10_000;
 const BUCKET_NS: u64 = 1_000;
+/// The compensation algorithm's tick: the paper's 100 Hz.
+pub const TICK_NS: u64 = 10_000_000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
@@ -125,6 +133,10 @@ impl Waiters {
         self.waiting.len()
     }
 
+    pub fn is_waiting(&self, tid: i32) -> bool {
+        self.waiting.contains_key(&tid)
+    }
+
     /// The kthreads' scheduling now: that of the waiter whose rank
     /// `predicted_priority` chose, or the floor. Ties go to the lowest tid.
     pub fn decision(&self) -> (SchedAttr, Option<i32>) {
@@ -132,6 +144,70 @@ impl Waiters {
         match self.waiting.iter().find(|(_, &a)| rank(a) == predicted) {
             Some((&tid, &attr)) => (kthread_attr(attr), Some(tid)),
             None => (self.floor, None),
+        }
+    }
+}
+
+/// What the monitor saw, as the pure adapter takes it (and as a recorded
+/// trace stores it, `--record`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Observation {
+    /// A thread blocked in a receive-family call, with its scheduling.
+    Block { tid: i32, attr: SchedAttr },
+    /// A thread woke or was switched in.
+    Wake { tid: i32 },
+    /// `count` bottom halves of `cost_ns` each done in softirq context for
+    /// process `owner` (None: nobody's).
+    Bh { owner: Option<i32>, count: u64, cost_ns: u64 },
+    /// A tick charged to process `charged` (None: idle).
+    Tick { charged: Option<i32> },
+}
+
+/// What the adapter decided on one observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The kthreads' scheduling, and the waiter it follows (blocks, wakes).
+    Schedule(SchedAttr, Option<i32>),
+    /// Ticks moved onto the charged process (ticks).
+    Moved(i64),
+    /// Nothing to decide (bottom halves only count).
+    Counted,
+}
+
+/// The controller's pure adapter: the shared prediction over the waiters
+/// and the shared compensation over the bottom halves and ticks
+/// (monitor → adapter → actuator).
+#[derive(Debug, Clone)]
+pub struct Adapter {
+    pub waiters: Waiters,
+    pub compensation: Compensator,
+}
+
+impl Adapter {
+    pub fn new(floor: SchedAttr, tick_ns: u64) -> Self {
+        Adapter { waiters: Waiters::new(floor), compensation: Compensator::new(tick_ns, compensation::GAMMA) }
+    }
+
+    pub fn observe(&mut self, o: &Observation) -> Outcome {
+        match *o {
+            Observation::Block { tid, attr } => {
+                self.waiters.block(tid, attr);
+                let (a, w) = self.waiters.decision();
+                Outcome::Schedule(a, w)
+            }
+            Observation::Wake { tid } => {
+                self.waiters.wake(tid);
+                let (a, w) = self.waiters.decision();
+                Outcome::Schedule(a, w)
+            }
+            Observation::Bh { owner, count, cost_ns } => {
+                for _ in 0..count {
+                    self.compensation.bh_done(owner, cost_ns);
+                }
+                Outcome::Counted
+            }
+            Observation::Tick { charged } => Outcome::Moved(self.compensation.tick(charged)),
         }
     }
 }
@@ -254,7 +330,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     let mut storage = crate::monitor::thread::Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &tids)?;
     let fd = watch.ring_epoll_fd();
-    let mut waiters = Waiters::new(config.floor);
+    let mut adapter = Adapter::new(config.floor, TICK_NS);
     let mut current = config.floor;
     let run_start = monotonic_ns();
     let mut next_scan = run_start + config.rescan_ns;
@@ -295,20 +371,20 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         let mut last_event_ns = None;
         for e in watch.drain()? {
             let tid = e.tid as i32;
-            let changed = match e.kind {
+            let seen = match e.kind {
                 Kind::Blocked if candidates::blocked_in_receive(tid) => {
                     out.waits += 1;
-                    waiters.block(tid, sched::get(tid).unwrap_or(config.floor));
-                    true
+                    Some(Observation::Block { tid, attr: sched::get(tid).unwrap_or(config.floor) })
                 }
-                Kind::Wakeup | Kind::In => waiters.wake(tid),
-                Kind::Blocked | Kind::Preempted => false,
+                Kind::Wakeup | Kind::In if adapter.waiters.is_waiting(tid) => Some(Observation::Wake { tid }),
+                _ => None,
             };
-            if changed {
+            if let Some(o) = seen {
+                adapter.observe(&o);
                 last_event_ns = Some(e.ts_ns);
             }
         }
-        let (want, waiter) = waiters.decision();
+        let (want, waiter) = adapter.waiters.decision();
         if want != current {
             for t in threads {
                 match sched::set(t.tid, want) {
