@@ -198,3 +198,18 @@ fn a_synthetic_sequence_gets_the_same_priorities_and_charges_from_both() {
     let (_, moved4) = same_decisions(&synthetic(), SchedAttr::Other { nice: 0 }, 4 * MS);
     assert!(moved4 > 0);
 }
+
+#[test]
+fn a_recorded_live_trace_gets_the_same_priorities_and_charges_from_both() {
+    let doc: serde_json::Value = serde_json::from_str(include_str!("data/process_aware_live_trace.json")).unwrap();
+    let seq: Vec<Observation> = serde_json::from_value(doc["observations"].clone()).unwrap();
+    let floor: SchedAttr = serde_json::from_value(doc["floor"].clone()).unwrap();
+    let tick_ns = doc["tick_ns"].as_u64().unwrap();
+    let (decisions, _) = same_decisions(&seq, floor, tick_ns);
+    // Both receivers blocked and woke many times; their bottom halves and
+    // the ticks of the run are all in it.
+    assert!(decisions > 300, "{decisions} priority decisions");
+    let count = |f: fn(&Observation) -> bool| seq.iter().filter(|o| f(o)).count();
+    assert!(count(|o| matches!(o, Observation::Bh { owner: Some(_), .. })) > 30);
+    assert!(count(|o| matches!(o, Observation::Tick { charged: Some(_) })) > 300);
+}

@@ -102,14 +102,15 @@ impl Compensator {
         self.n_est.observe(self.tick_ns, self.tick_cost_ns, self.tick_jobs);
         self.tick_cost_ns = 0;
         self.tick_jobs = 0;
+        // Known from its first tick on, charged or not.
+        let i = charged.map(|pid| self.slot(pid));
         let Some(n) = self.n_est.rounded() else {
             return 0;
         };
-        let Some(pid) = charged else {
+        let (Some(pid), Some(i)) = (charged, i) else {
             self.comp.m = 0;
             return 0;
         };
-        let i = self.slot(pid);
         let moved = self.comp.tick(i, n);
         if moved != 0 {
             *self.moved.entry(pid).or_insert(0) += moved;

@@ -31,6 +31,7 @@
 //! scheduling and ticks moved out), the code
 //! `tests/process_aware_decisions.rs` drives beside the simulator's.
 
+pub mod accounting;
 pub mod candidates;
 pub mod compensation;
 
@@ -66,11 +67,28 @@ pub struct Config {
     pub duration_ns: Option<u64>,
     /// How often the receivers are looked for again.
     pub rescan_ns: u64,
+    /// Run the compensation algorithm on the BPF accounting (`accounting`).
+    pub accounting: bool,
+    /// The CPUs it accounts (default: `cpu`, else every online CPU).
+    pub account_cpus: Option<Vec<usize>>,
+    /// Keep the observations the adapter took (the waiters', and the first
+    /// accounted CPU's bottom halves and ticks) in the report's `recorded`.
+    #[serde(skip)]
+    pub record: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { dev: String::new(), cpu: None, floor: SchedAttr::Other { nice: 0 }, duration_ns: None, rescan_ns: 250_000_000 }
+        Config {
+            dev: String::new(),
+            cpu: None,
+            floor: SchedAttr::Other { nice: 0 },
+            duration_ns: None,
+            rescan_ns: 250_000_000,
+            accounting: true,
+            account_cpus: None,
+            record: false,
+        }
     }
 }
 
@@ -237,6 +255,12 @@ pub struct Report {
     pub change_count: u64,
     pub reaction: StatsSummary,
     pub lost_events: u64,
+    /// The compensation algorithm's charges beside the kernel's and the
+    /// measured truth, per task served or charged.
+    pub accounting: Option<accounting::Accounted>,
+    /// With `record`: what the adapter took, in time order (monotonic ns).
+    #[serde(skip)]
+    pub recorded: Vec<(u64, Observation)>,
     pub switched_threaded_on: bool,
     pub held_ns: u64,
     pub ended_by: &'static str,
@@ -266,8 +290,33 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr: config.floor })?);
     }
     let started = monotonic_ns();
-    let looped = std::thread::scope(|scope| {
-        scope
+    let acct_cpus = match (&config.account_cpus, config.cpu) {
+        (Some(cpus), _) => cpus.clone(),
+        (None, Some(c)) => vec![c],
+        (None, None) => crate::rt::online_cpus()?,
+    };
+    for &c in &acct_cpus {
+        crate::rt::require_online(c, "--account-cpu")?;
+    }
+    let acct_stop = AtomicBool::new(false);
+    let (looped, accounted) = std::thread::scope(|scope| {
+        let acct = config.accounting.then(|| {
+            scope.spawn(|| {
+                // Off the accounted CPU (else off the kthreads'), above
+                // what runs there, so the ticks come on time.
+                match acct_cpus.as_slice() {
+                    [one] => crate::rt::pin_off(*one)?,
+                    _ => {
+                        if let Some(cpu) = config.cpu {
+                            crate::rt::pin_off(cpu)?;
+                        }
+                    }
+                }
+                crate::rt::set_fifo(98)?;
+                accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
+            })
+        });
+        let looped = scope
             .spawn(|| {
                 crate::rt::set_fifo(99)?;
                 // Off the kthreads' CPU, as bh-budget's controller.
@@ -277,7 +326,11 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
                 control_loop(config, &threads, stop, &mut on_change)
             })
             .join()
-            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())))
+            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())));
+        acct_stop.store(true, Ordering::SeqCst);
+        let accounted =
+            acct.map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("the process-aware accounting panicked".into())))).transpose();
+        (looped, accounted)
     });
     let held_ns = monotonic_ns() - started;
     journal::restore_all(guards)?;
@@ -286,7 +339,13 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         g.restore()?;
     }
     let l = looped?;
+    let accounted = accounted?;
     let complete = l.ended_by != "stopped";
+    let mut recorded = l.recorded;
+    if let Some(a) = &accounted {
+        recorded.extend(a.recorded.iter().copied());
+    }
+    recorded.sort_by_key(|&(ts, _)| ts);
     Ok(Report {
         schema: SCHEMA,
         config: config.clone(),
@@ -298,6 +357,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         changes: l.changes,
         reaction: l.reaction.summary(BUCKET_NS, 20_000),
         lost_events: l.lost_events,
+        accounting: accounted,
+        recorded,
         switched_threaded_on,
         held_ns,
         ended_by: l.ended_by,
@@ -314,6 +375,7 @@ struct Looped {
     reaction: LatencyStats,
     lost_events: u64,
     ended_by: &'static str,
+    recorded: Vec<(u64, Observation)>,
 }
 
 /// The threads of the candidates, without the controller's own process.
@@ -343,6 +405,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         reaction: LatencyStats::new(),
         lost_events: 0,
         ended_by: "stopped",
+        recorded: Vec::new(),
     };
     loop {
         let now = monotonic_ns();
@@ -381,6 +444,9 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
             };
             if let Some(o) = seen {
                 adapter.observe(&o);
+                if config.record {
+                    out.recorded.push((e.ts_ns, o));
+                }
                 last_event_ns = Some(e.ts_ns);
             }
         }
