@@ -231,16 +231,177 @@ fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
         let charged = p["hog_charged_share"].as_f64().unwrap();
         assert!(p["complete"] == true && share > 0.0 && share <= 1.05 && (0.5..=1.0).contains(&charged), "{p}");
         assert!(p["received_sleep"].as_u64().unwrap() > 0, "nothing received in the sleep phase: {p}");
+        // Fig. 6: the three charges of the CPU-bound thread, every kernel.
+        let a = &p["accounting"];
+        assert!(a["truth_ns"].as_u64().unwrap() > 0 && a["kernel_error"].is_f64() && a["compensation_error"].is_f64(), "{p}");
     }
     let bursty = doc["details"]["bursty"].as_array().unwrap();
     assert_eq!(bursty.len(), 8, "2 kernels x 4 burst gaps");
     for b in bursty {
         assert!(b["complete"] == true && b["jobs"] == 10 && b["sent"].as_u64().unwrap() > 0, "{b}");
     }
-    assert_eq!(doc["rows"].as_array().unwrap().len(), 21 + 16 + 2);
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 21 + 7 + 16 + 2);
     assert!(doc["details"]["kernel_note"].as_str().unwrap().starts_with("Measured by its progress, the CPU-bound process kept"));
     let left = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&left.stdout).unwrap();
     assert!(status["entries"].as_array().unwrap().iter().all(|e| e["state"] == "persistent"), "{status}");
     assert_eq!(std::fs::read_to_string(threaded).ok(), before, "threaded NAPI setting restored");
+}
+
+/// A thread on `cpu` at `attr` receiving on a socket bound on `addr` until
+/// `stop`; returns its port, and its tid through the channel.
+fn looping_receiver(
+    addr: Ipv4Addr,
+    cpu: usize,
+    attr: SchedAttr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tid: mpsc::Sender<i32>,
+) -> (u16, std::thread::JoinHandle<u64>) {
+    let socket = UdpSocket::bind(SocketAddrV4::new(addr, 0)).unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        irqlab_live::rt::pin_to_cpu(cpu).unwrap();
+        // SAFETY: this thread's own id.
+        let me = unsafe { libc::gettid() };
+        sched::set(me, attr).unwrap();
+        tid.send(me).unwrap();
+        let mut buf = [0u8; 2048];
+        let mut got = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            got += u64::from(socket.recv_from(&mut buf).is_ok());
+        }
+        got
+    });
+    (port, handle)
+}
+
+/// The controller's own observations on the testbed: two receivers (FIFO 20
+/// and SCHED_OTHER) on CPU `focus` blocking and waking as host b sends to
+/// both, the NAPI kthread pinned to CPU 0 and the receive work steered to `focus`
+/// (rps_cpus, through the journal) so it runs in softirq context there, and a SCHED_FIFO 50 task
+/// that runs 200 ms and sleeps 100 ms on `focus` (the work runs in its
+/// context while it runs). `--record` writes the trace: both waiters'
+/// blocks, bottom halves served to them, ticks charged to the CPU-bound
+/// task; the compensation counted that work against it. With IRQLAB_RECORD_TRACE=FILE
+/// the trace is kept there (`crates/live/tests/data/process_aware_live_trace.json`
+/// came from such a run; `crates/live/tests/process_aware_decisions.rs`
+/// replays it through the live adapter and the simulator's).
+#[test]
+fn the_controller_records_waiters_bottom_halves_and_ticks() {
+    use irqlab_live::control::journal::{self, Object, Value};
+    use irqlab_live::testbed::{Side, Testbed};
+    use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    if !live_tests_enabled("the_controller_records_waiters_bottom_halves_and_ticks") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let bed = Testbed::up().unwrap();
+    let focus = *irqlab_live::rt::online_cpus().unwrap().last().unwrap();
+    let rps = journal::apply(
+        Object::File { path: "/sys/class/net/irqlab-b/queues/rx-0/rps_cpus".into() },
+        Value::Text { text: format!("{:x}", 1u64 << focus) },
+    )
+    .unwrap();
+    // The kthread polls on CPU 0; the controller is not pinned (no --cpu).
+    let pinned: Vec<_> = irqlab_live::testbed::napi_threads("irqlab-b")
+        .iter()
+        .filter_map(|t| irqlab_live::control::threads::Thread::of(t.pid))
+        .map(|thread| journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![0] }).unwrap())
+        .collect();
+    let addr = bed.root_addr(Side::B);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ((tid_a, rx_a), (tid_b, rx_b)) = (mpsc::channel(), mpsc::channel());
+    let (port_a, a) = looping_receiver(addr, focus, SchedAttr::Fifo { priority: 20 }, stop.clone(), tid_a);
+    let (port_b, b) = looping_receiver(addr, focus, SchedAttr::Other { nice: 0 }, stop.clone(), tid_b);
+    let receivers = [rx_a.recv().unwrap(), rx_b.recv().unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let (trace_path, report_path) = (dir.path().join("trace.json"), dir.path().join("pa.json"));
+    let mut child = irqlab()
+        .args(["control", "process-aware", "irqlab-b", "--account-cpu", &focus.to_string(), "--duration", "4s", "--record"])
+        .arg(&trace_path)
+        .arg("--json")
+        .arg(&report_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let senders: Vec<_> = [port_a, port_b]
+        .into_iter()
+        .map(|port| {
+            let plan = Plan {
+                kind: Kind::Udp { port },
+                target: addr,
+                schedule: Schedule::Periodic { interval_ns: 100_000 },
+                size: 512,
+                duration_ns: 3_000_000_000,
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            bed.spawn_in(Side::B, move || {
+                irqlab_live::rt::pin_to_cpu(0)?;
+                traffic::send(&plan, &stop)
+            })
+            .unwrap()
+        })
+        .collect();
+    let hog = std::thread::spawn(move || {
+        irqlab_live::rt::pin_to_cpu(focus).unwrap();
+        // SAFETY: this thread's own id.
+        let me = unsafe { libc::gettid() };
+        sched::set(me, SchedAttr::Fifo { priority: 50 }).unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(3000) {
+            let run = Instant::now();
+            while run.elapsed() < Duration::from_millis(200) {
+                std::hint::black_box(irqlab_live::player::spin(20_000));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        me
+    });
+    let hog_tid = hog.join().unwrap();
+    for s in senders {
+        s.join().unwrap().unwrap();
+    }
+    assert_eq!(wait_exit(&mut child), Some(0), "ran its duration");
+    stop.store(true, Ordering::SeqCst);
+    let got = a.join().unwrap() + b.join().unwrap();
+    rps.restore().unwrap();
+    journal::restore_all(pinned).unwrap();
+    drop(bed);
+    if let Ok(keep) = std::env::var("IRQLAB_RECORD_TRACE") {
+        std::fs::copy(&trace_path, keep).unwrap();
+    }
+    let report = json(&report_path);
+    let acct = &report["accounting"];
+    for t in acct["tasks"].as_array().unwrap() {
+        eprintln!(
+            "{} {} truth {} kernel {} compensation {} moved {}",
+            t["tid"], t["comm"], t["truth_run_ns"], t["kernel_charged_ns"], t["compensation_charged_ns"], t["moved_ticks"]
+        );
+    }
+    eprintln!(
+        "receivers {receivers:?} received {got}, CPU-bound task {hog_tid}; waits {}, changes {}; accounting: {} ticks ({} late)",
+        report["waits"], report["change_count"], acct["ticks"], acct["late_ticks"]
+    );
+    let trace = json(&trace_path);
+    let obs = trace["observations"].as_array().unwrap();
+    let has = |f: &dyn Fn(&serde_json::Value) -> bool| obs.iter().any(f);
+    for (tid, policy) in [(receivers[0], "fifo"), (receivers[1], "other")] {
+        assert!(has(&|o| o["event"] == "block" && o["tid"] == tid && o["attr"]["policy"] == policy), "{tid} blocks ({policy})");
+        assert!(has(&|o| o["event"] == "bh" && o["owner"] == tid), "bottom halves served to {tid}");
+    }
+    assert!(has(&|o| o["event"] == "tick" && o["charged"] == hog_tid), "ticks charged to the CPU-bound task");
+    let hog_row = acct["tasks"].as_array().unwrap().iter().find(|t| t["tid"] == hog_tid).unwrap_or_else(|| panic!("{acct}"));
+    eprintln!("the CPU-bound task's charges: {hog_row}");
+    // The receivers' work in its context counted against it (x < 0, or
+    // whole ticks already moved off it).
+    assert!(
+        hog_row["moved_ticks"].as_i64().unwrap() < 0 || hog_row["unaccounted"].as_i64().unwrap() < 0,
+        "foreign work counted against it: {hog_row}"
+    );
+    assert!(hog_row["stolen_softirq_ns"].as_u64().unwrap() > 0, "{hog_row}");
 }

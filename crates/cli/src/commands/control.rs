@@ -159,6 +159,17 @@ pub struct ProcessAwareArgs {
     /// Run this long (default: until Ctrl-C or SIGTERM)
     #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
     duration: Option<u64>,
+    /// Do not run the compensation algorithm on the BPF accounting
+    #[arg(long)]
+    no_accounting: bool,
+    /// Account this CPU (default: --cpu, else every CPU; --record keeps
+    /// the first accounted CPU's bottom halves and ticks)
+    #[arg(long, value_name = "N")]
+    account_cpu: Option<usize>,
+    /// Write what the controller's adapter took (blocks, wakes, bottom
+    /// halves, ticks) as a trace for tests/process_aware_decisions.rs
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// Write the irqlab/process-aware/v1 report ("-": to stdout, instead of the text)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -407,7 +418,16 @@ fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
         Ok(_) => return Err(CliError::Usage(format!("--floor {}: expected other[:NICE], idle, fifo:P or rr:P", args.floor))),
         Err(e) => return Err(CliError::Usage(e.to_string().replacen("--policy", "--floor", 1))),
     };
-    let config = process_aware::Config { dev: args.dev.clone(), cpu: args.cpu, floor, duration_ns: args.duration, ..Default::default() };
+    let config = process_aware::Config {
+        dev: args.dev.clone(),
+        cpu: args.cpu,
+        floor,
+        duration_ns: args.duration,
+        accounting: !args.no_accounting,
+        account_cpus: args.account_cpu.map(|c| vec![c]),
+        record: args.record.is_some(),
+        ..Default::default()
+    };
     let stop = crate::signal::stop_flag();
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
     let report = process_aware::run(&config, &stop, |c| {
@@ -416,6 +436,15 @@ fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
             eprintln!("{:>10.3} s  {} -> {}  (reaction {})", c.at_ns as f64 / 1e9, who, c.attr, irqlab_analysis::format_ns(c.reaction_ns));
         }
     })?;
+    if let Some(path) = &args.record {
+        let trace = serde_json::json!({
+            "source": format!("irqlab control process-aware {} (cpu {:?}, floor {}), {} s", args.dev, args.cpu, floor, report.held_ns as f64 / 1e9),
+            "tick_ns": process_aware::TICK_NS,
+            "floor": floor,
+            "observations": report.recorded.iter().map(|(_, o)| o).collect::<Vec<_>>(),
+        });
+        crate::output::write_json(path, &trace)?;
+    }
     json_or_summary(args.json.as_deref(), &report, process_aware_summary)?;
     Ok(Status::from_ok(report.complete))
 }
@@ -440,6 +469,37 @@ fn process_aware_summary(r: &process_aware::Report) -> String {
         ns(r.reaction.p99_ns),
         ns(r.reaction.max_ns),
         if r.lost_events > 0 { format!("warning: {} monitor events lost\n", r.lost_events) } else { String::new() }
+    ) + &r.accounting.as_ref().map_or(String::new(), accounting_summary)
+}
+
+/// The compensation algorithm's charges beside the kernel's and the truth.
+fn accounting_summary(a: &process_aware::accounting::Accounted) -> String {
+    use irqlab_analysis::format_ns;
+    let ns = |v: Option<u64>| v.map_or("-".to_string(), format_ns);
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |e| format!("{:+.1}%", 100.0 * e));
+    let mut t = Table::new(["TASK", "TRUTH (BPF)", "KERNEL", "ERR", "COMPENSATION", "ERR", "TICKS MOVED", "SERVED", "IN ITS CONTEXT"]);
+    for s in &a.tasks {
+        t = t.row([
+            format!("{} ({})", s.comm, s.tid),
+            format_ns(s.truth_run_ns),
+            ns(s.kernel_charged_ns),
+            pct(s.kernel_error),
+            ns(s.compensation_charged_ns),
+            pct(s.compensation_error),
+            s.moved_ticks.to_string(),
+            format_ns(s.served_softirq_ns),
+            format_ns(s.stolen_softirq_ns),
+        ]);
+    }
+    format!(
+        "compensation (CPUs {:?}, tick {}, a bottom half = {} of network softirq work; {} ticks, {} late; N(t) {:?}):\n{}",
+        a.cpus,
+        format_ns(a.tick_ns),
+        format_ns(a.quantum_ns),
+        a.ticks,
+        a.late_ticks,
+        a.bh_per_tick.iter().map(|n| n.map(|v| v.round())).collect::<Vec<_>>(),
+        t.to_text()
     )
 }
 

@@ -332,6 +332,14 @@ impl<'obj> Session<'obj> {
     /// or lost.
     pub fn snapshot(&mut self) -> Result<RawSnapshot> {
         let _ = self.refresh_service_threads();
+        self.read_snapshot()
+    }
+
+    /// [`Session::snapshot`] without looking for new service threads in
+    /// /proc first (a scan of every process): for readers that snapshot
+    /// every few ms and call [`Session::refresh_service_threads`] now and
+    /// then themselves.
+    pub fn read_snapshot(&mut self) -> Result<RawSnapshot> {
         self.sync_every_cpu();
         let mut attempt = 0;
         loop {

@@ -120,6 +120,21 @@ impl ProcessAware {
             .max()
     }
 
+    /// The predicted bottom-half priority (scheduler rank) in `sim` now.
+    pub fn predicted(&self, sim: &Sim) -> i32 {
+        Self::predicted_rank(sim, self.orphan_rank)
+    }
+
+    /// Net ticks moved onto each task's system time so far, by task id.
+    pub fn moved_ticks(&self) -> &[i64] {
+        &self.moved_ticks
+    }
+
+    /// x_k: each task's unaccounted bottom halves, by task id.
+    pub fn unaccounted(&self) -> &[i64] {
+        &self.comp.x
+    }
+
     fn bottom_halves_win(&self, sim: &Sim) -> bool {
         process_aware::bottom_halves_win(|| Self::predicted_rank(sim, self.orphan_rank), Self::contender_rank(sim))
     }

@@ -130,7 +130,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         &stop,
         |p| {
             eprintln!(
-            "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run (charged {:.2}%), received {} in the run, {} in the sleep ({:.1}% of the rate's){}",
+            "live: {:<18} {:>6} pkt/s (sent {:.0}/s): CPU-bound {:.2}% of its run (charged {:.2}%), received {} in the run, {} in the sleep ({:.1}% of the rate's){}{}",
             p.mode.name(),
             p.rate_pps,
             p.achieved_pps,
@@ -139,7 +139,13 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
             p.received_run,
             p.received_sleep,
             100.0 * p.reception_ratio,
-            p.reaction_p99_us.map_or(String::new(), |us| format!("; {} changes, reaction p99 {us:.0} us", p.changes.unwrap_or(0)))
+            p.reaction_p99_us.map_or(String::new(), |us| format!("; {} changes, reaction p99 {us:.0} us", p.changes.unwrap_or(0))),
+            p.accounting.as_ref().map_or(String::new(), |a| format!(
+                "; accounting error kernel {} compensation {} ({} ticks moved)",
+                pct(a.kernel_error),
+                pct(a.compensation_error),
+                a.moved_ticks
+            ))
         );
         },
         |b| {
@@ -166,19 +172,22 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         d.scale
     );
     details.push_str(&format!(
-        "{:<18} {:>8} {:>10} {:>10} {:>12} {:>12} {:>8}\n",
-        "kernel", "pkt/s", "sent/s", "CPU-bound", "recv (run)", "recv (sleep)", "recv %"
+        "{:<18} {:>8} {:>10} {:>10} {:>12} {:>12} {:>8} {:>11} {:>11}\n",
+        "kernel", "pkt/s", "sent/s", "CPU-bound", "recv (run)", "recv (sleep)", "recv %", "err kernel", "err compens"
     ));
     for p in &d.points {
+        let (ek, ec) = p.accounting.as_ref().map_or((None, None), |a| (a.kernel_error, a.compensation_error));
         details.push_str(&format!(
-            "{:<18} {:>8} {:>10.0} {:>9.2}% {:>12} {:>12} {:>7.1}%\n",
+            "{:<18} {:>8} {:>10.0} {:>9.2}% {:>12} {:>12} {:>7.1}% {:>11} {:>11}\n",
             p.mode.name(),
             p.rate_pps,
             p.achieved_pps,
             100.0 * p.hog_share,
             p.received_run,
             p.received_sleep,
-            100.0 * p.reception_ratio
+            100.0 * p.reception_ratio,
+            pct(ek),
+            pct(ec)
         ));
     }
     for b in &d.bursty {
@@ -194,7 +203,12 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         ));
     }
     details.push_str(&format!("{}\n", d.kernel_note));
-    super::finish(args, &report, details, "Process-aware, live (Figs. 7-8)", "docs/papers.md §2; the paper's Figs. 7-8", html_live)
+    super::finish(args, &report, details, "Process-aware, live (Figs. 6-8)", "docs/papers.md §2; the paper's Figs. 6-8", html_live)
+}
+
+/// An accounting error as a signed percentage, "-" when not measured.
+fn pct(e: Option<f64>) -> String {
+    e.map_or("-".to_string(), |e| format!("{:+.1}%", 100.0 * e))
 }
 
 fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
@@ -211,6 +225,18 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
     for s in series(|p| 100.0 * p.hog_share) {
         share = share.series(s);
     }
+    let err = |f: fn(&live::HogAccounting) -> Option<f64>| -> Vec<(f64, f64)> {
+        d.points
+            .iter()
+            .filter(|p| p.mode == live::Mode::Softirq)
+            .filter_map(|p| Some((p.rate_pps as f64, 100.0 * f(p.accounting.as_ref()?)?)))
+            .collect()
+    };
+    let fig6 = LinePlot::new("Fig. 6b, live: accounting error of the CPU-bound process under softirqs")
+        .x_label("UDP packets/s")
+        .y_label("(charged − BPF-measured run) / run, %")
+        .series(Series::line("kernel (/proc)", err(|a| a.kernel_error)))
+        .series(Series::line("compensation algorithm", err(|a| a.compensation_error)));
     let mut recv = LinePlot::new("Fig. 7c, live: UDP reception").x_label("UDP packets/s").y_label("% of sent received");
     for s in series(|p| 100.0 * p.reception_ratio) {
         recv = recv.series(s);
@@ -234,7 +260,7 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
     let svg = |p: &LinePlot| p.to_svg().map_err(|e| CliError::Failed(e.to_string()));
     let page = Page::new("irqlab reproduce process-aware --live")
         .intro(format!(
-            "The process-aware paper's Fig. 7 on this machine: a SCHED_FIFO 50 CPU-bound process ({} s run, {} s sleep; {}) and a \
+            "The process-aware paper's Figs. 6 and 7 on this machine: a SCHED_FIFO 50 CPU-bound process ({} s run, {} s sleep; {}) and a \
              SCHED_OTHER UDP server on CPU {}, 512-byte datagrams from testbed host b; the receive work as softirqs (threaded NAPI off, \
              RPS to the CPU), in the NAPI kthread at the kernel's default, and under `irqlab control process-aware`. {} {}",
             d.run_s,
@@ -245,6 +271,7 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
             d.kernel_note
         ))
         .section(Section::new("Paper, simulation and this machine").table(html_table(&report.rows)))
+        .section(Section::new("Fig. 6, live").svg(svg(&fig6)?))
         .section(Section::new("Fig. 7, live").svg(svg(&share)?).svg(svg(&recv)?))
         .section(Section::new("Fig. 8, live").svg(svg(&misses)?).svg(svg(&brecv)?));
     page.render().map_err(|e| CliError::Failed(e.to_string()))

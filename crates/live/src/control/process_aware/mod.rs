@@ -26,8 +26,14 @@
 //!   their own setting at the start and restores it on every exit path. The
 //!   reaction latency is from the kernel's timestamp of the event that
 //!   changed the decision (a block or a wake-up) to the change applied.
+//!
+//! The decisions are made by a pure [`Adapter`] (observations in,
+//! scheduling and ticks moved out), the code
+//! `tests/process_aware_decisions.rs` drives beside the simulator's.
 
+pub mod accounting;
 pub mod candidates;
+pub mod compensation;
 
 use super::journal::{self, Applied, Object, Value};
 use super::sched::{self, SchedAttr};
@@ -38,7 +44,8 @@ use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
 use crate::privilege::{self, Capability};
 use crate::rt::monotonic_ns;
 use candidates::Candidate;
-use serde::Serialize;
+use compensation::Compensator;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,6 +54,8 @@ pub const SCHEMA: &str = "irqlab/process-aware/v1";
 /// Changes kept in the report (the count goes on).
 const MAX_CHANGES: usize = 10_000;
 const BUCKET_NS: u64 = 1_000;
+/// The compensation algorithm's tick: the paper's 100 Hz.
+pub const TICK_NS: u64 = 10_000_000;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
@@ -58,11 +67,28 @@ pub struct Config {
     pub duration_ns: Option<u64>,
     /// How often the receivers are looked for again.
     pub rescan_ns: u64,
+    /// Run the compensation algorithm on the BPF accounting (`accounting`).
+    pub accounting: bool,
+    /// The CPUs it accounts (default: `cpu`, else every online CPU).
+    pub account_cpus: Option<Vec<usize>>,
+    /// Keep the observations the adapter took (the waiters', and the first
+    /// accounted CPU's bottom halves and ticks) in the report's `recorded`.
+    #[serde(skip)]
+    pub record: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { dev: String::new(), cpu: None, floor: SchedAttr::Other { nice: 0 }, duration_ns: None, rescan_ns: 250_000_000 }
+        Config {
+            dev: String::new(),
+            cpu: None,
+            floor: SchedAttr::Other { nice: 0 },
+            duration_ns: None,
+            rescan_ns: 250_000_000,
+            accounting: true,
+            account_cpus: None,
+            record: false,
+        }
     }
 }
 
@@ -125,6 +151,10 @@ impl Waiters {
         self.waiting.len()
     }
 
+    pub fn is_waiting(&self, tid: i32) -> bool {
+        self.waiting.contains_key(&tid)
+    }
+
     /// The kthreads' scheduling now: that of the waiter whose rank
     /// `predicted_priority` chose, or the floor. Ties go to the lowest tid.
     pub fn decision(&self) -> (SchedAttr, Option<i32>) {
@@ -132,6 +162,70 @@ impl Waiters {
         match self.waiting.iter().find(|(_, &a)| rank(a) == predicted) {
             Some((&tid, &attr)) => (kthread_attr(attr), Some(tid)),
             None => (self.floor, None),
+        }
+    }
+}
+
+/// What the monitor saw, as the pure adapter takes it (and as a recorded
+/// trace stores it, `--record`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum Observation {
+    /// A thread blocked in a receive-family call, with its scheduling.
+    Block { tid: i32, attr: SchedAttr },
+    /// A thread woke or was switched in.
+    Wake { tid: i32 },
+    /// `count` bottom halves of `cost_ns` each done in softirq context for
+    /// process `owner` (None: nobody's).
+    Bh { owner: Option<i32>, count: u64, cost_ns: u64 },
+    /// A tick charged to process `charged` (None: idle).
+    Tick { charged: Option<i32> },
+}
+
+/// What the adapter decided on one observation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The kthreads' scheduling, and the waiter it follows (blocks, wakes).
+    Schedule(SchedAttr, Option<i32>),
+    /// Ticks moved onto the charged process (ticks).
+    Moved(i64),
+    /// Nothing to decide (bottom halves only count).
+    Counted,
+}
+
+/// The controller's pure adapter: the shared prediction over the waiters
+/// and the shared compensation over the bottom halves and ticks
+/// (monitor → adapter → actuator).
+#[derive(Debug, Clone)]
+pub struct Adapter {
+    pub waiters: Waiters,
+    pub compensation: Compensator,
+}
+
+impl Adapter {
+    pub fn new(floor: SchedAttr, tick_ns: u64) -> Self {
+        Adapter { waiters: Waiters::new(floor), compensation: Compensator::new(tick_ns, compensation::GAMMA) }
+    }
+
+    pub fn observe(&mut self, o: &Observation) -> Outcome {
+        match *o {
+            Observation::Block { tid, attr } => {
+                self.waiters.block(tid, attr);
+                let (a, w) = self.waiters.decision();
+                Outcome::Schedule(a, w)
+            }
+            Observation::Wake { tid } => {
+                self.waiters.wake(tid);
+                let (a, w) = self.waiters.decision();
+                Outcome::Schedule(a, w)
+            }
+            Observation::Bh { owner, count, cost_ns } => {
+                for _ in 0..count {
+                    self.compensation.bh_done(owner, cost_ns);
+                }
+                Outcome::Counted
+            }
+            Observation::Tick { charged } => Outcome::Moved(self.compensation.tick(charged)),
         }
     }
 }
@@ -161,6 +255,12 @@ pub struct Report {
     pub change_count: u64,
     pub reaction: StatsSummary,
     pub lost_events: u64,
+    /// The compensation algorithm's charges beside the kernel's and the
+    /// measured truth, per task served or charged.
+    pub accounting: Option<accounting::Accounted>,
+    /// With `record`: what the adapter took, in time order (monotonic ns).
+    #[serde(skip)]
+    pub recorded: Vec<(u64, Observation)>,
     pub switched_threaded_on: bool,
     pub held_ns: u64,
     pub ended_by: &'static str,
@@ -190,8 +290,33 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr: config.floor })?);
     }
     let started = monotonic_ns();
-    let looped = std::thread::scope(|scope| {
-        scope
+    let acct_cpus = match (&config.account_cpus, config.cpu) {
+        (Some(cpus), _) => cpus.clone(),
+        (None, Some(c)) => vec![c],
+        (None, None) => crate::rt::online_cpus()?,
+    };
+    for &c in &acct_cpus {
+        crate::rt::require_online(c, "--account-cpu")?;
+    }
+    let acct_stop = AtomicBool::new(false);
+    let (looped, accounted) = std::thread::scope(|scope| {
+        let acct = config.accounting.then(|| {
+            scope.spawn(|| {
+                // Off the accounted CPU (else off the kthreads'), above
+                // what runs there, so the ticks come on time.
+                match acct_cpus.as_slice() {
+                    [one] => crate::rt::pin_off(*one)?,
+                    _ => {
+                        if let Some(cpu) = config.cpu {
+                            crate::rt::pin_off(cpu)?;
+                        }
+                    }
+                }
+                crate::rt::set_fifo(98)?;
+                accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
+            })
+        });
+        let looped = scope
             .spawn(|| {
                 crate::rt::set_fifo(99)?;
                 // Off the kthreads' CPU, as bh-budget's controller.
@@ -201,7 +326,11 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
                 control_loop(config, &threads, stop, &mut on_change)
             })
             .join()
-            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())))
+            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())));
+        acct_stop.store(true, Ordering::SeqCst);
+        let accounted =
+            acct.map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("the process-aware accounting panicked".into())))).transpose();
+        (looped, accounted)
     });
     let held_ns = monotonic_ns() - started;
     journal::restore_all(guards)?;
@@ -210,7 +339,13 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         g.restore()?;
     }
     let l = looped?;
+    let accounted = accounted?;
     let complete = l.ended_by != "stopped";
+    let mut recorded = l.recorded;
+    if let Some(a) = &accounted {
+        recorded.extend(a.recorded.iter().copied());
+    }
+    recorded.sort_by_key(|&(ts, _)| ts);
     Ok(Report {
         schema: SCHEMA,
         config: config.clone(),
@@ -222,6 +357,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         changes: l.changes,
         reaction: l.reaction.summary(BUCKET_NS, 20_000),
         lost_events: l.lost_events,
+        accounting: accounted,
+        recorded,
         switched_threaded_on,
         held_ns,
         ended_by: l.ended_by,
@@ -238,6 +375,7 @@ struct Looped {
     reaction: LatencyStats,
     lost_events: u64,
     ended_by: &'static str,
+    recorded: Vec<(u64, Observation)>,
 }
 
 /// The threads of the candidates, without the controller's own process.
@@ -254,7 +392,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     let mut storage = crate::monitor::thread::Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &tids)?;
     let fd = watch.ring_epoll_fd();
-    let mut waiters = Waiters::new(config.floor);
+    let mut adapter = Adapter::new(config.floor, TICK_NS);
     let mut current = config.floor;
     let run_start = monotonic_ns();
     let mut next_scan = run_start + config.rescan_ns;
@@ -267,6 +405,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         reaction: LatencyStats::new(),
         lost_events: 0,
         ended_by: "stopped",
+        recorded: Vec::new(),
     };
     loop {
         let now = monotonic_ns();
@@ -295,20 +434,23 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         let mut last_event_ns = None;
         for e in watch.drain()? {
             let tid = e.tid as i32;
-            let changed = match e.kind {
+            let seen = match e.kind {
                 Kind::Blocked if candidates::blocked_in_receive(tid) => {
                     out.waits += 1;
-                    waiters.block(tid, sched::get(tid).unwrap_or(config.floor));
-                    true
+                    Some(Observation::Block { tid, attr: sched::get(tid).unwrap_or(config.floor) })
                 }
-                Kind::Wakeup | Kind::In => waiters.wake(tid),
-                Kind::Blocked | Kind::Preempted => false,
+                Kind::Wakeup | Kind::In if adapter.waiters.is_waiting(tid) => Some(Observation::Wake { tid }),
+                _ => None,
             };
-            if changed {
+            if let Some(o) = seen {
+                adapter.observe(&o);
+                if config.record {
+                    out.recorded.push((e.ts_ns, o));
+                }
                 last_event_ns = Some(e.ts_ns);
             }
         }
-        let (want, waiter) = waiters.decision();
+        let (want, waiter) = adapter.waiters.decision();
         if want != current {
             for t in threads {
                 match sched::set(t.tid, want) {
