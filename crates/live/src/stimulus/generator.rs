@@ -4,9 +4,8 @@
 //! target takes no timestamps and writes nothing (the thesis's
 //! unintrusive measurement, `docs/papers.md` §5).
 //!
-//! Threads: one sender paces the stimuli, sending every stimulus due at a
-//! wake-up in one sendmmsg per path (a sender per path, tried, took both
-//! CPUs of a two-CPU machine at 100k/s and starved the collector); one
+//! Threads: one sender per path paces the stimuli (the same schedule on
+//! each), sending every stimulus due at a wake-up in one sendmmsg; one
 //! receiver per path drains its socket (replies and the error queue's send
 //! timestamps) in batches and pairs them, handing records over a bounded
 //! channel in batches; the calling thread collects records into statistics
@@ -258,7 +257,24 @@ fn run(
             // The receivers run until the sender is done: tell them even if
             // sending panics, or the scope never returns.
             let _done = StopOnDrop([&sender_done]);
-            let outcome = send(config, &sockets, &counters, run_id, start_ns, stop);
+            // One sending thread per path, each on the same schedule: the
+            // kernel carries each stimulus through the whole loopback path
+            // (the echo, the responder's queue) inside the send call, and
+            // one thread for both paths ran out of CPU at 100k/s per path.
+            let outcome = std::thread::scope(|paths| {
+                let senders: Vec<_> = sockets
+                    .iter()
+                    .zip(&counters)
+                    .map(|(sock, c)| {
+                        paths.spawn(move || send(config, std::slice::from_ref(sock), std::slice::from_ref(c), run_id, start_ns, stop))
+                    })
+                    .collect();
+                senders
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("a sender panicked".into()))))
+                    .collect::<Result<Vec<Pacing>>>()
+            })
+            .map(|each| Pacing::worst(&each));
             sender_done_at.store(monotonic_ns(), Ordering::SeqCst);
             sender_done.store(true, Ordering::SeqCst);
             outcome
@@ -381,6 +397,21 @@ struct Pacing {
     behind_ns: u64,
 }
 
+impl Pacing {
+    /// The run's pacing from its paths': each figure of the path that kept
+    /// the pattern worst (the paths send the same schedule).
+    fn worst(paths: &[Pacing]) -> Pacing {
+        let max = |f: fn(&Pacing) -> u64| paths.iter().map(f).max().unwrap_or(0);
+        Pacing {
+            elapsed_ns: max(|p| p.elapsed_ns),
+            late_sends: max(|p| p.late_sends),
+            max_lag_ns: max(|p| p.max_lag_ns),
+            scheduled: max(|p| p.scheduled),
+            behind_ns: max(|p| p.behind_ns),
+        }
+    }
+}
+
 fn send(
     config: &GeneratorConfig,
     sockets: &[StimulusSocket],
@@ -410,7 +441,9 @@ fn send(
         if monotonic_ns() < start_ns + next_at {
             sleep_until_ns(start_ns + next_at);
         } else {
-            // Behind: still let a responder of the same priority run.
+            // Behind: still let the other path's sender, the collector and
+            // a responder of the same priority run, or on two CPUs the
+            // senders starve them.
             // SAFETY: no arguments.
             unsafe { libc::sched_yield() };
         }
