@@ -120,6 +120,10 @@ pub struct PathResult {
     pub path: PathKind,
     pub meaning: String,
     pub sent: u64,
+    /// Stimuli sent per second over the run (`sent` over `elapsed_ns`):
+    /// the rate reached, whatever the pattern asked for.
+    #[serde(default)]
+    pub sent_per_s: f64,
     /// Sends the kernel refused (no buffer, no route).
     pub send_errors: u64,
     /// Replies within the timeout: the latency samples.
@@ -142,7 +146,10 @@ pub struct PathResult {
 pub struct StimulusReport {
     pub schema: String,
     /// False when stopped (Ctrl-C) before the count or duration, or when
-    /// the sender fell behind the pattern by more than one gap.
+    /// the sender fell behind the pattern by more than one gap: stimuli
+    /// the pattern called for within the duration were not sent (the
+    /// last wake-up sends what was due before the end if one batch holds
+    /// it; late sends are counted in `late_sends`, not here).
     pub complete: bool,
     pub target: Ipv4Addr,
     pub udp_port: u16,
@@ -261,12 +268,22 @@ fn run(
             // kernel carries each stimulus through the whole loopback path
             // (the echo, the responder's queue) inside the send call, and
             // one thread for both paths ran out of CPU at 100k/s per path.
+            // The senders are kept within one batch of each other (`Peers`):
+            // left alone, a path the kernel carries more cheaply (UDP) ran
+            // ahead and kept the other (ICMP) at a few stimuli a second
+            // when the rate was more than the machine could send.
+            let progress: Vec<AtomicU64> = sockets.iter().map(|_| AtomicU64::new(0)).collect();
             let outcome = std::thread::scope(|paths| {
                 let senders: Vec<_> = sockets
                     .iter()
                     .zip(&counters)
-                    .map(|(sock, c)| {
-                        paths.spawn(move || send(config, std::slice::from_ref(sock), std::slice::from_ref(c), run_id, start_ns, stop))
+                    .enumerate()
+                    .map(|(i, (sock, c))| {
+                        let peers = Peers { progress: &progress, me: i };
+                        paths.spawn(move || {
+                            let _finished = peers.finish_on_drop();
+                            send(config, std::slice::from_ref(sock), std::slice::from_ref(c), run_id, start_ns, stop, &peers)
+                        })
                     })
                     .collect();
                 senders
@@ -342,6 +359,7 @@ fn run(
             path: sock.kind(),
             meaning: sock.kind().meaning().into(),
             sent,
+            sent_per_s: sent as f64 * 1e9 / pacing.elapsed_ns.max(1) as f64,
             send_errors: c.send_errors.load(Ordering::SeqCst),
             answered: stats[i].count(),
             late: c.late.load(Ordering::SeqCst),
@@ -412,6 +430,45 @@ impl Pacing {
     }
 }
 
+/// The path senders' progress, shared so none runs more than one batch
+/// ahead of the slowest: the paths keep the same count whatever the rate.
+struct Peers<'a> {
+    /// Stimuli each sender has handed to the kernel; `u64::MAX` once done.
+    progress: &'a [AtomicU64],
+    me: usize,
+}
+
+impl Peers<'_> {
+    /// How many more stimuli this sender may send now that it has sent
+    /// `seq`: up to one batch past the slowest other sender.
+    fn allowed(&self, seq: u64) -> usize {
+        let slowest = self.progress.iter().enumerate().filter(|&(i, _)| i != self.me).map(|(_, p)| p.load(Ordering::Acquire)).min();
+        match slowest {
+            None | Some(u64::MAX) => MAX_BATCH,
+            Some(p) => (p + MAX_BATCH as u64).saturating_sub(seq).min(MAX_BATCH as u64) as usize,
+        }
+    }
+
+    fn sent(&self, seq: u64) {
+        self.progress[self.me].store(seq, Ordering::Release);
+    }
+
+    /// Marks this sender done when dropped, so no other waits for it
+    /// (even if it ends with an error or a panic).
+    fn finish_on_drop(&self) -> impl Drop + '_ {
+        struct Finish<'b>(&'b AtomicU64);
+        impl Drop for Finish<'_> {
+            fn drop(&mut self) {
+                self.0.store(u64::MAX, Ordering::Release);
+            }
+        }
+        Finish(&self.progress[self.me])
+    }
+}
+
+/// While a sender waits for a slower one to catch up.
+const PEER_WAIT_NS: u64 = 20_000;
+
 fn send(
     config: &GeneratorConfig,
     sockets: &[StimulusSocket],
@@ -419,6 +476,7 @@ fn send(
     run_id: u32,
     start_ns: u64,
     stop: &AtomicBool,
+    peers: &Peers,
 ) -> Result<Pacing> {
     // A 1 ns timer slack: the default 50 us would blur the pattern.
     // SAFETY: prctl with integer arguments.
@@ -453,20 +511,28 @@ fn send(
         // has its own scheduled time, its lag, and its own kernel send
         // timestamp.
         let now = monotonic_ns();
+        // The clock ends the run, not the pattern: a sender that cannot
+        // keep the rate stops at the duration and says how far behind it
+        // was (it used to run on until it had sent the pattern's count:
+        // 39.4 s for a 10 s run at 100k/s). The wake-up that finds the
+        // duration over is the last; what was due before the end goes
+        // out in its batch, as at every wake-up, if one batch holds it
+        // (the run overshoots by that one system call); more than that
+        // is a sender that fell short.
+        let last = config.duration_ns.is_some_and(|d| now >= start_ns + d);
+        let allowed = if last { MAX_BATCH } else { peers.allowed(seq) };
+        if allowed == 0 {
+            // One batch ahead of another path: let it catch up.
+            sleep_until_ns(now + PEER_WAIT_NS);
+            continue;
+        }
         batch.clear();
-        while batch.len() < MAX_BATCH && start_ns + next_at <= now && config.count.is_none_or(|c| seq < c) {
-            if let Some(d) = config.duration_ns {
-                if next_at >= d {
-                    break;
-                }
-                // The clock ends the run, not the pattern: a sender that
-                // cannot keep the rate stops at the duration and says how
-                // far behind it was (it used to run on until it had sent
-                // the pattern's count: 39.4 s for a 10 s run at 100k/s).
-                if now >= start_ns + d {
+        while start_ns + next_at <= now && config.count.is_none_or(|c| seq < c) && config.duration_ns.is_none_or(|d| next_at < d) {
+            if batch.len() == allowed {
+                if last {
                     due_at_end = Some(next_at);
-                    break;
                 }
+                break;
             }
             let lag = now - (start_ns + next_at);
             pacing.max_lag_ns = pacing.max_lag_ns.max(lag);
@@ -487,8 +553,21 @@ fn send(
             c.sent.fetch_add(sent, Ordering::Relaxed);
             c.send_errors.fetch_add(refused, Ordering::Relaxed);
         }
-        if due_at_end.is_some() {
+        peers.sent(seq);
+        if last {
             break;
+        }
+    }
+    if let Some(d) = config.duration_ns {
+        // Every stimulus sent before the end: the run still lasts its
+        // duration (the pattern's last gap), not until the last send.
+        // In slices, so a stop still ends it at once.
+        while due_at_end.is_none() && !stop.load(Ordering::Relaxed) && config.count.is_none_or(|c| seq < c) {
+            let now = monotonic_ns();
+            if now >= start_ns + d {
+                break;
+            }
+            sleep_until_ns((start_ns + d).min(now + 50_000_000));
         }
     }
     pacing.elapsed_ns = monotonic_ns().saturating_sub(start_ns);
@@ -781,6 +860,22 @@ mod tests {
         assert!(GeneratorConfig { count: None, ..config() }.validate().is_err());
         assert!(GeneratorConfig { paths: vec![], ..config() }.validate().is_err());
         assert!(GeneratorConfig { count: Some(0), ..config() }.validate().is_err());
+    }
+
+    #[test]
+    fn a_sender_stays_within_one_batch_of_the_slowest() {
+        let progress = [AtomicU64::new(0), AtomicU64::new(0)];
+        let (a, b) = (Peers { progress: &progress, me: 0 }, Peers { progress: &progress, me: 1 });
+        assert_eq!(a.allowed(0), MAX_BATCH);
+        a.sent(MAX_BATCH as u64);
+        assert_eq!(a.allowed(MAX_BATCH as u64), 0, "one batch ahead: waits");
+        assert_eq!(b.allowed(0), MAX_BATCH);
+        b.sent(10);
+        assert_eq!(a.allowed(MAX_BATCH as u64), 10);
+        drop(b.finish_on_drop());
+        assert_eq!(a.allowed(MAX_BATCH as u64), MAX_BATCH, "a finished sender holds nobody back");
+        let alone = Peers { progress: &progress[..1], me: 0 };
+        assert_eq!(alone.allowed(1_000), MAX_BATCH);
     }
 
     #[test]
