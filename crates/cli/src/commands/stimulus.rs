@@ -86,7 +86,7 @@ pub struct RunArgs {
     /// A reply later than this is late; none after this long is lost
     #[arg(long, default_value = "1s", value_name = "D", value_parser = flags::duration_ns)]
     timeout: u64,
-    /// SCHED_FIFO priority of the sending and receiving threads (0 = SCHED_OTHER)
+    /// SCHED_FIFO priority of the sending threads; the receiving ones run one above it (0 = SCHED_OTHER for all)
     #[arg(long, default_value_t = 0, value_name = "P")]
     priority: u8,
     /// Stream raw records here: CSV if the name ends in .csv, else JSON lines

@@ -18,73 +18,135 @@ pub struct Gap {
     pub len_ns: u64,
 }
 
-/// One gap as the scan reads it: everything about it in one place, so a
-/// pointer step touches one cache line. `off` = start minus the gap time
-/// before the gap, so the gap time in `[0, x]` for `start < x` is
-/// `min(end, x) - off`.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    start: u64,
+/// Gap time up to a gap's end, as the scan reads it: `off` = start minus
+/// the gap time before the gap, so the gap time in `[0, x]` for
+/// `start < x` is `min(end, x) - off`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Through {
     end: u64,
     off: u64,
 }
 
-/// Gaps per block of the window scan: 8192 entries of 24 bytes, 192 KiB,
-/// well inside a core's L2 cache.
+/// Gaps per block of the window scan: 8192 starts and prefix entries, 192
+/// KiB, well inside a core's L2 cache.
 const BLOCK: usize = 8192;
 
+/// Starts a pointer step compares at once, and the sentinels after the
+/// last start that let it read them without a bounds branch.
+const STEP: usize = 4;
+
 /// Gaps with the prefix sums the window scan needs, built once and shared
-/// by every Δ.
+/// by every Δ. Structure of arrays: a pointer step reads only starts (four
+/// to a 32-byte load), the gap time only where the pointer lands.
 pub struct GapIndex {
-    entries: Vec<Entry>,
+    /// The gaps' starts, then `STEP` sentinels (`u64::MAX`) that no
+    /// position passes.
+    starts: Vec<u64>,
+    /// `through[k]`: gap `k - 1`'s end and offset; `through[0]` is (0, 0),
+    /// so "no gap starts before x" needs no branch (`min(0, x) - 0`).
+    through: Vec<Through>,
     total_ns: u64,
+}
+
+/// One window's scan of [`GapIndex::max_in_windows`].
+struct MaxScan {
+    window: u64,
+    last_start: u64,
+    /// Gaps starting before `start_i + window` (window starts at gap i).
+    k_end: usize,
+    /// Gaps starting before `end_i - window` (window ends at gap i's end).
+    k_start: usize,
+    best: u64,
 }
 
 impl GapIndex {
     /// `gaps` sorted by start, non-overlapping, inside `[0, total_ns]`.
     pub fn new(gaps: &[Gap], total_ns: u64) -> Self {
         let mut before = 0u64;
-        let entries = gaps
-            .iter()
-            .map(|g| {
-                debug_assert!(g.start_ns + g.len_ns <= total_ns);
-                debug_assert!(before <= g.start_ns);
-                let e = Entry { start: g.start_ns, end: g.start_ns + g.len_ns, off: g.start_ns - before };
-                before += g.len_ns;
-                e
-            })
-            .collect();
-        GapIndex { entries, total_ns }
+        let mut starts = Vec::with_capacity(gaps.len() + STEP);
+        let mut through = Vec::with_capacity(gaps.len() + 1);
+        through.push(Through::default());
+        for g in gaps {
+            debug_assert!(g.start_ns + g.len_ns <= total_ns);
+            debug_assert!(before <= g.start_ns);
+            starts.push(g.start_ns);
+            through.push(Through { end: g.start_ns + g.len_ns, off: g.start_ns - before });
+            before += g.len_ns;
+        }
+        starts.extend([u64::MAX; STEP]);
+        GapIndex { starts, through, total_ns }
+    }
+
+    fn len(&self) -> usize {
+        self.through.len() - 1
     }
 
     pub fn total_gap_ns(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.end - e.off)
+        self.through.last().map_or(0, |t| t.end - t.off)
     }
 
     /// Gap time in `[0, x]`, given `k` = number of gaps starting before `x`.
     #[inline]
     fn cumulative(&self, k: usize, x: u64) -> u64 {
-        if k == 0 {
-            return 0;
-        }
-        let e = self.entries[k - 1];
-        e.end.min(x) - e.off
+        let t = self.through[k];
+        t.end.min(x) - t.off
     }
 
-    /// Advances `k` so that it counts the gaps starting before `x`.
+    /// Advances `k` so that it counts the gaps starting before `x` (`x` is
+    /// never past the run, so the sentinels stop it at `len()`).
     #[inline]
     fn advance(&self, k: &mut usize, x: u64) {
-        // A pointer usually moves 0, 1 or 2 entries per step, at random:
-        // two steps as conditional adds (no branch to mispredict), then the
-        // loop for the rare longer runs.
-        let n = self.entries.len();
-        for _ in 0..2 {
-            if *k < n {
-                *k += usize::from(self.entries[*k].start < x);
+        // A pointer usually moves 0, 1 or 2 entries per step, at random.
+        // The starts are sorted, so the step is how many of the next four
+        // are before `x`: one load and four compares on the pointer's
+        // dependency chain instead of a load per entry, and no branch to
+        // mispredict; the loop only for the rare longer runs.
+        let next = &self.starts[*k..*k + STEP];
+        let step: usize = next.iter().map(|&s| usize::from(s < x)).sum();
+        *k += step;
+        if step == STEP {
+            while self.starts[*k] < x {
+                *k += 1;
             }
         }
-        while *k < n && self.entries[*k].start < x {
-            *k += 1;
+    }
+
+    /// `N` windows' scans over the gaps `range`, side by side in one loop:
+    /// each window places itself at each gap's start and ending at each
+    /// gap's end. A scan's two pointers are chains of dependent loads (the
+    /// next step reads where the last one landed); scanning windows
+    /// together gives the core independent chains to overlap.
+    #[inline(always)]
+    fn scan_max<const N: usize>(&self, scans: &mut [MaxScan], range: std::ops::Range<usize>) {
+        // The scans' state in locals: written back at every step it cost a
+        // store per pointer.
+        let mut window = [0; N];
+        let mut last_start = [0; N];
+        let (mut k_end, mut k_start, mut best) = ([0; N], [0; N], [0; N]);
+        for (j, s) in scans.iter().enumerate() {
+            (window[j], last_start[j]) = (s.window, s.last_start);
+            (k_end[j], k_start[j], best[j]) = (s.k_end, s.k_start, s.best);
+        }
+        for (&start, g) in self.starts[range.clone()].iter().zip(&self.through[range.start + 1..=range.end]) {
+            // Gap time before gap i, and up to its end.
+            let (before, through) = (start - g.off, g.end - g.off);
+            for j in 0..N {
+                // Window starts at gap i's start.
+                if start <= last_start[j] {
+                    let x = start + window[j];
+                    self.advance(&mut k_end[j], x);
+                    best[j] = best[j].max(self.cumulative(k_end[j], x) - before);
+                }
+                // Window ends at gap i's end (later gaps start after it).
+                if g.end >= window[j] {
+                    let t = g.end - window[j];
+                    self.advance(&mut k_start[j], t);
+                    best[j] = best[j].max(through - self.cumulative(k_start[j], t));
+                }
+            }
+        }
+        for (j, s) in scans.iter_mut().enumerate() {
+            (s.k_end, s.k_start, s.best) = (k_end[j], k_start[j], best[j]);
         }
     }
 
@@ -98,24 +160,16 @@ impl GapIndex {
     /// gaps: every window's pointers stay within its length of the current
     /// gap, so the data is read from memory once, not once per window.
     pub fn max_in_windows(&self, windows_ns: &[u64]) -> Vec<Option<u64>> {
-        struct Scan {
-            window: u64,
-            last_start: u64,
-            /// Gaps starting before `start_i + window` (window starts at gap i).
-            k_end: usize,
-            /// Gaps starting before `end_i - window` (window ends at gap i's end).
-            k_start: usize,
-            best: u64,
-        }
-        let at = |x: u64| self.cumulative(self.entries.partition_point(|e| e.start < x), x);
-        let mut scans: Vec<Scan> = windows_ns
+        let at = |x: u64| self.cumulative(self.starts[..self.len()].partition_point(|&s| s < x), x);
+        let n = self.len();
+        let mut scans: Vec<MaxScan> = windows_ns
             .iter()
             .filter(|&&w| w > 0 && w <= self.total_ns)
             .map(|&w| {
                 let last_start = self.total_ns - w;
                 // The two ends of the range of positions.
                 let best = at(w).max(at(self.total_ns) - at(last_start));
-                Scan { window: w, last_start, k_end: 0, k_start: 0, best }
+                MaxScan { window: w, last_start, k_end: 0, k_start: 0, best }
             })
             .collect();
         // Blocks of gaps small enough to stay in the cache while every
@@ -123,29 +177,13 @@ impl GapIndex {
         // the previous scan just brought in (its pointers run at most one
         // window ahead or behind). The scans are independent, so the order
         // does not change any result.
-        for block in self.entries.chunks(BLOCK) {
-            for s in scans.iter_mut() {
-                // The scan's state in locals for the block: written back
-                // through `s` at every step it cost a store per pointer.
-                let (window, last_start) = (s.window, s.last_start);
-                let (mut k_end, mut k_start, mut best) = (s.k_end, s.k_start, s.best);
-                for g in block {
-                    // Gap time before gap i, and up to its end.
-                    let (before, through) = (g.start - g.off, g.end - g.off);
-                    // Window starts at gap i's start.
-                    if g.start <= last_start {
-                        let x = g.start + window;
-                        self.advance(&mut k_end, x);
-                        best = best.max(self.cumulative(k_end, x) - before);
-                    }
-                    // Window ends at gap i's end (later gaps start after it).
-                    if g.end >= window {
-                        let t = g.end - window;
-                        self.advance(&mut k_start, t);
-                        best = best.max(through - self.cumulative(k_start, t));
-                    }
+        for first in (0..n).step_by(BLOCK) {
+            let last = (first + BLOCK).min(n);
+            for pair in scans.chunks_mut(2) {
+                match pair.len() {
+                    2 => self.scan_max::<2>(pair, first..last),
+                    _ => self.scan_max::<1>(pair, first..last),
                 }
-                (s.k_end, s.k_start, s.best) = (k_end, k_start, best);
             }
         }
         let mut scans = scans.into_iter().peekable();
@@ -166,7 +204,7 @@ impl GapIndex {
     /// one (`t = start − Δ`), or at the ends of the run; two monotone
     /// pointers per window, as for the maximum.
     pub fn min_in_windows(&self, windows_ns: &[u64]) -> Vec<Option<u64>> {
-        let at = |x: u64| self.cumulative(self.entries.partition_point(|e| e.start < x), x);
+        let at = |x: u64| self.cumulative(self.starts[..self.len()].partition_point(|&s| s < x), x);
         windows_ns
             .iter()
             .map(|&w| {
@@ -176,8 +214,8 @@ impl GapIndex {
                 let last_start = self.total_ns - w;
                 let mut least = at(w).min(at(self.total_ns) - at(last_start));
                 let (mut k_end, mut k_start) = (0, 0);
-                for g in &self.entries {
-                    let (before, through) = (g.start - g.off, g.end - g.off);
+                for (&start, g) in self.starts.iter().zip(&self.through[1..]) {
+                    let (before, through) = (start - g.off, g.end - g.off);
                     // Window starts where gap i ends.
                     if g.end <= last_start {
                         let x = g.end + w;
@@ -185,8 +223,8 @@ impl GapIndex {
                         least = least.min(self.cumulative(k_end, x) - through);
                     }
                     // Window ends where gap i starts.
-                    if g.start >= w {
-                        let t = g.start - w;
+                    if start >= w {
+                        let t = start - w;
                         self.advance(&mut k_start, t);
                         least = least.min(before - self.cumulative(k_start, t));
                     }

@@ -53,7 +53,13 @@ pub struct RecordLog {
 impl RecordLog {
     pub fn create(path: &Path, format: LogFormat) -> Result<RecordLog> {
         let file = File::create(path).map_err(|e| Error::io(format!("creating log {}", path.display()), e))?;
-        let mut log = RecordLog { path: path.to_path_buf(), out: BufWriter::new(file), format, last_flush: Instant::now(), written: 0 };
+        let mut log = RecordLog {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 20, file),
+            format,
+            last_flush: Instant::now(),
+            written: 0,
+        };
         if format == LogFormat::Csv {
             log.put(|w| writeln!(w, "path,seq,tx_ns,rx_ns,latency_ns,timestamps"))?;
         }
@@ -65,16 +71,48 @@ impl RecordLog {
     }
 
     pub fn write(&mut self, r: &Record) -> Result<()> {
+        // Formatted by hand into one line buffer: at 200k records a second
+        // serde's per-record encoding was a fifth of a CPU; the bytes are
+        // the same (`json_line_is_what_serde_writes`).
+        let mut line = [0u8; 160];
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            line[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        let mut num = [0u8; 20];
         match self.format {
             LogFormat::Csv => {
-                let source = serde_json::to_value(r.timestamps).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-                self.put(|w| writeln!(w, "{},{},{},{},{},{}", r.path.name(), r.seq, r.tx_ns, r.rx_ns, r.latency_ns, source))?
+                put(r.path.name().as_bytes());
+                put(b",");
+                put(decimal(r.seq, &mut num));
+                put(b",");
+                put(decimal(r.tx_ns, &mut num));
+                put(b",");
+                put(decimal(r.rx_ns, &mut num));
+                put(b",");
+                put(decimal(r.latency_ns, &mut num));
+                put(b",");
+                put(r.timestamps.name().as_bytes());
             }
             LogFormat::JsonLines => {
-                let line = serde_json::to_string(r).map_err(|e| Error::Failed(format!("encoding a record: {e}")))?;
-                self.put(|w| writeln!(w, "{line}"))?
+                put(b"{\"path\":\"");
+                put(r.path.name().as_bytes());
+                put(b"\",\"seq\":");
+                put(decimal(r.seq, &mut num));
+                put(b",\"tx_ns\":");
+                put(decimal(r.tx_ns, &mut num));
+                put(b",\"rx_ns\":");
+                put(decimal(r.rx_ns, &mut num));
+                put(b",\"latency_ns\":");
+                put(decimal(r.latency_ns, &mut num));
+                put(b",\"timestamps\":\"");
+                put(r.timestamps.name().as_bytes());
+                put(b"\"}");
             }
         }
+        put(b"\n");
+        self.put(|w| w.write_all(&line[..at]))?;
         self.written += 1;
         self.flush_if_due()
     }
@@ -98,12 +136,52 @@ impl RecordLog {
     }
 }
 
+/// `v` in decimal, in the tail of `buf`.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn rec(seq: u64) -> Record {
         Record { path: PathKind::Udp, seq, tx_ns: 100, rx_ns: 250, latency_ns: 150, timestamps: StampSource::Software }
+    }
+
+    #[test]
+    fn json_line_is_what_serde_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let mut log = RecordLog::create(&path, LogFormat::JsonLines).unwrap();
+        let records = [
+            rec(0),
+            Record { path: PathKind::Icmp, seq: u64::MAX, tx_ns: 0, rx_ns: u64::MAX, latency_ns: 9, timestamps: StampSource::Hardware },
+            Record {
+                path: PathKind::Udp,
+                seq: 10,
+                tx_ns: 1_764_106_388_123_456_789,
+                rx_ns: 1,
+                latency_ns: 0,
+                timestamps: StampSource::User,
+            },
+        ];
+        let mut expected = String::new();
+        for r in &records {
+            log.write(r).unwrap();
+            expected += &serde_json::to_string(r).unwrap();
+            expected.push('\n');
+        }
+        log.flush().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
     }
 
     #[test]

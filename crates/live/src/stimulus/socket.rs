@@ -49,6 +49,17 @@ pub enum StampSource {
     User,
 }
 
+impl StampSource {
+    /// The name the JSON documents and logs use.
+    pub fn name(self) -> &'static str {
+        match self {
+            StampSource::Hardware => "hardware",
+            StampSource::Software => "software",
+            StampSource::User => "user",
+        }
+    }
+}
+
 /// A kernel timestamp: software (CLOCK_REALTIME) and, if the NIC gave
 /// one, hardware.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,9 +139,11 @@ impl StimulusSocket {
             | libc::SOF_TIMESTAMPING_RX_HARDWARE
             | libc::SOF_TIMESTAMPING_RAW_HARDWARE;
         setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPING, &flags)?;
-        // Room for a second of replies at 20 kHz if the reader stalls;
-        // FORCE needs CAP_NET_ADMIN, the plain one is capped by rmem_max.
-        let size: i32 = 8 << 20;
+        // Room for a quarter second of replies and send timestamps at 100k/s
+        // (the error queue counts against the same budget) if the reader
+        // stalls; FORCE needs CAP_NET_ADMIN, the plain one is capped by
+        // rmem_max.
+        let size: i32 = 32 << 20;
         if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
             setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &size)?;
         }
@@ -145,17 +158,67 @@ impl StimulusSocket {
         self.fd.as_raw_fd()
     }
 
+    /// The bytes of one stimulus on this path: the payload, behind an ICMP
+    /// echo header on the ICMP path.
+    fn packet(&self, payload: &Payload, out: &mut [u8; MAX_STIMULUS_LEN]) -> usize {
+        match self.kind {
+            PathKind::Icmp => {
+                out.copy_from_slice(&wire::icmp_echo_request(self.icmp_id, payload));
+                MAX_STIMULUS_LEN
+            }
+            PathKind::Udp => {
+                out[..PAYLOAD_LEN].copy_from_slice(&payload.encode());
+                PAYLOAD_LEN
+            }
+        }
+    }
+
+    /// Sends a batch of stimuli with as few system calls as the kernel
+    /// allows (sendmmsg(2), up to `MAX_BATCH` a call); returns how many
+    /// went out and how many the kernel refused. Each stimulus is its own
+    /// datagram with its own send timestamp, as with one send per call.
+    pub fn send_batch(&self, payloads: &[Payload]) -> (u64, u64) {
+        let (mut sent, mut refused) = (0u64, 0u64);
+        for chunk in payloads.chunks(MAX_BATCH) {
+            let mut bufs = [[0u8; MAX_STIMULUS_LEN]; MAX_BATCH];
+            // SAFETY: zeroed iovec/mmsghdr are valid; filled in below.
+            let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            for (i, p) in chunk.iter().enumerate() {
+                let len = self.packet(p, &mut bufs[i]);
+                iovs[i] = libc::iovec { iov_base: bufs[i].as_mut_ptr() as *mut libc::c_void, iov_len: len };
+                msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+                msgs[i].msg_hdr.msg_iovlen = 1;
+                msgs[i].msg_hdr.msg_name = &self.dest as *const libc::sockaddr_in as *mut libc::c_void;
+                msgs[i].msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            }
+            let mut at = 0;
+            while at < chunk.len() {
+                // SAFETY: msgs[at..len] point at live buffers for the call.
+                let rc = unsafe { libc::sendmmsg(self.fd.as_raw_fd(), msgs[at..].as_mut_ptr(), (chunk.len() - at) as u32, 0) };
+                if rc > 0 {
+                    sent += rc as u64;
+                    at += rc as usize;
+                } else {
+                    if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    // The first message of the rest was refused: count it
+                    // and go on with the next, as one sendto per stimulus
+                    // would.
+                    refused += 1;
+                    at += 1;
+                }
+            }
+        }
+        (sent, refused)
+    }
+
     /// Sends one stimulus.
     pub fn send(&self, payload: &Payload) -> std::io::Result<()> {
-        let icmp;
-        let body = payload.encode();
-        let bytes: &[u8] = match self.kind {
-            PathKind::Icmp => {
-                icmp = wire::icmp_echo_request(self.icmp_id, payload);
-                &icmp
-            }
-            PathKind::Udp => &body,
-        };
+        let mut buf = [0u8; MAX_STIMULUS_LEN];
+        let len = self.packet(payload, &mut buf);
+        let bytes = &buf[..len];
         // SAFETY: bytes and dest are valid for the call.
         let rc = unsafe {
             libc::sendto(
@@ -199,6 +262,96 @@ impl StimulusSocket {
         let payload = if is_send_stamp { Payload::decode_tail(&buf[..len]) } else { None };
         Ok(Some((payload, stamp.filter(|_| is_send_stamp).unwrap_or_default())))
     }
+
+    /// Every reply waiting on the socket, up to `batch`'s size, in one
+    /// system call (recvmmsg(2)), without blocking; each entry as
+    /// [`recv_reply`](Self::recv_reply) gives it. Returns how many were read.
+    pub fn recv_replies(&self, batch: &mut RecvBatch) -> std::io::Result<usize> {
+        let n = batch.receive(self.fd.as_raw_fd(), libc::MSG_DONTWAIT)?;
+        for i in 0..n {
+            let (len, stamp, _) = batch.meta[i];
+            let data = &batch.bufs[i][..len];
+            let payload = match self.kind {
+                PathKind::Icmp => wire::parse_icmp_echo_reply(data, self.icmp_id),
+                PathKind::Udp => (len == PAYLOAD_LEN).then(|| Payload::decode(data)).flatten(),
+            };
+            batch.out[i] = (payload, stamp.unwrap_or_default());
+        }
+        Ok(n)
+    }
+
+    /// Every transmit timestamp waiting on the error queue, up to `batch`'s
+    /// size, in one system call, without blocking.
+    pub fn recv_tx_stamps(&self, batch: &mut RecvBatch) -> std::io::Result<usize> {
+        let n = batch.receive(self.fd.as_raw_fd(), libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE)?;
+        for i in 0..n {
+            let (len, stamp, is_send_stamp) = batch.meta[i];
+            let payload = if is_send_stamp { Payload::decode_tail(&batch.bufs[i][..len]) } else { None };
+            batch.out[i] = (payload, stamp.filter(|_| is_send_stamp).unwrap_or_default());
+        }
+        Ok(n)
+    }
+}
+
+/// The longest stimulus on the wire (the ICMP one).
+const MAX_STIMULUS_LEN: usize = wire::ICMP_HEADER_LEN + PAYLOAD_LEN;
+/// Messages per sendmmsg/recvmmsg call.
+pub const MAX_BATCH: usize = 64;
+/// Room for a reply (IP header + ICMP + payload) or an error-queue entry
+/// (the sent packet, link header included); longer packets are not
+/// stimuli and come back truncated.
+const SLOT_LEN: usize = 256;
+const CONTROL_LEN: usize = 32;
+
+/// Buffers for one recvmmsg(2) call, kept across calls.
+pub struct RecvBatch {
+    bufs: Vec<[u8; SLOT_LEN]>,
+    control: Vec<[u64; CONTROL_LEN]>,
+    meta: Vec<(usize, Option<Stamp>, bool)>,
+    /// What the last call read: this run's payload (if it is one) and the
+    /// kernel's timestamp, per message.
+    pub out: Vec<(Option<Payload>, Stamp)>,
+}
+
+impl Default for RecvBatch {
+    fn default() -> Self {
+        RecvBatch {
+            bufs: vec![[0; SLOT_LEN]; MAX_BATCH],
+            control: vec![[0; CONTROL_LEN]; MAX_BATCH],
+            meta: vec![(0, None, false); MAX_BATCH],
+            out: vec![(None, Stamp::default()); MAX_BATCH],
+        }
+    }
+}
+
+impl RecvBatch {
+    fn receive(&mut self, fd: RawFd, flags: i32) -> std::io::Result<usize> {
+        // SAFETY: zeroed iovec/mmsghdr are valid; filled in below.
+        let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+        for i in 0..MAX_BATCH {
+            iovs[i] = libc::iovec { iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void, iov_len: SLOT_LEN };
+            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_control = self.control[i].as_mut_ptr() as *mut libc::c_void;
+            msgs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; CONTROL_LEN]>();
+        }
+        // SAFETY: msgs point at live buffers for the call.
+        let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), MAX_BATCH as u32, flags, std::ptr::null_mut()) };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            return match err.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(err),
+            };
+        }
+        let n = n as usize;
+        for (meta, m) in self.meta.iter_mut().zip(&msgs).take(n) {
+            let (stamp, is_send_stamp) = control_messages(&m.msg_hdr);
+            *meta = ((m.msg_len as usize).min(SLOT_LEN), stamp, is_send_stamp);
+        }
+        Ok(n)
+    }
 }
 
 /// recvmsg(2) with the control messages irqlab reads: the kernel timestamps
@@ -222,11 +375,18 @@ fn recvmsg(fd: RawFd, buf: &mut [u8], flags: i32) -> std::io::Result<Option<(usi
             _ => Err(err),
         };
     }
+    let (stamp, is_send_stamp) = control_messages(&msg);
+    Ok(Some((n as usize, stamp, is_send_stamp)))
+}
+
+/// The kernel timestamp and whether an error-queue entry is a send
+/// timestamp, from the control messages of a received `msg`.
+fn control_messages(msg: &libc::msghdr) -> (Option<Stamp>, bool) {
     let mut stamp = None;
     let mut is_send_stamp = false;
     // SAFETY: walking the control buffer the kernel filled, with its macros.
     unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
             let c = &*cmsg;
             let data = libc::CMSG_DATA(cmsg);
@@ -239,10 +399,10 @@ fn recvmsg(fd: RawFd, buf: &mut [u8], flags: i32) -> std::io::Result<Option<(usi
                 is_send_stamp =
                     ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND;
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
     }
-    Ok(Some((n as usize, stamp, is_send_stamp)))
+    (stamp, is_send_stamp)
 }
 
 /// Resolves `host` (an IPv4 address or a name) to one IPv4 address.
