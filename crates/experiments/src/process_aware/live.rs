@@ -289,30 +289,6 @@ struct Cycle {
     tid: i32,
 }
 
-/// The work loop's sustained speed on `focus` at the CPU-bound tasks'
-/// priority with no traffic: `wall_ns` of it, iterations over time. With
-/// this as the reference, a task that nothing else interrupts keeps 100%
-/// of its run, and what a kernel's network work takes shows as the rest
-/// (the paper's t_opt baseline).
-fn calibrate_sustained(focus: usize, wall_ns: u64) -> Result<Calibration> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            rt::pin_to_cpu(focus)?;
-            rt::set_fifo(HOG_PRIORITY)?;
-            let start = rt::monotonic_ns();
-            let mut done = 0u64;
-            while rt::monotonic_ns() - start < wall_ns {
-                std::hint::black_box(player::spin(CHUNK));
-                done += CHUNK;
-            }
-            let us = (rt::monotonic_ns() - start) as f64 / 1e3;
-            Ok(Calibration { cpu: Some(focus), iterations_per_us: done as f64 / us, trials: 1 })
-        })
-        .join()
-        .unwrap_or_else(|_| Err(Error::Failed("the calibration thread panicked".into())))
-    })
-}
-
 /// The CPU-bound process's phases: calibrated work for `run_ns` (no system
 /// calls), then sleep `sleep_ns`.
 fn hog_cycle(focus: usize, cal: &Calibration, run_ns: u64, sleep_ns: u64, received: &AtomicU64) -> Result<Cycle> {
@@ -757,21 +733,7 @@ pub fn reproduce(
     mut on_point: impl FnMut(&Point),
     mut on_bursty: impl FnMut(&BurstyPoint),
 ) -> Result<Report<Details>> {
-    let online = rt::online_cpus()?;
-    if online.len() < 2 {
-        return Err(Error::MissingKernelFeature {
-            feature: "a second CPU".into(),
-            detail: "the sender needs a CPU other than the measured one".into(),
-        });
-    }
-    let focus = match config.cpu {
-        Some(c) => {
-            rt::require_online(c, "cpu")?;
-            c
-        }
-        None => *online.last().expect("non-empty"),
-    };
-    let others: Vec<usize> = online.iter().copied().filter(|&c| c != focus).collect();
+    let (focus, others) = rt::measured_and_others(config.cpu, "the sender needs a CPU other than the measured one")?;
     check_prerequisites()?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let simulated = sim::reproduce(&sim::Options { quick: config.quick, seed: config.seed, threads }, stop).map_err(Error::Failed)?;
@@ -780,7 +742,9 @@ pub fn reproduce(
     } else {
         (&[5_000, 10_000, 20_000, 40_000, 60_000], 10_000_000_000, 1_000_000_000, "1/10 of the paper's 100 s run / 10 s sleep")
     };
-    let calibration = calibrate_sustained(focus, 500_000_000)?;
+    // The paper's t_opt baseline: the work loop's speed on the CPU at the
+    // CPU-bound tasks' priority with no traffic.
+    let calibration = player::calibrate_sustained(focus, HOG_PRIORITY, 500_000_000)?;
     let bed = Testbed::up()?;
     let place = Place { bed: &bed, focus, others: others.clone(), calibration };
     let mut points = Vec::new();
