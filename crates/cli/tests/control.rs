@@ -713,14 +713,19 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     assert!((3_000..=4_001).contains(&rows.len()), "{} periods in 4 s", rows.len());
     assert_eq!(summary["figures"]["periods"], rows.len());
     let (min, period) = (50_000.0, 1_000_000.0);
-    let (mut beyond, mut throttled, mut reactions) = (0, 0, Vec::new());
+    let (mut beyond, mut throttled, mut reactions, mut revised) = (0, 0, Vec::new(), 0usize);
     for r in rows {
         let (t, t_next, c) = (r["t_ns"].as_f64().unwrap(), r["t_next_ns"].as_f64().unwrap(), r["c_ns"].as_f64().unwrap());
         assert!((min..=period).contains(&t) && (min..=period).contains(&t_next), "threshold out of [min, period]: {r}");
         if r["throttled"] == true {
             throttled += 1;
-            // Dropped only once it had run its threshold.
-            assert!(c >= t, "throttled before reaching its threshold: {r}");
+            // Dropped only once it had run its threshold, by the count the
+            // controller had at the drop (the count read at the period's
+            // end can come out lower when the monitor had extrapolated a
+            // run whose end it saw late: counted in `revised`).
+            let counted = r["counted_at_drop_ns"].as_f64().unwrap();
+            assert!(counted >= t, "throttled before reaching its threshold: {r}");
+            revised += usize::from(c < counted);
             let reaction = r["reaction_ns"].as_f64().unwrap();
             reactions.push(reaction);
             if c > t + reaction + r["ran_on_ns"].as_f64().unwrap_or(0.0) + 1_000.0 {
@@ -733,7 +738,7 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     reactions.sort_by(f64::total_cmp);
     let q = |f: f64| reactions.get(((reactions.len() as f64 * f) as usize).min(reactions.len().saturating_sub(1))).copied().unwrap_or(0.0);
     eprintln!(
-        "bh-budget under a flood: {} periods, {throttled} throttled; reaction p50/p99/max {:.0}/{:.0}/{:.0} ns; \
+        "bh-budget under a flood: {} periods, {throttled} throttled ({revised} with the period's count below the count at the drop); reaction p50/p99/max {:.0}/{:.0}/{:.0} ns; \
          then on the CPU (rest of the poll) p50/p99/max {}/{}/{} ns; {beyond} periods ({:.1}%) ran beyond T(k) + reaction + rest of \
          poll (by more than 1 us); BH per ms mean {} range {}..{}; {} packets/s",
         rows.len(),

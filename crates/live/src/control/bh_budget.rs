@@ -264,6 +264,11 @@ pub struct PeriodRow {
     pub t_next_ns: f64,
     /// Whether the kthreads were dropped to their low level (fifo).
     pub throttled: bool,
+    /// Their time in the period by the controller's count at the drop: at
+    /// least T(k). `c_ns`, read at the period's end, can be lower when the
+    /// monitor had extrapolated a run whose end it saw late (fifo).
+    #[serde(default)]
+    pub counted_at_drop_ns: Option<u64>,
     /// How long they ran past T(k) before the drop took effect (fifo).
     pub reaction_ns: Option<u64>,
     /// How long they stayed on the CPU after the drop: the rest of the poll
@@ -715,6 +720,9 @@ impl Kthreads<'_> {
 /// What the controller did within a period (fifo).
 #[derive(Debug, Default)]
 struct Throttle {
+    /// The kthreads' time in the period by the controller's count when it
+    /// dropped them (at least T(k): the rule).
+    counted_ns: Option<u64>,
     /// How long the kthreads ran past T(k) until the drop took effect.
     reaction_ns: Option<u64>,
     /// How long they stayed on the CPU after the drop (the rest of a poll:
@@ -755,6 +763,7 @@ fn hold_period(
         if config.enforce == Enforce::Fifo && k.at_high {
             let used = k.ran(watch, now)?.saturating_sub(base_ran);
             if used as f64 >= t {
+                th.counted_ns = Some(used);
                 k.set(SchedAttr::Idle)?;
                 k.at_high = false;
                 let after = monotonic_ns();
@@ -858,6 +867,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             t_ns: d.threshold_ns,
             t_next_ns: d.next_ns,
             throttled: throttle.reaction_ns.is_some(),
+            counted_at_drop_ns: throttle.counted_ns,
             reaction_ns: throttle.reaction_ns,
             ran_on_ns: throttle.ran_on_ns,
             n_age_ns: if polls.last_ts_ns > 0 { now.saturating_sub(polls.last_ts_ns) } else { 0 },
@@ -964,6 +974,7 @@ mod tests {
             t_ns: t,
             t_next_ns: t,
             throttled: reaction.is_some(),
+            counted_at_drop_ns: reaction.map(|_| c),
             reaction_ns: reaction,
             ran_on_ns: reaction.map(|_| 0),
             n_age_ns: 0,
