@@ -240,6 +240,9 @@ fn prometheus_scrapes_it_and_reads_back_growing_softirq_counters() {
                 .bytes()
                 .map(|b| if b.is_ascii_alphanumeric() || b"_.".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
                 .collect();
+            // Prometheus may not listen yet (it refuses until it has
+            // started): no reading this time.
+            TcpStream::connect(&web).ok()?;
             let (_, body) = get(&web, &format!("/api/v1/query?query={q}"), None);
             let v: serde_json::Value = serde_json::from_str(&body).ok()?;
             v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
