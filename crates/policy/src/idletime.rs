@@ -22,11 +22,11 @@
 //! live gate of background I/O drive the same transitions.
 
 use irqlab_analysis::Nanos;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Foreground (regular) or background (idletime) work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Class {
     Foreground,
@@ -34,7 +34,7 @@ pub enum Class {
 }
 
 /// The four states of §5.1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum State {
     I,
     F,
@@ -249,6 +249,152 @@ impl IdletimeScheduler {
     }
 }
 
+/// An observation of a gated resource: a foreground request went to the
+/// device or completed, or the preemption interval's wake-up came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Observation {
+    ForegroundIssue,
+    ForegroundComplete,
+    /// The wake-up asked by [`Gate::wake_at`] (observed at its own time,
+    /// however late the caller's timer fired).
+    IntervalEnd,
+}
+
+/// What one observation made the [`Gate`] do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateStep {
+    pub at_ns: Nanos,
+    pub observed: Observation,
+    /// Whether background work may run after this step.
+    pub open: bool,
+    pub state: State,
+    /// The wake-up pending after this step, if any.
+    pub wake_at: Option<Nanos>,
+}
+
+/// The idletime scheduler in front of a device that serves many requests
+/// at once (a disk with a queue, a NIC), where background work cannot be
+/// held request by request but can be held back as a whole: the gate
+/// (a frozen cgroup, a throttle, a plugged queue) is open while the
+/// scheduler is in B and closed otherwise. The foreground's requests are
+/// seen as one queue served in order (F while any is in the device);
+/// background work is greedy (it waits whenever its processes live) and
+/// preemptable at request boundaries: a foreground arrival closes the gate
+/// at once (B --f--> F), and the background requests already in the device
+/// finish (the gate's reaction, measured live).
+///
+/// The live controller (`irqlab control idletime`) and the simulator's
+/// gated device (`irqlab-sim`'s `idletime::gated`) drive this same code.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    sched: IdletimeScheduler,
+    fg_in_device: u32,
+    background_waits: bool,
+    wake_at: Option<Nanos>,
+    open: bool,
+}
+
+impl Gate {
+    /// A closed gate with preemption interval `p_ns` (None = ∞).
+    pub fn new(p_ns: Option<Nanos>, start: IntervalStart) -> Self {
+        Gate { sched: IdletimeScheduler::new(p_ns, start, true), fg_in_device: 0, background_waits: true, wake_at: None, open: false }
+    }
+
+    pub fn open(&self) -> bool {
+        self.open
+    }
+    pub fn state(&self) -> State {
+        self.sched.state()
+    }
+    pub fn counters(&self) -> &Counters {
+        self.sched.counters()
+    }
+    /// When the caller must observe [`Observation::IntervalEnd`].
+    pub fn wake_at(&self) -> Option<Nanos> {
+        self.wake_at
+    }
+    pub fn foreground_in_device(&self) -> u32 {
+        self.fg_in_device
+    }
+
+    /// Whether background work waits (its processes live); it is asked for
+    /// at the next decision.
+    pub fn set_background_waits(&mut self, waits: bool) {
+        self.background_waits = waits;
+    }
+
+    /// The first decision: with nothing in the device, I --b--> B opens the
+    /// gate (or I --i--> I keeps it closed when no background waits).
+    pub fn begin(&mut self, now: Nanos) -> GateStep {
+        let head = self.background_waits.then_some(Class::Background);
+        self.decide(now, head);
+        self.step(now, Observation::IntervalEnd)
+    }
+
+    fn head_when_free(&self) -> Option<Class> {
+        if self.fg_in_device > 0 {
+            Some(Class::Foreground)
+        } else if self.background_waits {
+            Some(Class::Background)
+        } else {
+            None
+        }
+    }
+
+    fn decide(&mut self, now: Nanos, head: Option<Class>) {
+        match self.sched.dispatch(now, head) {
+            Decision::StartBackground => self.open = true,
+            Decision::StartForeground | Decision::PreemptAndStartForeground => self.open = false,
+            Decision::WaitUntil(t) => {
+                self.open = false;
+                if self.wake_at.is_none_or(|w| w < t) {
+                    self.wake_at = Some(t);
+                }
+            }
+            Decision::Nothing => {}
+        }
+    }
+
+    fn step(&self, at_ns: Nanos, observed: Observation) -> GateStep {
+        GateStep { at_ns, observed, open: self.open, state: self.sched.state(), wake_at: self.wake_at }
+    }
+
+    /// Feeds one observation at `now` (observations in time order; an
+    /// interval end at the time [`Gate::wake_at`] named).
+    pub fn observe(&mut self, now: Nanos, observed: Observation) -> GateStep {
+        match observed {
+            Observation::ForegroundIssue => {
+                self.fg_in_device += 1;
+                if self.fg_in_device == 1 {
+                    if self.sched.on_arrival(now, Class::Foreground) == Decision::PreemptAndStartForeground {
+                        self.open = false;
+                    } else {
+                        self.decide(now, Some(Class::Foreground));
+                    }
+                }
+            }
+            Observation::ForegroundComplete => {
+                // A request issued before the watch began is not ours.
+                if self.fg_in_device > 0 {
+                    self.fg_in_device -= 1;
+                    self.sched.on_completion(now);
+                    let head = self.head_when_free();
+                    self.decide(now, head);
+                }
+            }
+            Observation::IntervalEnd => {
+                self.wake_at = None;
+                if !self.sched.busy() {
+                    let head = self.head_when_free();
+                    self.decide(now, head);
+                }
+            }
+        }
+        self.step(now, observed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +535,53 @@ mod tests {
         assert_eq!(s.on_arrival(3, Fg), Decision::Nothing);
         assert_eq!(s.dispatch(3, Some(Fg)), Decision::Nothing); // busy
         assert_eq!(s.state(), State::B);
+    }
+
+    #[test]
+    fn gate_opens_after_the_interval_and_closes_at_once_on_foreground() {
+        let mut g = Gate::new(Some(10), IntervalStart::Dispatch);
+        assert!(g.begin(0).open); // I --b--> B
+        let s = g.observe(5, Observation::ForegroundIssue); // B --f--> F (preempt)
+        assert!(!s.open);
+        assert_eq!(s.state, State::F);
+        assert!(!g.observe(6, Observation::ForegroundIssue).open); // queued behind
+        let s = g.observe(8, Observation::ForegroundComplete); // F --f--> F: the next one, interval from 8
+        assert_eq!((s.open, s.state), (false, State::F));
+        let s = g.observe(9, Observation::ForegroundComplete); // F --b--> P until 18
+        assert_eq!((s.open, s.state, s.wake_at), (false, State::P, Some(18)));
+        let s = g.observe(18, Observation::IntervalEnd); // P --t--> I --b--> B
+        assert_eq!((s.open, s.state, s.wake_at), (true, State::B, None));
+        assert_eq!(g.counters().get(State::B, Event::F), 1);
+        assert_eq!(g.counters().get(State::P, Event::T), 1);
+    }
+
+    #[test]
+    fn gate_interval_end_after_a_new_foreground_request_changes_nothing() {
+        let mut g = Gate::new(Some(10), IntervalStart::Dispatch);
+        g.begin(0);
+        g.observe(1, Observation::ForegroundIssue);
+        g.observe(2, Observation::ForegroundComplete); // P until 11
+        g.observe(5, Observation::ForegroundIssue); // P --f--> F, interval until 15
+        let s = g.observe(11, Observation::IntervalEnd); // busy: stays closed
+        assert_eq!((s.open, s.state, s.wake_at), (false, State::F, None));
+        let s = g.observe(12, Observation::ForegroundComplete); // P, wake at 15
+        assert_eq!((s.open, s.wake_at), (false, Some(15)));
+        // A completion of a request issued before the watch: ignored.
+        let mut g = Gate::new(Some(10), IntervalStart::Dispatch);
+        g.begin(0);
+        assert!(g.observe(3, Observation::ForegroundComplete).open);
+    }
+
+    #[test]
+    fn gate_without_background_stays_closed() {
+        let mut g = Gate::new(Some(0), IntervalStart::Dispatch);
+        g.set_background_waits(false);
+        assert!(!g.begin(0).open);
+        g.observe(1, Observation::ForegroundIssue);
+        assert!(!g.observe(2, Observation::ForegroundComplete).open);
+        // p = 0: plain priority, the gate opens as soon as the foreground is out.
+        g.set_background_waits(true);
+        g.observe(3, Observation::ForegroundIssue);
+        assert!(g.observe(4, Observation::ForegroundComplete).open);
     }
 }

@@ -6,7 +6,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
 use irqlab_live::control::journal::{self, Entry, Restored, State};
-use irqlab_live::control::{bh_budget, process_aware, sched, set_napi, set_threads};
+use irqlab_live::control::{bh_budget, idletime, process_aware, sched, set_napi, set_threads};
 use irqlab_report::html::Table;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -31,6 +31,11 @@ pub enum Command {
     /// when none waits
     #[command(name = "process-aware")]
     ProcessAware(ProcessAwareArgs),
+    /// The idletime dissertation's scheduler on a disk: background processes
+    /// are held back (frozen or throttled) until the disk has had no
+    /// foreground request for the preemption interval (the simulator's
+    /// decision code)
+    Idletime(IdletimeArgs),
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -176,6 +181,51 @@ pub struct ProcessAwareArgs {
 }
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  irqlab control idletime --resource disk --foreground comm:postgres --background pid:4242 --interval 50ms\n  \
+irqlab control idletime --resource disk:vda --foreground /sys/fs/cgroup/cpu/db --interval 20ms --background -- rsync -a /src /dst"
+)]
+pub struct IdletimeArgs {
+    /// The resource: `disk` (the disk under /) or `disk:DEV` (vda, nvme0n1;
+    /// a partition counts for its disk)
+    #[arg(long, value_name = "disk[:DEV]")]
+    resource: String,
+    /// The foreground processes: a cgroup directory, pid:N (and its
+    /// descendants) or comm:GLOB
+    #[arg(long, value_name = "SELECTOR")]
+    foreground: String,
+    /// The background processes: a cgroup directory, pid:N or comm:GLOB; or
+    /// no value and the command to start after `--`
+    #[arg(long, value_name = "SELECTOR", num_args = 0..=1, default_missing_value = "")]
+    background: Option<String>,
+    /// The preemption interval p: background waits until the disk has had
+    /// no foreground request for this long (0: plain two-class priority)
+    #[arg(long, value_name = "P", value_parser = flags::duration_ns)]
+    interval: u64,
+    /// How the background is held back: freezer (frozen processes) or
+    /// throttle (blkio: 1 request per second on the disk)
+    #[arg(long, value_name = "freezer|throttle", default_value = "freezer")]
+    gate: idletime::gate::Mechanism,
+    /// Run this long (default: until Ctrl-C, SIGTERM, or the end of the
+    /// background command)
+    #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Write the foreground observations and the gate's steps (for
+    /// tests/idletime_decisions.rs)
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
+    record: Option<PathBuf>,
+    /// Print every gate step on stderr
+    #[arg(long)]
+    verbose: bool,
+    /// Write the irqlab/idletime-control/v1 report ("-": to stdout, instead of the text)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The background command to start (after --background and --)
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(clap::Args)]
 pub struct StatusArgs {
     /// Write the entries as JSON ("-": to stdout, instead of the table)
     #[arg(long, value_name = "FILE")]
@@ -198,6 +248,7 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::Napi(a) => napi(a),
         Command::BhBudget(a) => bh_budget_run(a),
         Command::ProcessAware(a) => process_aware_run(a),
+        Command::Idletime(a) => idletime_run(a),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -447,6 +498,109 @@ fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
     }
     json_or_summary(args.json.as_deref(), &report, process_aware_summary)?;
     Ok(Status::from_ok(report.complete))
+}
+
+fn idletime_run(args: IdletimeArgs) -> Result<Status, CliError> {
+    use idletime::selector::Selector;
+    output::refuse_clashes(&[], &[("--record", args.record.as_deref()), ("--json", args.json.as_deref())])?;
+    let disk = match args.resource.split_once(':') {
+        None if args.resource == "disk" => None,
+        Some(("disk", dev)) if !dev.is_empty() => Some(dev.to_string()),
+        _ if args.resource.starts_with("net") => {
+            return Err(CliError::Usage(format!(
+                "--resource {}: only disk[:DEV] is built so far (the network gate is the open part of issue #21)",
+                args.resource
+            )))
+        }
+        _ => return Err(CliError::Usage(format!("--resource {}: expected disk or disk:DEV", args.resource))),
+    };
+    let background = match (args.background.as_deref(), args.command.is_empty()) {
+        (Some(""), false) => Selector::Command(args.command.clone()),
+        (Some(""), true) => return Err(CliError::Usage("--background: no SELECTOR and no command after --".into())),
+        (Some(text), true) => Selector::parse("--background", text)?,
+        (Some(text), false) => {
+            return Err(CliError::Usage(format!("--background {text} and a command after --: name the background one way")))
+        }
+        (None, _) => return Err(CliError::Usage("--background SELECTOR (or --background -- CMD ARGS) is required".into())),
+    };
+    let config = idletime::Config {
+        disk,
+        foreground: Selector::parse("--foreground", &args.foreground)?,
+        background,
+        interval_ns: args.interval,
+        mechanism: args.gate,
+        duration_ns: args.duration,
+        record: args.record.is_some(),
+    };
+    if config.interval_ns == 0 {
+        eprintln!("note: --interval 0: a plain two-class priority (background whenever no foreground request is in the device)");
+    }
+    let stop = crate::signal::stop_flag();
+    let verbose = args.verbose;
+    let report = idletime::run(&config, &stop, |s| {
+        if verbose {
+            eprintln!("{:>16} ns  {:?} -> {:?}, gate {}", s.at_ns, s.observed, s.state, if s.open { "open" } else { "closed" });
+        }
+    })?;
+    if let (Some(path), Some(recording)) = (&args.record, &report.recording) {
+        output::write_json(path, recording)?;
+    }
+    json_or_summary(args.json.as_deref(), &report, idletime_summary)?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn idletime_summary(r: &idletime::Report) -> String {
+    use irqlab_analysis::format_ns;
+    let ns = |s: &Option<irqlab_live::latency::stats::StatsSummary>,
+              pick: fn(&irqlab_live::latency::stats::StatsSummary) -> Option<u64>| {
+        s.as_ref().and_then(pick).map_or("-".to_string(), format_ns)
+    };
+    let class = |name: &str, c: &idletime::ClassFigures| {
+        format!(
+            "{name}: {} requests ({} completed), {:.2} MB/s, in the device p50/p99 {}/{}\n",
+            c.issued,
+            c.completed,
+            c.bytes_per_s / 1e6,
+            ns(&c.service, |s| s.p50_ns),
+            ns(&c.service, |s| s.p99_ns)
+        )
+    };
+    let g = &r.gate;
+    let mut text = format!(
+        "idletime on {} ({}:{}), p = {}, gate {}; {} ({})\nforeground {} ({} processes), background {} ({} processes)\n",
+        r.disk.name,
+        r.disk.major,
+        r.disk.minor,
+        format_ns(r.config.interval_ns),
+        r.config.mechanism,
+        format_ns(r.held_ns),
+        r.ended_by,
+        r.config.foreground,
+        r.foreground_processes,
+        r.config.background,
+        r.background_processes
+    );
+    text.push_str(&class("foreground", &r.foreground));
+    text.push_str(&class("background", &r.background));
+    text.push_str(&format!(
+        "gate: open {:.1}% of the time, {} closes (reaction p50/p99/max {}/{}/{}), {} opens (after the interval's end p50/p99 {}/{}); \
+         {} background requests issued while closed\n",
+        100.0 * g.open_fraction,
+        g.closes,
+        ns(&g.close_reaction, |s| s.p50_ns),
+        ns(&g.close_reaction, |s| s.p99_ns),
+        ns(&g.close_reaction, |s| s.max_ns),
+        g.opens,
+        ns(&g.open_lateness, |s| s.p50_ns),
+        ns(&g.open_lateness, |s| s.p99_ns),
+        g.background_issued_while_closed
+    ));
+    let counters: Vec<String> = r.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    text.push_str(&format!("X[e]: {}\n", counters.join(", ")));
+    for n in &r.notes {
+        text.push_str(&format!("note: {n}\n"));
+    }
+    text
 }
 
 fn process_aware_summary(r: &process_aware::Report) -> String {

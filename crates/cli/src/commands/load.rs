@@ -1,4 +1,4 @@
-//! `irqlab load cpu|net|disk|hackbench-like`: load on this machine for
+//! `irqlab load cpu|net|disk|hackbench-like|reads`: load on this machine for
 //! "under load" measurements.
 
 use crate::error::{CliError, Status};
@@ -13,11 +13,13 @@ enum Kind {
     Net,
     Disk,
     HackbenchLike,
+    Reads,
 }
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// What to load: cpu, net, disk or hackbench-like
+    /// What to load: cpu, net, disk, hackbench-like, or reads (O_DIRECT
+    /// reads of --file: random, --gap apart, or --sequential)
     #[arg(value_enum)]
     kind: Kind,
     /// How long
@@ -42,6 +44,18 @@ pub struct Args {
     /// disk: directory for the scratch file
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// reads: the file to read (it must exist)
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// reads: bytes per read (a multiple of 4096; k and M suffixes)
+    #[arg(long, value_name = "BYTES", default_value = "4k", value_parser = parse_bytes)]
+    block: u64,
+    /// reads: pause after each read (0: back to back)
+    #[arg(long, value_name = "D", default_value = "0", value_parser = crate::flags::duration_ns)]
+    gap: u64,
+    /// reads: read the file in order instead of at random
+    #[arg(long)]
+    sequential: bool,
     /// hackbench-like: pairs of threads (1 to 1024)
     #[arg(long, default_value_t = 4, value_parser = crate::flags::thread_count())]
     groups: usize,
@@ -49,6 +63,21 @@ pub struct Args {
     /// instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{text}`: expected a number of bytes (4096, 4k, 1M)"))?;
+    let scale = match unit {
+        "" => 1,
+        "k" | "K" => 1 << 10,
+        "M" => 1 << 20,
+        _ => return Err(format!("`{text}`: the unit must be k or M")),
+    };
+    n.checked_mul(scale).ok_or_else(|| format!("`{text}`: too large"))
 }
 
 fn parse_side(text: &str) -> Result<Side, String> {
@@ -68,6 +97,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             LoadKind::Disk { dir }
         }
         Kind::HackbenchLike => LoadKind::Hackbench { groups: args.groups },
+        Kind::Reads => {
+            let file = args.file.clone().ok_or_else(|| CliError::Usage("reads: --file FILE is required".into()))?;
+            let reads = load::Reads { file, block: args.block, gap_ns: args.gap, sequential: args.sequential };
+            reads.check()?;
+            LoadKind::Reads(reads)
+        }
     };
     let stop = crate::signal::stop_flag();
     let report = load::run(&kind, duration_ns, &stop)?;

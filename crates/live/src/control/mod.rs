@@ -12,6 +12,7 @@
 
 pub mod bh_budget;
 pub mod cgroup;
+pub mod idletime;
 pub mod journal;
 pub mod netdev;
 pub mod process_aware;

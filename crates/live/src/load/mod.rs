@@ -7,8 +7,10 @@ mod cpu;
 mod disk;
 mod hackbench;
 mod net;
+mod reads;
 
 pub use net::NetLoad;
+pub use reads::Reads;
 
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
@@ -30,6 +32,9 @@ pub enum LoadKind {
     Disk { dir: std::path::PathBuf },
     /// `groups` pairs of threads passing small messages over Unix sockets.
     Hackbench { groups: usize },
+    /// O_DIRECT reads of a file: random with a gap (a foreground of some
+    /// intensity) or sequential back to back (a greedy background).
+    Reads(Reads),
 }
 
 impl LoadKind {
@@ -39,6 +44,7 @@ impl LoadKind {
             LoadKind::Net(_) => "net",
             LoadKind::Disk { .. } => "disk",
             LoadKind::Hackbench { .. } => "hackbench-like",
+            LoadKind::Reads(_) => "reads",
         }
     }
 }
@@ -65,6 +71,7 @@ pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadR
         LoadKind::Net(n) => n.run(duration_ns, stop)?,
         LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
         LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
+        LoadKind::Reads(r) => r.run(duration_ns, stop)?,
     };
     let elapsed_ns = start.elapsed().as_nanos() as u64;
     Ok(LoadReport {

@@ -12,6 +12,7 @@
 //!   simplified TCP ([`tcp`]); the GigE, 100 Mb/s LAN and 10 ms WAN setups.
 
 pub mod disk_experiment;
+pub mod gated;
 pub mod net;
 pub mod scheduler;
 pub mod tcp;

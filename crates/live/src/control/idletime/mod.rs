@@ -1,0 +1,617 @@
+//! `irqlab control idletime`: the idletime dissertation's Variant-1
+//! scheduler (`../shared/SEEDS.md` §4) applied to a real disk. Foreground
+//! processes use the disk freely; background processes are held back by a
+//! gate ([`gate`]) unless the disk has had no foreground request for the
+//! preemption interval p. The decisions are the shared policy code's
+//! ([`irqlab_policy::idletime::Gate`], which the simulator's gated device
+//! runs too); the observations are the disk's requests of each class,
+//! issued and completed, from BPF ([`crate::monitor::io`]).
+//!
+//! Order of observations: the kernel's timestamps. The interval's end is
+//! observed at the time the gate asked for, before any request seen later
+//! with a later timestamp, however late the timer fired, so a recorded run
+//! replays to the same decisions in the simulator (tests/idletime_decisions.rs).
+
+pub mod disk;
+pub mod gate;
+pub mod selector;
+
+use crate::error::{Error, Result};
+use crate::latency::stats::{LatencyStats, StatsSummary};
+use crate::monitor::io::{self, IoEvent, IoWatch, Kind};
+use gate::{CgroupGate, Mechanism};
+use irqlab_policy::idletime::{Class, Gate, GateStep, IntervalStart, Observation};
+use selector::Selector;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How often the selectors are resolved again (new processes classed,
+/// new background processes moved behind the gate).
+const RESCAN_NS: u64 = 100_000_000;
+
+/// A request seen in the device for ten times the p99 of the foreground's
+/// service times so far (within these bounds) is taken as complete: its
+/// completion ran no program (see [`io::IoWatch::inferred_completions`])
+/// and its struct request was not reused since. Service times here: p99
+/// below 3 ms under a greedy background.
+const ASSUME_COMPLETE_MIN_NS: u64 = 20_000_000;
+const ASSUME_COMPLETE_MAX_NS: u64 = 1_000_000_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// The disk's name (None: the disk under /).
+    pub disk: Option<String>,
+    #[serde(serialize_with = "display")]
+    pub foreground: Selector,
+    #[serde(serialize_with = "display")]
+    pub background: Selector,
+    /// The preemption interval p (0: a plain two-class priority).
+    pub interval_ns: u64,
+    pub mechanism: Mechanism,
+    pub duration_ns: Option<u64>,
+    /// Keep the observations and steps for a replay.
+    pub record: bool,
+}
+
+fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// One class's requests over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClassFigures {
+    pub issued: u64,
+    /// Completions seen (the kernel's tracepoint ran our program).
+    pub completed: u64,
+    /// Completions not seen: inferred when the struct request was issued
+    /// again, or assumed after ten times the p99 service time in the device.
+    pub completions_inferred: u64,
+    pub completions_assumed: u64,
+    pub bytes: u64,
+    pub bytes_per_s: f64,
+    /// Issue to completion in the device.
+    pub service: Option<StatsSummary>,
+}
+
+/// What the gate did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GateFigures {
+    pub opens: u64,
+    pub closes: u64,
+    /// Of the run, the share the gate was open.
+    pub open_fraction: f64,
+    /// From the observation that closed the gate (a foreground request's
+    /// issue, by the kernel's clock) to the gate closed (the write done,
+    /// and for the freezer the cgroup FROZEN).
+    pub close_reaction: Option<StatsSummary>,
+    /// From the interval's end to the gate open.
+    pub open_lateness: Option<StatsSummary>,
+    /// Background requests issued after a foreground request had closed
+    /// the gate in the policy's eyes but before the kernel had it closed,
+    /// or while it was closed (requests already queued below the gate).
+    pub background_issued_while_closed: u64,
+}
+
+/// A recorded run: the foreground observations in the order the
+/// controller took them, and the steps it took.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recording {
+    pub interval_ns: u64,
+    pub begin_ns: u64,
+    pub observations: Vec<(u64, Observation)>,
+    pub steps: Vec<GateStep>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub config: Config,
+    pub disk: disk::Disk,
+    pub held_ns: u64,
+    pub ended_by: String,
+    pub complete: bool,
+    pub foreground: ClassFigures,
+    pub background: ClassFigures,
+    pub gate: GateFigures,
+    /// The X[e] counters of the Variant-1 state machine.
+    pub counters: BTreeMap<String, u64>,
+    pub foreground_processes: usize,
+    pub background_processes: usize,
+    /// The command's exit status, when irqlab started the background.
+    pub command_status: Option<i32>,
+    pub lost_events: u64,
+    pub notes: Vec<String>,
+    #[serde(skip)]
+    pub recording: Option<Recording>,
+}
+
+/// Checks what the run needs before anything changes: the disk, the
+/// selectors, the gate's controller and the privileges. Exit 2 / 3 naming
+/// the first problem.
+pub fn check(config: &Config) -> Result<disk::Disk> {
+    let disk = disk::resolve(config.disk.as_deref())?;
+    if let Selector::Command(_) = config.foreground {
+        return Err(Error::Invalid("--foreground: a command to start is only for the background; name the foreground".into()));
+    }
+    for (flag, sel) in [("--foreground", &config.foreground), ("--background", &config.background)] {
+        if !matches!(sel, Selector::Command(_)) && sel.processes(None).is_empty() {
+            return Err(Error::Invalid(format!("{flag} {sel} matches no process")));
+        }
+    }
+    crate::control::cgroup::hierarchy_root(config.mechanism.controller())?;
+    crate::privilege::require(&[crate::privilege::Capability::SysAdmin], "create a cgroup and move the background processes into it")?;
+    crate::privilege::require_bpf("watch the disk's requests (block tracepoints)")?;
+    Ok(disk)
+}
+
+/// What happened to one class's requests.
+#[derive(Default)]
+struct ClassCount {
+    issued: u64,
+    completed: u64,
+    bytes: u64,
+    in_device: HashMap<u64, u64>,
+    service: LatencyStats,
+    inferred: u64,
+    assumed: u64,
+}
+
+impl ClassCount {
+    fn add(&mut self, e: &IoEvent) {
+        match e.kind {
+            Kind::Issue => {
+                self.issued += 1;
+                self.in_device.insert(e.sector, e.ts_ns);
+            }
+            Kind::Complete => {
+                self.completed += 1;
+                self.bytes += u64::from(e.bytes);
+                if let Some(t) = self.in_device.remove(&e.sector) {
+                    self.service.record(e.ts_ns.saturating_sub(t));
+                }
+            }
+            Kind::CompleteInferred => {
+                if self.in_device.remove(&e.sector).is_some() {
+                    self.inferred += 1;
+                }
+            }
+        }
+    }
+
+    /// Requests in the device since before `limit`: taken as complete.
+    fn assume_complete_before(&mut self, limit: u64) -> usize {
+        let before = self.in_device.len();
+        self.in_device.retain(|_, &mut t| t >= limit);
+        let n = before - self.in_device.len();
+        self.assumed += n as u64;
+        n
+    }
+    fn figures(&self, held_ns: u64) -> ClassFigures {
+        ClassFigures {
+            issued: self.issued,
+            completed: self.completed,
+            completions_inferred: self.inferred,
+            completions_assumed: self.assumed,
+            bytes: self.bytes,
+            bytes_per_s: self.bytes as f64 / (held_ns.max(1) as f64 / 1e9),
+            service: (self.service.count() > 0).then(|| self.service.summary(10_000, 100)),
+        }
+    }
+}
+
+/// The shared gate fed in the kernel's time order: a request event first
+/// lets the interval ends due before it happen at their own times, and a
+/// timer that fires late still ends the interval at the time asked for. An
+/// event older than one already taken (the ring is filled from several
+/// CPUs) counts as happening at the latest time taken.
+#[derive(Debug, Clone)]
+pub struct TimeOrdered {
+    gate: Gate,
+    last_ts: u64,
+}
+
+impl TimeOrdered {
+    pub fn new(interval_ns: u64) -> Self {
+        TimeOrdered { gate: Gate::new(Some(interval_ns), IntervalStart::Dispatch), last_ts: 0 }
+    }
+
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+
+    pub fn set_background_waits(&mut self, waits: bool) {
+        self.gate.set_background_waits(waits);
+    }
+
+    pub fn begin(&mut self, now: u64) -> GateStep {
+        self.last_ts = now;
+        self.gate.begin(now)
+    }
+
+    fn take(&mut self, at: u64, observed: Observation, steps: &mut Vec<GateStep>) {
+        let at = at.max(self.last_ts);
+        self.last_ts = at;
+        steps.push(self.gate.observe(at, observed));
+    }
+
+    /// Interval ends due before `t`, at their own times.
+    fn due_before(&mut self, t: u64, steps: &mut Vec<GateStep>) {
+        while let Some(w) = self.gate.wake_at().filter(|&w| w < t) {
+            self.take(w, Observation::IntervalEnd, steps);
+        }
+    }
+
+    /// A foreground request's issue or completion at `ts` (kernel clock).
+    pub fn request(&mut self, ts: u64, observed: Observation, steps: &mut Vec<GateStep>) {
+        self.due_before(ts, steps);
+        self.take(ts, observed, steps);
+    }
+
+    /// The timer fired at `now`: interval ends due by then.
+    pub fn timer(&mut self, now: u64, steps: &mut Vec<GateStep>) {
+        self.due_before(now.saturating_add(1), steps);
+    }
+}
+
+/// The controller's state between observations.
+struct Controller<'g> {
+    ordered: TimeOrdered,
+    actuator: &'g mut CgroupGate,
+    /// The gate as the policy wants it, and since when (kernel clock).
+    wanted_open: bool,
+    wanted_since: u64,
+    open_since: Option<u64>,
+    open_ns: u64,
+    figures: GateFigures,
+    close_reaction: LatencyStats,
+    open_lateness: LatencyStats,
+    recording: Option<Recording>,
+    /// Steps not yet handed to the caller's callback.
+    steps: Vec<GateStep>,
+}
+
+impl Controller<'_> {
+    /// Makes the kernel follow the steps taken since `from`, recording them.
+    fn apply_from(&mut self, from: usize) -> Result<()> {
+        for i in from..self.steps.len() {
+            let step = self.steps[i];
+            if let Some(r) = &mut self.recording {
+                // Interval ends (and the first decision) are the gate's own.
+                if step.observed != Observation::IntervalEnd {
+                    r.observations.push((step.at_ns, step.observed));
+                }
+                r.steps.push(step);
+            }
+            self.follow(step.open, step.at_ns)?;
+        }
+        Ok(())
+    }
+
+    fn request(&mut self, ts: u64, observed: Observation) -> Result<()> {
+        let from = self.steps.len();
+        self.ordered.request(ts, observed, &mut self.steps);
+        self.apply_from(from)
+    }
+
+    fn timer(&mut self, now: u64) -> Result<()> {
+        let from = self.steps.len();
+        self.ordered.timer(now, &mut self.steps);
+        self.apply_from(from)
+    }
+
+    /// A batch of request events, in the kernel's time order.
+    fn take(&mut self, events: &mut [IoEvent], fg: &mut ClassCount, bg: &mut ClassCount) -> Result<()> {
+        events.sort_by_key(|e| e.ts_ns);
+        for e in events.iter() {
+            match e.class {
+                Class::Foreground => {
+                    let tracked_before = fg.in_device.contains_key(&e.sector);
+                    fg.add(e);
+                    let observed = if e.kind == Kind::Issue { Observation::ForegroundIssue } else { Observation::ForegroundComplete };
+                    // A completion of a request not tracked (issued before
+                    // the watch, or already assumed complete) is not ours.
+                    if e.kind == Kind::Issue || tracked_before {
+                        self.request(e.ts_ns, observed)?;
+                    }
+                }
+                Class::Background => {
+                    bg.add(e);
+                    if e.kind == Kind::Issue && !self.wanted_open && e.ts_ns > self.wanted_since {
+                        self.figures.background_issued_while_closed += 1;
+                    }
+                }
+            }
+        }
+        self.timer(crate::rt::monotonic_ns())?;
+        // Requests whose completion ran no program.
+        let now = crate::rt::monotonic_ns();
+        let bound = fg
+            .service
+            .quantile_ns(0.99)
+            .map_or(ASSUME_COMPLETE_MAX_NS, |p99| p99.saturating_mul(10))
+            .clamp(ASSUME_COMPLETE_MIN_NS, ASSUME_COMPLETE_MAX_NS);
+        for _ in 0..fg.assume_complete_before(now.saturating_sub(bound)) {
+            self.request(now, Observation::ForegroundComplete)?;
+        }
+        bg.assume_complete_before(now.saturating_sub(bound));
+        Ok(())
+    }
+
+    /// The gate's figures at the end of a run of `held_ns`.
+    fn figures(&mut self, held_ns: u64) -> GateFigures {
+        if let Some(s) = self.open_since.take() {
+            self.open_ns += crate::rt::monotonic_ns().saturating_sub(s);
+        }
+        let mut figures = std::mem::take(&mut self.figures);
+        figures.open_fraction = (self.open_ns as f64 / held_ns.max(1) as f64).min(1.0);
+        figures.close_reaction = (self.close_reaction.count() > 0).then(|| self.close_reaction.summary(10_000, 100));
+        figures.open_lateness = (self.open_lateness.count() > 0).then(|| self.open_lateness.summary(10_000, 100));
+        figures
+    }
+
+    fn follow(&mut self, open: bool, at: u64) -> Result<()> {
+        if open == self.wanted_open {
+            return Ok(());
+        }
+        self.wanted_open = open;
+        self.wanted_since = at;
+        self.actuator.set(open)?;
+        let done = crate::rt::monotonic_ns();
+        self.actuator.mark(open);
+        if open {
+            self.figures.opens += 1;
+            self.open_lateness.record(done.saturating_sub(at));
+            self.open_since = Some(done);
+        } else {
+            self.figures.closes += 1;
+            self.close_reaction.record(done.saturating_sub(at));
+            if let Some(s) = self.open_since.take() {
+                self.open_ns += done.saturating_sub(s);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Classes the processes the selectors name now (new background ones
+/// moved behind the gate first); returns how many of each class there are.
+fn classify(
+    config: &Config,
+    started: Option<i32>,
+    watch: &mut IoWatch,
+    actuator: &mut CgroupGate,
+    classed: &mut HashMap<i32, Class>,
+) -> Result<(usize, usize)> {
+    let fg = config.foreground.processes(None);
+    let mut bg: BTreeSet<i32> = config.background.processes(started);
+    // A started command is in the cgroup from its first instruction.
+    if started.is_none() {
+        for &pid in bg.difference(&fg) {
+            actuator.admit(pid)?;
+        }
+    }
+    bg.extend(actuator.members());
+    let mut now: HashMap<i32, Class> = fg.iter().map(|&p| (p, Class::Foreground)).collect();
+    for &p in &bg {
+        now.entry(p).or_insert(Class::Background);
+    }
+    for (&pid, &class) in &now {
+        if classed.get(&pid) != Some(&class) {
+            watch.set_class(pid as u32, class)?;
+        }
+    }
+    for pid in classed.keys().filter(|p| !now.contains_key(p)).copied().collect::<Vec<_>>() {
+        watch.forget(pid as u32);
+    }
+    let count = |c: Class| now.values().filter(|&&x| x == c).count();
+    let counts = (count(Class::Foreground), count(Class::Background));
+    *classed = now;
+    Ok(counts)
+}
+
+/// Runs the controller until `stop`, the duration, or (a started
+/// background command) the command's end. Every change is undone on
+/// return, error or panic, and by `irqlab control revert --all` after a
+/// SIGKILL.
+pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep)) -> Result<Report> {
+    let disk = check(config)?;
+    let mut notes = Vec::new();
+    if config.interval_ns == 0 {
+        notes.push("p = 0: a plain two-class priority (background whenever no foreground request is in the device)".into());
+    }
+    let mut actuator = CgroupGate::create(config.mechanism, &disk)?;
+    let mut storage = io::Storage::default();
+    let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor)?;
+
+    // The background: existing processes moved in, or the command started in the cgroup.
+    let mut child = match &config.background {
+        Selector::Command(argv) => Some(spawn_in(argv, &actuator.procs_file())?),
+        _ => None,
+    };
+    let started = child.as_ref().map(|c| c.child.id() as i32);
+    let mut classed: HashMap<i32, Class> = HashMap::new();
+    let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
+
+    let begin = crate::rt::monotonic_ns();
+    let mut ordered = TimeOrdered::new(config.interval_ns);
+    ordered.set_background_waits(bg_n > 0);
+    let mut ctl = Controller {
+        ordered,
+        actuator: &mut actuator,
+        wanted_open: true,
+        wanted_since: begin,
+        open_since: Some(begin),
+        open_ns: 0,
+        figures: GateFigures::default(),
+        close_reaction: LatencyStats::new(),
+        open_lateness: LatencyStats::new(),
+        recording: config.record.then(|| Recording {
+            interval_ns: config.interval_ns,
+            begin_ns: begin,
+            observations: Vec::new(),
+            steps: Vec::new(),
+        }),
+        steps: Vec::new(),
+    };
+    let first = ctl.ordered.begin(begin);
+    ctl.steps.push(first);
+    ctl.apply_from(0)?;
+
+    let (mut fg, mut bg) = (ClassCount::default(), ClassCount::default());
+    let mut next_rescan = begin + RESCAN_NS;
+    let mut command_status = None;
+    let ended_by = loop {
+        let now = crate::rt::monotonic_ns();
+        if stop.load(Ordering::SeqCst) {
+            break "stopped".to_string();
+        }
+        if config.duration_ns.is_some_and(|d| now >= begin + d) {
+            break "duration".to_string();
+        }
+        if let Some(c) = &mut child {
+            if let Some(status) = c.child.try_wait().map_err(|e| Error::io("waiting for the background command", e))? {
+                command_status = status.code();
+                c.reaped = true;
+                break format!("the background command exited ({status})");
+            }
+        }
+        let mut until = next_rescan.min(config.duration_ns.map_or(u64::MAX, |d| begin + d));
+        if let Some(w) = ctl.ordered.gate().wake_at() {
+            until = until.min(w);
+        }
+        let mut events = watch.poll(Duration::from_nanos(until.saturating_sub(now).clamp(1_000, 50_000_000)))?;
+        ctl.take(&mut events, &mut fg, &mut bg)?;
+        for step in ctl.steps.drain(..) {
+            on_step(&step);
+        }
+        if now >= next_rescan {
+            (fg_n, bg_n) = classify(config, started, &mut watch, ctl.actuator, &mut classed)?;
+            ctl.ordered.set_background_waits(bg_n > 0);
+            next_rescan = now + RESCAN_NS;
+        }
+    };
+    let end = crate::rt::monotonic_ns();
+    let held_ns = end - begin;
+    if let Some(c) = &mut child {
+        if command_status.is_none() {
+            // Stopped before the command ended: it must not outlive the run
+            // (and a frozen process cannot act on a signal: open first).
+            ctl.actuator.set(true)?;
+            ctl.actuator.mark(true);
+            c.stop();
+            notes.push("the background command was stopped (SIGTERM to its process group) when the controller ended".into());
+        }
+    }
+    let counters = ctl.ordered.gate().counters().to_map();
+    let recording = ctl.recording.take();
+    let figures = ctl.figures(held_ns);
+    let lost_events = watch.lost_events();
+    let unseen = fg.inferred + fg.assumed;
+    if unseen > 0 {
+        notes.push(format!(
+            "{unseen} of {} foreground completions ran no BPF program ({} inferred when the struct request was reused, {} assumed after ten times \
+             the p99 service time in the device): the gate stayed closed until then",
+            fg.issued, fg.inferred, fg.assumed
+        ));
+    }
+    if lost_events > 0 {
+        notes
+            .push(format!("{lost_events} request events were lost (the ring was full): decisions after them may differ from the kernel's"));
+    }
+    drop(watch);
+    actuator.restore()?;
+    let complete = ended_by != "stopped" && lost_events == 0;
+    Ok(Report {
+        schema: "irqlab/idletime-control/v1",
+        config: config.clone(),
+        disk,
+        held_ns,
+        ended_by,
+        complete,
+        foreground: fg.figures(held_ns),
+        background: bg.figures(held_ns),
+        gate: figures,
+        counters,
+        foreground_processes: fg_n,
+        background_processes: bg_n,
+        command_status,
+        lost_events,
+        notes,
+        recording,
+    })
+}
+
+/// A background command irqlab started, in a process group of its own:
+/// stopped with it on every way out.
+struct Started {
+    child: std::process::Child,
+    reaped: bool,
+}
+
+impl Started {
+    fn signal_group(&self, signal: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.child.id() as i32), signal);
+    }
+
+    /// SIGTERM to the group, SIGKILL after 2 s, and the child reaped.
+    fn stop(&mut self) {
+        self.signal_group(nix::sys::signal::Signal::SIGTERM);
+        let deadline = crate::rt::monotonic_ns() + 2_000_000_000;
+        while crate::rt::monotonic_ns() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)) {
+                self.reaped = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.signal_group(nix::sys::signal::Signal::SIGKILL);
+        if !self.reaped {
+            let _ = self.child.wait();
+            self.reaped = true;
+        }
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        // An error or panic: the gate's cgroup goes after this (its tasks
+        // moved out, thawed), and they die then.
+        if !self.reaped {
+            self.signal_group(nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Starts `argv` inside the gate's cgroup, in a process group of its own:
+/// the child writes itself into `procs` before it executes the command,
+/// so nothing it does escapes.
+fn spawn_in(argv: &[String], procs: &std::path::Path) -> Result<Started> {
+    use std::os::unix::process::CommandExt;
+    let (program, args) = argv.split_first().ok_or_else(|| Error::Invalid("--background --: no command after --".into()))?;
+    let path = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes()).map_err(|_| Error::Failed("cgroup path with a NUL".into()))?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).process_group(0);
+    // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // "0": the writing process itself.
+            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            libc::close(fd);
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    cmd.spawn().map(|child| Started { child, reaped: false }).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::Invalid(format!("--background -- {program}: no such command")),
+        _ => Error::io(format!("starting the background command {program}"), e),
+    })
+}

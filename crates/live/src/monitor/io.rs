@@ -1,0 +1,177 @@
+//! The block requests of two classes of processes on one disk, as the
+//! kernel issues and completes them (`src/bpf/io_watch.bpf.c`: the
+//! `block_bio_queue`, `block_rq_issue` and `block_rq_complete`
+//! tracepoints). The live idletime controller's observations: when the
+//! foreground uses the disk, and when background requests are in flight.
+//! A bio is classed by the process that queued it, so a request an I/O
+//! scheduler issues later from a kworker keeps its class; dirty pages the
+//! kernel's flusher writes back belong to no process and are not seen.
+//! Some completions run no program on this kernel (see
+//! `inferred_completions` in the BPF source): such a request is reported
+//! complete when its struct request is reused, or by the caller's own
+//! bound on time in the device.
+
+use crate::error::{Error, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::rc::Rc;
+use std::time::Duration;
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+    include!(concat!(env!("OUT_DIR"), "/io_watch.skel.rs"));
+}
+use skel::{IoWatchSkel, IoWatchSkelBuilder};
+
+pub use irqlab_policy::idletime::Class;
+
+/// How many processes the classes map holds (`IO_WATCH_PROCESSES`).
+pub const MAX_PROCESSES: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The request went to the driver.
+    Issue,
+    /// The driver completed all of it.
+    Complete,
+    /// Its completion ran no program; it was over by `ts_ns`, when its
+    /// struct request was issued again.
+    CompleteInferred,
+}
+
+/// One request event of a classed process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoEvent {
+    /// CLOCK_MONOTONIC, ns (the clock of [`crate::rt::monotonic_ns`]).
+    pub ts_ns: u64,
+    pub class: Class,
+    pub kind: Kind,
+    pub bytes: u32,
+    pub tgid: u32,
+    pub sector: u64,
+}
+
+/// Decodes one ring record (`struct io_watch_event`).
+fn decode(bytes: &[u8]) -> Option<IoEvent> {
+    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let class = match bytes.get(24)? {
+        1 => Class::Foreground,
+        2 => Class::Background,
+        _ => return None,
+    };
+    let kind = match bytes.get(25)? {
+        1 => Kind::Issue,
+        2 => Kind::Complete,
+        3 => Kind::CompleteInferred,
+        _ => return None,
+    };
+    Some(IoEvent { ts_ns: u64_at(0)?, sector: u64_at(8)?, bytes: u32_at(16)?, tgid: u32_at(20)?, class, kind })
+}
+
+fn class_byte(class: Class) -> u8 {
+    match class {
+        Class::Foreground => 1,
+        Class::Background => 2,
+    }
+}
+
+/// Room for the loaded BPF object; it must outlive the [`IoWatch`].
+pub struct Storage(MaybeUninit<OpenObject>);
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage(MaybeUninit::uninit())
+    }
+}
+
+fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
+    move |e| Error::Failed(format!("{what}: {e}"))
+}
+
+/// A running watch of one disk's requests.
+pub struct IoWatch<'obj> {
+    skel: IoWatchSkel<'obj>,
+    ring: RingBuffer<'static>,
+    received: Rc<RefCell<Vec<IoEvent>>>,
+}
+
+impl<'obj> IoWatch<'obj> {
+    /// Loads and attaches the watch of the disk `major:minor` (its first
+    /// minor: the whole disk). Exit 3 naming what is missing.
+    pub fn start(storage: &'obj mut Storage, major: u32, minor: u32) -> Result<IoWatch<'obj>> {
+        crate::privilege::require_bpf("load and attach the block-request BPF programs")?;
+        let mut open = IoWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the block-request BPF object"))?;
+        let rodata =
+            open.maps.rodata_data.as_deref_mut().ok_or_else(|| Error::Failed("the block-request BPF object has no rodata".into()))?;
+        rodata.disk_major = major;
+        rodata.disk_minor = minor;
+        let mut skel = open.load().map_err(bpf_err("loading the block-request BPF programs"))?;
+        let received = Rc::new(RefCell::new(Vec::new()));
+        let ring = {
+            let sink = received.clone();
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(&skel.maps.events, move |bytes: &[u8]| {
+                    if let Some(e) = decode(bytes) {
+                        sink.borrow_mut().push(e);
+                    }
+                    0
+                })
+                .map_err(bpf_err("reading the block-request events"))?;
+            builder.build().map_err(bpf_err("reading the block-request events"))?
+        };
+        skel.attach().map_err(bpf_err("attaching the block-request programs (block_bio_queue, block_rq_issue, block_rq_complete)"))?;
+        Ok(IoWatch { skel, ring, received })
+    }
+
+    /// Classes the requests process `tgid` queues from now on.
+    pub fn set_class(&mut self, tgid: u32, class: Class) -> Result<()> {
+        self.skel.maps.classes.update(&tgid.to_ne_bytes(), &[class_byte(class)], MapFlags::ANY).map_err(bpf_err("classing a process"))
+    }
+
+    /// Stops classing process `tgid` (it exited or left its class).
+    pub fn forget(&mut self, tgid: u32) {
+        let _ = self.skel.maps.classes.delete(&tgid.to_ne_bytes());
+    }
+
+    /// Waits up to `timeout` for events and returns those that came, oldest first.
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<IoEvent>> {
+        self.ring.poll(timeout).map_err(bpf_err("polling the block-request events"))?;
+        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// Completions inferred from a reused struct request.
+    pub fn inferred_completions(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.inferred_completions)
+    }
+
+    /// Events the kernel could not deliver because user space fell behind.
+    pub fn lost_events(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.lost_events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_kernel_layout() {
+        let mut b = Vec::new();
+        b.extend(5_000u64.to_ne_bytes());
+        b.extend(2048u64.to_ne_bytes());
+        b.extend(4096u32.to_ne_bytes());
+        b.extend(77u32.to_ne_bytes());
+        b.extend([2u8, 1, 0, 0, 0, 0, 0, 0]);
+        let e = decode(&b).unwrap();
+        assert_eq!(e, IoEvent { ts_ns: 5_000, sector: 2048, bytes: 4096, tgid: 77, class: Class::Background, kind: Kind::Issue });
+        assert_eq!(decode(&b[..25]), None);
+        b[24] = 3;
+        assert_eq!(decode(&b), None);
+    }
+}
