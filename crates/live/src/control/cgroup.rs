@@ -82,4 +82,11 @@ mod tests {
         assert_eq!(parse_membership(text, "cpuacct").as_deref(), Some("/user.slice"));
         assert_eq!(parse_membership(text, "freezer"), None);
     }
+
+    #[test]
+    fn a_controller_without_a_hierarchy_is_exit_3_naming_it() {
+        let e = hierarchy_root("no-such-controller").unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.to_string().contains("no-such-controller"), "{e}");
+    }
 }

@@ -141,7 +141,11 @@ impl<'obj> IoWatch<'obj> {
 
     /// Waits up to `timeout` for events and returns those that came, oldest first.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<IoEvent>> {
-        self.ring.poll(timeout).map_err(bpf_err("polling the block-request events"))?;
+        match self.ring.poll(timeout) {
+            // A signal (Ctrl-C) woke the wait: the caller looks at its stop flag.
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            other => other.map_err(bpf_err("polling the block-request events"))?,
+        }
         Ok(std::mem::take(&mut *self.received.borrow_mut()))
     }
 

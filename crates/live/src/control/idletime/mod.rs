@@ -205,16 +205,20 @@ impl ClassCount {
 /// lets the interval ends due before it happen at their own times, and a
 /// timer that fires late still ends the interval at the time asked for. An
 /// event older than one already taken (the ring is filled from several
-/// CPUs) counts as happening at the latest time taken.
+/// CPUs, and an event can reach user space after the timer acted) counts
+/// as happening at the latest time taken, or 1 ns after an interval end
+/// taken then: what was done cannot be undone, and a replay of the
+/// recorded times must find the same order.
 #[derive(Debug, Clone)]
 pub struct TimeOrdered {
     gate: Gate,
     last_ts: u64,
+    last_was_end: bool,
 }
 
 impl TimeOrdered {
     pub fn new(interval_ns: u64) -> Self {
-        TimeOrdered { gate: Gate::new(Some(interval_ns), IntervalStart::Dispatch), last_ts: 0 }
+        TimeOrdered { gate: Gate::new(Some(interval_ns), IntervalStart::Dispatch), last_ts: 0, last_was_end: false }
     }
 
     pub fn gate(&self) -> &Gate {
@@ -231,8 +235,12 @@ impl TimeOrdered {
     }
 
     fn take(&mut self, at: u64, observed: Observation, steps: &mut Vec<GateStep>) {
-        let at = at.max(self.last_ts);
+        let mut at = at.max(self.last_ts);
+        if at == self.last_ts && self.last_was_end && observed != Observation::IntervalEnd {
+            at += 1;
+        }
         self.last_ts = at;
+        self.last_was_end = observed == Observation::IntervalEnd;
         steps.push(self.gate.observe(at, observed));
     }
 

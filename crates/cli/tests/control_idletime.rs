@@ -1,0 +1,250 @@
+//! `irqlab control idletime` (issue 21, the disk): background processes
+//! held back until the disk has had no foreground request for the
+//! preemption interval. Bad input exits 2 naming it. Live parts
+//! (IRQLAB_LIVE_TESTS=1, as root): the gate follows the interval on a real
+//! disk (O_DIRECT readers from `irqlab load reads`), and every change is
+//! undone after a normal end, after Ctrl-C, and after kill -9 by
+//! `irqlab control revert --all`.
+
+mod common;
+
+use common::live::{control_entries, start_with_stderr, wait_at_most, wait_for_line};
+use common::{irqlab, is_root, json, live_tests_enabled, path_str};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The live tests share the disk and the journal.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run_idletime(args: &[&str]) -> (Option<i32>, String) {
+    let out = irqlab().args(["control", "idletime"]).args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_input_exits_2_naming_it() {
+    let me = std::process::id().to_string();
+    let pid_me = format!("pid:{me}");
+    for (args, says) in [
+        (vec!["--resource", "disk:nosuchdisk0", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "disk:nosuchdisk0"),
+        (vec!["--resource", "tape", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "--resource tape"),
+        (vec!["--resource", "net", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "--resource net"),
+        (vec!["--resource", "disk", "--foreground", "pid:1", "--background", "pid:1", "--interval=-5ms"], "--interval"),
+        (
+            vec!["--resource", "disk", "--foreground", "comm:no-such-process-xyz", "--background", "pid:1", "--interval", "1ms"],
+            "--foreground comm:no-such-process-xyz matches no process",
+        ),
+        (
+            vec!["--resource", "disk", "--foreground", &pid_me, "--background", "pid:2147483647", "--interval", "1ms"],
+            "--background pid:2147483647 matches no process",
+        ),
+        (vec!["--resource", "disk", "--foreground", "fio", "--background", "pid:1", "--interval", "1ms"], "--foreground fio"),
+        (
+            vec!["--resource", "disk", "--foreground", "/nonexistent/cgroup", "--background", "pid:1", "--interval", "1ms"],
+            "not a cgroup directory",
+        ),
+        (vec!["--resource", "disk", "--foreground", "pid:1", "--interval", "1ms"], "--background"),
+        (vec!["--resource", "disk", "--foreground", "pid:1", "--background", "--interval", "1ms"], "no SELECTOR and no command"),
+        (
+            vec!["--resource", "disk", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms", "--", "true"],
+            "name the background one way",
+        ),
+    ] {
+        let (code, err) = run_idletime(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // An interval of 0 is allowed, and said to be plain priority (here the
+    // run stops at the missing disk, after the note).
+    let (code, err) =
+        run_idletime(&["--resource", "disk:nosuchdisk0", "--foreground", "pid:1", "--background", "pid:1", "--interval", "0"]);
+    assert!(err.contains("--interval 0: a plain two-class priority"), "{err}");
+    assert_eq!(code, Some(2), "{err}");
+}
+
+/// A file of `mib` MiB on the root file system (the disk the controller
+/// watches by default), written and synced so reads reach the device.
+fn data_file(dir: &Path, name: &str, mib: usize) -> PathBuf {
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block: Vec<u8> = (0..1 << 20).map(|i| (i * 31 % 251) as u8).collect();
+    for _ in 0..mib {
+        f.write_all(&block).unwrap();
+    }
+    f.sync_all().unwrap();
+    path
+}
+
+/// `irqlab load reads` on `file`: random 4 KiB reads `gap` apart, or
+/// sequential 256 KiB reads back to back.
+fn reader(file: &Path, gap: Option<&str>, seconds: u32) -> Child {
+    let mut cmd = irqlab();
+    cmd.args(["load", "reads", "--file", path_str(file), "--duration", &format!("{seconds}s")]);
+    match gap {
+        Some(g) => cmd.args(["--gap", g]),
+        None => cmd.args(["--sequential", "--block", "256k"]),
+    };
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+fn scratch() -> tempfile::TempDir {
+    // On the root file system: /tmp is on it on the CI machines, but a
+    // tmpfs /tmp would have no disk under it.
+    tempfile::Builder::new().prefix("irqlab-idletime-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn live(test: &str) -> bool {
+    if !live_tests_enabled(test) {
+        return false;
+    }
+    assert!(is_root(), "{test}: live tests run as root");
+    true
+}
+
+/// The journal's entries made by `irqlab control idletime` runs (other
+/// irqlab runs on the machine keep theirs).
+fn idletime_entries() -> Vec<serde_json::Value> {
+    control_entries().into_iter().filter(|e| e["owner"]["command"].as_str().is_some_and(|c| c.contains("control idletime"))).collect()
+}
+
+fn no_idletime_cgroups() -> Vec<String> {
+    let mut left = Vec::new();
+    for h in ["freezer", "blkio"] {
+        if let Ok(dir) = std::fs::read_dir(format!("/sys/fs/cgroup/{h}")) {
+            left.extend(dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("irqlab-idletime-")));
+        }
+    }
+    left
+}
+
+fn freezer_cgroup(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))
+        .expect("a freezer line")
+}
+
+#[test]
+fn the_gate_follows_the_interval_on_a_real_disk() {
+    if !live("the_gate_follows_the_interval_on_a_real_disk") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch();
+    let (fg_file, bg_file) = (data_file(dir.path(), "fg", 64), data_file(dir.path(), "bg", 256));
+    let mut reports = Vec::new();
+    // p below the foreground's inter-arrival time (a read every ~2.2 ms):
+    // background runs in the gaps. p above it: background stalls (the
+    // dissertation's landmark), whatever the gate.
+    for (interval, gate) in [("500us", "freezer"), ("500us", "throttle"), ("20ms", "freezer")] {
+        let mut fg = reader(&fg_file, Some("2ms"), 8);
+        std::thread::sleep(Duration::from_millis(300));
+        let out = dir.path().join(format!("report-{interval}-{gate}.json"));
+        let bg_cmd =
+            format!("{} load reads --file {} --sequential --block 256k --duration 60s", env!("CARGO_BIN_EXE_irqlab"), path_str(&bg_file));
+        let status = irqlab()
+            .args(["control", "idletime", "--resource", "disk", "--foreground", &format!("pid:{}", fg.id()), "--interval", interval])
+            .args(["--gate", gate, "--duration", "3s", "--json", path_str(&out), "--background", "--", "sh", "-c", &bg_cmd])
+            .status()
+            .unwrap();
+        let _ = fg.kill();
+        let _ = fg.wait();
+        assert!(status.success(), "p = {interval}, {gate}: {status}");
+        let r = json(&out);
+        eprintln!(
+            "p = {interval}, {gate}: fg {} completed, bg {:.1} MB/s, gate open {:.2}, closes {}, reaction p50 {} ns, counters {}",
+            r["foreground"]["completed"],
+            r["background"]["bytes_per_s"].as_f64().unwrap() / 1e6,
+            r["gate"]["open_fraction"],
+            r["gate"]["closes"],
+            r["gate"]["close_reaction"]["p50_ns"],
+            r["counters"]
+        );
+        assert_eq!(r["complete"], true, "{r}");
+        assert!(r["foreground"]["completed"].as_u64().unwrap() > 300, "the foreground read: {r}");
+        reports.push(r);
+        assert!(idletime_entries().is_empty(), "journal after p = {interval}: {:?}", idletime_entries());
+        assert!(no_idletime_cgroups().is_empty(), "{:?}", no_idletime_cgroups());
+    }
+    for r in &reports[..2] {
+        let g = &r["gate"];
+        // Closed at each foreground burst, opened again after each interval.
+        assert!(g["closes"].as_u64().unwrap() > 100 && g["opens"].as_u64().unwrap() > 100, "{g}");
+        assert!(r["counters"]["P[t]"].as_u64().unwrap() > 100 && r["counters"]["B[f]"].as_u64().unwrap() > 100, "{}", r["counters"]);
+        assert!(g["open_fraction"].as_f64().unwrap() > 0.3, "{g}");
+    }
+    let bg = |r: &serde_json::Value| r["background"]["bytes_per_s"].as_f64().unwrap();
+    let (short, long) = (&reports[0], &reports[2]);
+    assert!(long["gate"]["open_fraction"].as_f64().unwrap() < 0.2, "p = 20ms: {}", long["gate"]);
+    assert!(bg(short) > 3.0 * bg(long), "background with p = 500us {} against 20ms {}", bg(short), bg(long));
+}
+
+/// Starts the controller on an existing background process; returns it
+/// once the gate has closed at least once (stderr of --verbose).
+fn controller_on(fg: u32, bg: u32, out: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let args: Vec<String> = ["control", "idletime", "--resource", "disk", "--interval", "50ms", "--verbose", "--json", path_str(out)]
+        .into_iter()
+        .map(String::from)
+        .chain(["--foreground".into(), format!("pid:{fg}"), "--background".into(), format!("pid:{bg}")])
+        .collect();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    let (child, rx) = start_with_stderr(&args);
+    wait_for_line(&rx, "gate closed", Duration::from_secs(10));
+    (child, rx)
+}
+
+#[test]
+fn ctrl_c_and_kill_9_leave_nothing_behind() {
+    if !live("ctrl_c_and_kill_9_leave_nothing_behind") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch();
+    let (fg_file, bg_file) = (data_file(dir.path(), "fg", 64), data_file(dir.path(), "bg", 256));
+    let mut fg = reader(&fg_file, Some("2ms"), 60);
+    let mut bg = reader(&bg_file, None, 12);
+    let home = freezer_cgroup(bg.id());
+
+    // Ctrl-C: the report is written, marked incomplete, and everything is back.
+    let out = dir.path().join("ctrl-c.json");
+    let (mut ctl, _rx) = controller_on(fg.id(), bg.id(), &out);
+    assert!(freezer_cgroup(bg.id()).starts_with("/irqlab-idletime-"), "moved behind the gate");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(ctl.id() as i32, libc::SIGINT) };
+    let status = wait_at_most(&mut ctl, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "stopped: not complete");
+    let r = json(&out);
+    assert_eq!(r["complete"], false);
+    assert_eq!(r["ended_by"], "stopped");
+    assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
+    assert_eq!(freezer_cgroup(bg.id()), home, "back in its own cgroup");
+    assert!(no_idletime_cgroups().is_empty());
+
+    // kill -9 while the gate holds the background frozen: the leftovers are
+    // named, and `control revert --all` thaws it and puts it back.
+    let out = dir.path().join("kill.json");
+    let (mut ctl, _rx) = controller_on(fg.id(), bg.id(), &out);
+    ctl.kill().unwrap();
+    ctl.wait().unwrap();
+    let left = idletime_entries();
+    let objects: Vec<String> = left.iter().map(|e| e["object"].to_string()).collect();
+    assert!(left.iter().all(|e| e["state"] == "leftover"), "{left:?}");
+    assert!(objects.iter().any(|o| o.contains("cgroup") && o.contains("freezer/irqlab-idletime-")), "{objects:?}");
+    assert!(objects.iter().any(|o| o.contains("cgroup-member") && o.contains("freezer")), "{objects:?}");
+    let status_text = irqlab().args(["control", "status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&status_text.stdout).contains("LEFTOVER"));
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert!(revert.status.success(), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
+    assert_eq!(freezer_cgroup(bg.id()), home);
+    assert!(no_idletime_cgroups().is_empty(), "{:?}", no_idletime_cgroups());
+    // Thawed: the background reader finishes its 12 s and exits by itself.
+    let status = wait_at_most(&mut bg, Duration::from_secs(30));
+    assert!(status.success(), "{status}");
+    let _ = fg.kill();
+    let _ = fg.wait();
+}
