@@ -56,6 +56,10 @@ pub struct Args {
     /// reads: read the file in order instead of at random
     #[arg(long)]
     sequential: bool,
+    /// reads: the idletime dissertation's intensity, a fraction in (0, 1]:
+    /// in each 100 ms, read back to back for that share, then sleep
+    #[arg(long, value_name = "I")]
+    intensity: Option<f64>,
     /// hackbench-like: pairs of threads (1 to 1024)
     #[arg(long, default_value_t = 4, value_parser = crate::flags::thread_count())]
     groups: usize,
@@ -99,7 +103,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         Kind::HackbenchLike => LoadKind::Hackbench { groups: args.groups },
         Kind::Reads => {
             let file = args.file.clone().ok_or_else(|| CliError::Usage("reads: --file FILE is required".into()))?;
-            let reads = load::Reads { file, block: args.block, gap_ns: args.gap, sequential: args.sequential };
+            let reads = load::Reads { file, block: args.block, gap_ns: args.gap, sequential: args.sequential, intensity: args.intensity };
             reads.check()?;
             LoadKind::Reads(reads)
         }

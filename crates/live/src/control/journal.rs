@@ -56,6 +56,9 @@ pub enum Object {
     /// The cgroup a thread is in, in the v1 hierarchy of `controller`
     /// (`cpuset`): a path below the hierarchy's root (`/`, `/irqlab-dl`).
     CgroupMember { thread: Thread, controller: String },
+    /// A disk's I/O scheduler (`/sys/block/DISK/queue/scheduler`): the
+    /// selected one's name (the file lists them all, the selected in brackets).
+    IoScheduler { disk: String },
 }
 
 impl std::fmt::Display for Object {
@@ -69,6 +72,7 @@ impl std::fmt::Display for Object {
             Object::Testbed => write!(f, "the testbed (namespaces irqlab-a, irqlab-b)"),
             Object::Cgroup { path } => write!(f, "cgroup {path}"),
             Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
+            Object::IoScheduler { disk } => write!(f, "I/O scheduler of {disk}"),
         }
     }
 }
@@ -85,6 +89,7 @@ impl Object {
             Object::Testbed => "testbed".into(),
             Object::Cgroup { path } => format!("cgroup{}", path.replace(['/', '.'], "_")),
             Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
+            Object::IoScheduler { disk } => format!("iosched-{disk}"),
         }
     }
 
@@ -97,6 +102,7 @@ impl Object {
             Object::File { path } => Path::new(path).exists(),
             Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
             Object::RtLimit | Object::Testbed | Object::Cgroup { .. } => true,
+            Object::IoScheduler { disk } => Path::new(&format!("/sys/block/{disk}/queue/scheduler")).exists(),
         }
     }
 }
@@ -143,7 +149,19 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
         Object::Cgroup { path } => Ok(Value::Text { text: if Path::new(path).is_dir() { "present" } else { "absent" }.into() }),
         Object::CgroupMember { thread, controller } => Ok(Value::Text { text: cgroup::of_thread(thread.tid, controller)? }),
+        Object::IoScheduler { disk } => {
+            let path = format!("/sys/block/{disk}/queue/scheduler");
+            let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+            let selected =
+                selected_scheduler(&text).ok_or_else(|| Error::Failed(format!("{path}: no scheduler selected in `{}`", text.trim())))?;
+            Ok(Value::Text { text: selected })
+        }
     }
+}
+
+/// The bracketed name of a `queue/scheduler` text (`[none] mq-deadline bfq`).
+fn selected_scheduler(text: &str) -> Option<String> {
+    text.split_whitespace().find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')).map(String::from))
 }
 
 /// Applies `value` to `object`.
@@ -159,6 +177,10 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::Cgroup { path }, Value::Text { text }) if text == "present" => cgroup::create(Path::new(path)),
         (Object::Cgroup { path }, Value::Text { text }) if text == "absent" => cgroup::remove(Path::new(path)),
         (Object::CgroupMember { thread, controller }, Value::Text { text }) => cgroup::move_thread(thread.tid, controller, text),
+        (Object::IoScheduler { disk }, Value::Text { text }) => {
+            let path = format!("/sys/block/{disk}/queue/scheduler");
+            std::fs::write(&path, text).map_err(|e| Error::io(format!("writing `{text}` to {path}"), e))
+        }
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
@@ -511,6 +533,13 @@ mod tests {
         let text = serde_json::to_string(&e).unwrap();
         assert!(text.contains("\"kind\":\"thread-sched\"") && text.contains("\"policy\":\"deadline\""), "{text}");
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn the_selected_scheduler_is_the_bracketed_one() {
+        assert_eq!(selected_scheduler("[none] mq-deadline kyber bfq\n").as_deref(), Some("none"));
+        assert_eq!(selected_scheduler("none mq-deadline kyber [bfq]").as_deref(), Some("bfq"));
+        assert_eq!(selected_scheduler("none bfq"), None);
     }
 
     #[test]

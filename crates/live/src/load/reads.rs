@@ -21,7 +21,13 @@ pub struct Reads {
     /// Pause after each read (0: back to back).
     pub gap_ns: u64,
     pub sequential: bool,
+    /// The dissertation's foreground intensity i (§6): in each 100 ms
+    /// quantum, read back to back for i × 100 ms, then sleep the rest.
+    pub intensity: Option<f64>,
 }
+
+/// The dissertation's CPU quantum, t_max (§4.4.1).
+const QUANTUM_NS: u64 = 100_000_000;
 
 /// A zeroed buffer aligned for O_DIRECT.
 struct Aligned {
@@ -53,6 +59,11 @@ impl Drop for Aligned {
 impl Reads {
     /// Checks the block size and the file; an error names the flag.
     pub fn check(&self) -> Result<u64> {
+        if let Some(i) = self.intensity {
+            if !(i > 0.0 && i <= 1.0) {
+                return Err(Error::Invalid(format!("--intensity {i}: a fraction in (0, 1]")));
+            }
+        }
         if self.block == 0 || !self.block.is_multiple_of(ALIGN) || self.block > 64 << 20 {
             return Err(Error::Invalid(format!("--block {}: a multiple of {ALIGN} bytes up to 64 MiB", self.block)));
         }
@@ -93,14 +104,22 @@ impl Reads {
             if self.gap_ns > 0 {
                 std::thread::sleep(Duration::from_nanos(self.gap_ns));
             }
+            if let Some(i) = self.intensity {
+                // Past the busy part of this quantum: sleep to the next one.
+                let into = start.elapsed().as_nanos() as u64 % QUANTUM_NS;
+                if into as f64 >= i * QUANTUM_NS as f64 {
+                    std::thread::sleep(Duration::from_nanos(QUANTUM_NS - into));
+                }
+            }
         }
         let secs = start.elapsed().as_secs_f64().max(1e-9);
         let ms = |v: Option<u64>| v.map_or("-".to_string(), |ns| format!("{:.3} ms", ns as f64 / 1e6));
         let detail = format!(
-            "{} reads of {} bytes from {}, {:.0}/s, {:.2} MB/s; per read p50 {}, p99 {}",
+            "{} reads of {} bytes from {}{}, {:.0}/s, {:.2} MB/s; per read p50 {}, p99 {}",
             if self.sequential { "sequential" } else { "random" },
             self.block,
             self.file.display(),
+            self.intensity.map_or(String::new(), |i| format!(" at intensity {:.0}%", i * 100.0)),
             reads as f64 / secs,
             (reads * self.block) as f64 / secs / 1e6,
             ms(latency.quantile_ns(0.5)),

@@ -15,6 +15,9 @@ use irqlab_sim::idletime::disk_experiment::Pattern;
 use irqlab_sim::idletime::net::Proto;
 
 pub fn run(args: &Args) -> Result<Status, CliError> {
+    if args.live {
+        return run_live(args);
+    }
     let opts = Options { quick: args.quick, seed: args.seed, threads: threads(args) };
     let stop = stop_flag();
     let report = with_progress("idletime", |progress| reproduce(&opts, &stop, progress));
@@ -177,4 +180,61 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
         page = page.section(section);
     }
     page.render().map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// `--live`: the random-read disk experiment on this machine's disk.
+fn run_live(args: &Args) -> Result<Status, CliError> {
+    use irqlab_experiments::idletime::live;
+    let exe = std::env::current_exe().map_err(|e| CliError::Failed(format!("finding the irqlab binary: {e}")))?;
+    let config = live::Config { quick: args.quick, dir: args.dir.clone(), exe };
+    let stop = stop_flag();
+    eprintln!(
+        "idletime on this machine's disk: the foreground alone at {} intensities, the background alone, then both under {} setups, {} s each...",
+        if args.quick { 5 } else { 10 },
+        if args.quick { 7 } else { 22 },
+        if args.quick { 2 } else { 5 }
+    );
+    let report = live::reproduce(&config, &stop, |what| eprintln!("live: {what}"))?;
+    let d = &report.details;
+    let mut details = format!(
+        "disk {} ({}:{}), {} s per run; r(i) of random 4 KiB O_DIRECT reads: {}; r_max {:.0} reads/s, service 1/r_max {}; background alone {:.0} reads/s\n",
+        d.disk.name,
+        d.disk.major,
+        d.disk.minor,
+        d.seconds_per_run,
+        d.baseline.iter().map(|(i, r)| format!("{:.0}% {:.0}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
+        d.r_max,
+        format_ns(d.service_ns.round() as Nanos),
+        d.background_alone_per_s
+    );
+    for p in &d.points {
+        let model = match (p.model_foreground_per_s, p.model_background_per_s) {
+            (Some(f), Some(b)) => format!(" (model {f:.0} / {b:.0})"),
+            _ => String::new(),
+        };
+        let gate = p.gate_open_fraction.map_or(String::new(), |g| {
+            format!(", gate open {:.0}%, close reaction p50 {}", g * 100.0, p.gate_close_reaction_p50_ns.map_or("-".into(), format_ns))
+        });
+        details.push_str(&format!(
+            "i={:.0}% {:<22} foreground {:>6.0} reads/s ({:.0}% of r(i)), background {:>6.0} reads/s{model}{gate}\n",
+            p.intensity * 100.0,
+            p.setup,
+            p.foreground_per_s,
+            p.foreground_share * 100.0,
+            p.background_per_s
+        ));
+    }
+    for n in &d.notes {
+        details.push_str(&format!("note: {n}\n"));
+    }
+    super::finish(args, &report, details, "Idletime, live (disk)", "docs/papers.md §4; the dissertation's §6.1.1, Figs. 6.3-6.4", |r| {
+        let page = Page::new("irqlab reproduce idletime --live")
+            .intro(format!(
+                "The random-read disk experiment on this machine's disk {}. {}",
+                r.details.disk.name,
+                super::verdict_sentence(r)
+            ))
+            .section(Section::new("Model, this machine").table(super::html_table(&r.rows)));
+        page.render().map_err(|e| CliError::Failed(e.to_string()))
+    })
 }

@@ -60,6 +60,10 @@ pub struct Args {
     /// The CPU of the live experiment (default: the last online CPU)
     #[arg(long, value_name = "N", requires = "live")]
     pub cpu: Option<usize>,
+    /// idletime --live: where the data files go, on the disk to measure
+    /// (default: the current directory)
+    #[arg(long, value_name = "DIR", requires = "live")]
+    pub dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
@@ -67,7 +71,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         &[],
         &[("--json", args.json.as_deref()), ("--html", args.html.as_deref()), ("--markdown", args.markdown.as_deref())],
     )?;
-    if args.live && !matches!(args.paper, Paper::BhThreshold | Paper::ProcessAware | Paper::LoadBounds) {
+    if args.live && !matches!(args.paper, Paper::BhThreshold | Paper::ProcessAware | Paper::LoadBounds | Paper::Idletime) {
         return Err(CliError::Usage(format!(
             "--live: {} has no live reproduction yet (bh-threshold, load-bounds and process-aware have)",
             args.paper.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
@@ -153,6 +157,15 @@ fn has_live(rows: &[Row]) -> bool {
     rows.iter().any(|r| r.live.is_some())
 }
 
+/// The simulated value, or "-" for a row that has none.
+fn simulated_cell(r: &Row) -> String {
+    if r.simulated.is_finite() {
+        format!("{:.2}", r.simulated)
+    } else {
+        "-".into()
+    }
+}
+
 fn live_cell(r: &Row) -> String {
     r.live.map_or("-".to_string(), |v| format!("{v:.2}"))
 }
@@ -166,14 +179,7 @@ fn rows_text(rows: &[Row]) -> String {
     let mut out = format!("{:<w$}  {:<pw$}  {:>12}{live_head}  {:<16}  holds\n", "metric", "paper", "simulated", "unit");
     for r in rows {
         let live_col = if live { format!("  {:>12}", live_cell(r)) } else { String::new() };
-        out.push_str(&format!(
-            "{:<w$}  {:<pw$}  {:>12}{live_col}  {:<16}  {}\n",
-            r.metric,
-            r.paper,
-            format!("{:.2}", r.simulated),
-            r.unit,
-            verdict(r)
-        ));
+        out.push_str(&format!("{:<w$}  {:<pw$}  {:>12}{live_col}  {:<16}  {}\n", r.metric, r.paper, simulated_cell(r), r.unit, verdict(r)));
     }
     out
 }
@@ -209,13 +215,21 @@ pub fn markdown_table(rows: &[Row]) -> String {
     if has_live(rows) {
         let mut s = String::from("| metric | paper | simulated | live | unit | holds (live) |\n|---|---|---|---|---|---|\n");
         for r in rows {
-            s.push_str(&format!("| {} | {} | {:.2} | {} | {} | {} |\n", r.metric, r.paper, r.simulated, live_cell(r), r.unit, verdict(r)));
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                r.metric,
+                r.paper,
+                simulated_cell(r),
+                live_cell(r),
+                r.unit,
+                verdict(r)
+            ));
         }
         return s;
     }
     let mut s = String::from("| metric | paper | simulated | unit | holds |\n|---|---|---|---|---|\n");
     for r in rows {
-        s.push_str(&format!("| {} | {} | {:.2} | {} | {} |\n", r.metric, r.paper, r.simulated, r.unit, verdict(r)));
+        s.push_str(&format!("| {} | {} | {} | {} | {} |\n", r.metric, r.paper, simulated_cell(r), r.unit, verdict(r)));
     }
     s
 }

@@ -429,6 +429,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     if config.interval_ns == 0 {
         notes.push("p = 0: a plain two-class priority (background whenever no foreground request is in the device)".into());
     }
+    // The controller must see a foreground request before the background
+    // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
+    // to its own scheduling when it returns), above the processes it gates.
+    let _fifo = OwnFifo::raise(90)?;
     let mut actuator = CgroupGate::create(config.mechanism, &disk)?;
     let mut storage = io::Storage::default();
     let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor)?;
@@ -549,6 +553,27 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         notes,
         recording,
     })
+}
+
+/// The calling thread at SCHED_FIFO while this lives.
+struct OwnFifo {
+    tid: i32,
+    before: crate::control::sched::SchedAttr,
+}
+
+impl OwnFifo {
+    fn raise(priority: u32) -> Result<OwnFifo> {
+        let tid = nix::unistd::gettid().as_raw();
+        let before = crate::control::sched::get(tid)?;
+        crate::control::sched::set(tid, crate::control::sched::SchedAttr::Fifo { priority })?;
+        Ok(OwnFifo { tid, before })
+    }
+}
+
+impl Drop for OwnFifo {
+    fn drop(&mut self) {
+        let _ = crate::control::sched::set(self.tid, self.before);
+    }
 }
 
 /// A background command irqlab started, in a process group of its own:

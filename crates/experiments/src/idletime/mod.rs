@@ -6,6 +6,8 @@
 //! ([`irqlab_analysis::idletime`]) and checked against the relations the
 //! dissertation reports.
 
+pub mod live;
+
 use crate::report::{Report, Row};
 use irqlab_analysis::idletime::{self as model, BaselineTable, ModelParams, ServiceTime, T_MAX_NS};
 use irqlab_analysis::Nanos;
