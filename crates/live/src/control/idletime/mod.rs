@@ -429,10 +429,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     if config.interval_ns == 0 {
         notes.push("p = 0: a plain two-class priority (background whenever no foreground request is in the device)".into());
     }
-    // The controller must see a foreground request before the background
-    // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
-    // to its own scheduling when it returns), above the processes it gates.
-    let _fifo = OwnFifo::raise(90)?;
     let mut actuator = CgroupGate::create(config.mechanism, &disk)?;
     let mut storage = io::Storage::default();
     let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor)?;
@@ -443,6 +439,11 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         _ => None,
     };
     let started = child.as_ref().map(|c| c.child.id() as i32);
+    // The controller must see a foreground request before the background
+    // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
+    // to its own scheduling when it returns), above the processes it gates;
+    // raised after the command is started, which must not inherit it.
+    let _fifo = OwnFifo::raise(90)?;
     let mut classed: HashMap<i32, Class> = HashMap::new();
     let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
 
