@@ -13,8 +13,15 @@
 //!   entry and exit code around them counts as the interrupted task's run.
 //! - A beneficiary is the owner of the socket a packet was queued to (or
 //!   dropped at), else the task a softirq woke. A socket's owner is the
-//!   thread that last returned from receiving on it, or, for sockets
-//!   already open at the start, their process (its main thread).
+//!   thread last woken by a packet queued to it (a reader blocked in
+//!   receive, poll or epoll), or, for sockets already open at the start,
+//!   the thread blocked receiving on it then, else their process (its main
+//!   thread). A reader that never sleeps on a socket opened after the start
+//!   is not found: its socket's packets are counted as without owner
+//!   (`socket_events_no_owner`) and their time goes to what they woke, or
+//!   is orphaned. (Owners used to be learned at every return from receive,
+//!   a program run per datagram; kernels without `sched_waking` still do
+//!   that.)
 //! - Tasks are keyed by thread id for the whole run; a tid reused within
 //!   one measurement would be merged with its predecessor.
 //! - Softirq work handed to another CPU (RPS) is attributed where the

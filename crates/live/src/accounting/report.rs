@@ -73,7 +73,8 @@ pub struct CpuReport {
     #[serde(default)]
     pub hidden_switches: u64,
     /// Packets queued to (or dropped at) a socket on this CPU; of them,
-    /// those whose socket had no known owner (it never received), and
+    /// those whose socket had no known owner yet (no thread was blocked
+    /// receiving on it at the start or woken by a packet to it since), and
     /// those seen outside softirq or service-thread context.
     pub socket_events: u64,
     pub socket_events_no_owner: u64,

@@ -163,6 +163,17 @@ fn cpu_state(s: &types::cpu_state) -> CpuState {
     }
 }
 
+/// The address of a kernel symbol from /proc/kallsyms (None when absent or
+/// hidden: kptr_restrict shows zeros).
+fn kernel_symbol(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    text.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (addr, _kind, sym) = (fields.next()?, fields.next()?, fields.next()?);
+        (sym == name).then(|| u64::from_str_radix(addr, 16).ok()).flatten().filter(|&a| a != 0)
+    })
+}
+
 /// Runs the task_file iterator that gives already-open sockets their
 /// process as owner.
 fn seed_socket_owners(skel: &AccountingSkel<'_>) -> Result<()> {
@@ -200,7 +211,13 @@ impl<'obj> Session<'obj> {
         let Storage { accounting, reference } = storage;
         let mut open = AccountingSkelBuilder::default().open(accounting).map_err(bpf_err("opening the accounting BPF object"))?;
         let missing = missing_optional_tracepoints()?;
-        let absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
+        let mut absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
+        // Socket owners are learned from wakeups (on_waking); the receive
+        // hook, a program run per datagram, stands in only where the
+        // kernel has no sched_waking.
+        if !absent.contains(&"on_waking") {
+            absent.push("on_sock_recv");
+        }
         for mut prog in open.open_object_mut().progs_mut() {
             if absent.iter().any(|a| prog.name() == *a) {
                 prog.set_autoload(false);
@@ -210,7 +227,7 @@ impl<'obj> Session<'obj> {
         // sync_cpu only ever runs by hand.
         open.progs.seed_socket_owners.set_autoattach(false);
         open.progs.sync_cpu.set_autoattach(false);
-        let skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
+        let mut skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
         let reference = if options.reference_softirq_sum {
             let open = SoftirqSumSkelBuilder::default().open(reference).map_err(bpf_err("opening the softirq-sum BPF object"))?;
@@ -219,6 +236,9 @@ impl<'obj> Session<'obj> {
             None
         };
 
+        if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
+            bss.receiver_wake_fn = kernel_symbol("receiver_wake_function").unwrap_or(0);
+        }
         seed_socket_owners(&skel)?;
         let mut session = Session {
             skel,

@@ -87,7 +87,8 @@ struct {
 	__type(value, u64);
 } task_irq_ns SEC(".maps");
 
-// Socket -> thread that last received from it (sock_recv_length).
+// Socket -> its owner: the thread last woken by a packet queued to it (or,
+// for sockets open at the start, their process; see seed_socket_owners).
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_SOCKETS);
@@ -161,7 +162,12 @@ static __always_inline struct task_acc *cur_acc(struct cpu_state *st)
 	return slot_at(st, st->cur_slot);
 }
 
-static __always_inline void add_irq_time(u32 tid, s32 irq, u64 delta)
+// Functions marked __noinline run rarely (a slot taken over, a new task
+// served, a hidden switch, a CPU's first event): as BPF subprograms they
+// stay out of the hot path's code, which keeps each program a few hundred
+// instructions instead of thousands and its instruction-cache footprint
+// small.
+static __noinline int add_irq_time(u32 tid, s32 irq, u64 delta)
 {
 	struct task_irq_key key = { .tid = tid, .irq = irq };
 	u64 *ns = bpf_map_lookup_elem(&task_irq_ns, &key);
@@ -169,6 +175,7 @@ static __always_inline void add_irq_time(u32 tid, s32 irq, u64 delta)
 		*ns += delta;
 	else
 		bpf_map_update_elem(&task_irq_ns, &key, &delta, BPF_NOEXIST);
+	return 0;
 }
 
 // Hard-IRQ time of a task by line: one of IRQ_SLOTS per-slot entries, or
@@ -221,35 +228,47 @@ static __always_inline void flush_slot(struct cpu_state *st, struct task_acc *a)
 	st->flushes++;
 }
 
-// The slot of task `p` on this CPU: its own if it has one, else the least
-// recently used one, flushed and taken over.
-static __always_inline struct task_acc *slot_for(struct cpu_state *st, struct task_struct *p)
+// A task that has no slot on this CPU takes the least recently used one,
+// flushed first. Returns the slot's index.
+static __noinline u32 take_slot(struct cpu_state *st, struct task_struct *p)
 {
-	u32 tid = p->pid;
 	u32 victim = 0;
 	u64 oldest = ~0ULL;
 #pragma unroll
 	for (u32 i = 0; i < TASK_SLOTS; i++) {
-		struct task_acc *a = &st->slots[i];
-		if (a->valid && a->tid == tid) {
-			st->cur_slot = i;
-			return a;
-		}
-		u64 used = a->valid ? a->used : 0;
+		u64 used = st->slot_key[i] ? st->slot_used[i] : 0;
 		if (used < oldest) {
 			oldest = used;
 			victim = i;
 		}
 	}
+	victim &= TASK_SLOTS - 1;
 	struct task_acc *a = slot_at(st, victim);
 	flush_slot(st, a);
+	u32 tid = p->pid;
+	st->slot_key[victim] = tid + 1;
 	a->valid = 1;
 	a->tid = tid;
 	a->tgid = p->tgid;
 	bpf_probe_read_kernel_str(a->comm, sizeof(a->comm), p->comm);
 	a->service_generation = ~0ULL;
-	st->cur_slot = victim;
-	return a;
+	return victim;
+}
+
+// The slot of task `p` on this CPU: its own if it has one, else a new one.
+static __always_inline struct task_acc *slot_for(struct cpu_state *st, struct task_struct *p)
+{
+	u32 key = p->pid + 1;
+#pragma unroll
+	for (u32 i = 0; i < TASK_SLOTS; i++) {
+		if (st->slot_key[i] == key) {
+			st->cur_slot = i;
+			return &st->slots[i];
+		}
+	}
+	u32 i = take_slot(st, p) & (TASK_SLOTS - 1);
+	st->cur_slot = i;
+	return &st->slots[i];
 }
 
 // `p` becomes the current task of this CPU.
@@ -257,7 +276,7 @@ static __always_inline void make_current(struct cpu_state *st, struct task_struc
 {
 	struct task_acc *a = slot_for(st, p);
 	a->switches_in++;
-	a->used = ++st->stamp;
+	st->slot_used[st->cur_slot & (TASK_SLOTS - 1)] = ++st->stamp;
 	if (a->service_generation != service_generation) {
 		a->service = is_service_thread(p);
 		a->service_generation = service_generation;
@@ -269,6 +288,7 @@ static __always_inline void make_current(struct cpu_state *st, struct task_struc
 	st->cur_charged = 0;
 	st->pending_ns = 0;
 	st->beneficiary = 0;
+	st->wake_sk = 0;
 }
 
 // Charges the segment [last_ts, now) to the context that ran it. Handlers
@@ -304,10 +324,10 @@ static __always_inline void close_segment(struct cpu_state *st, u64 now)
 }
 
 // Adds the time served to served_tid, kept per CPU, to its hash entry.
-static __always_inline void flush_served(struct cpu_state *st)
+static __noinline int flush_served(struct cpu_state *st)
 {
 	if (!st->served_tid)
-		return;
+		return 0;
 	st->flushes++;
 	struct task_stats *b = stats_of(st->served_tid);
 	if (b) {
@@ -322,6 +342,7 @@ static __always_inline void flush_served(struct cpu_state *st)
 	st->served_thread_ns = 0;
 	st->served_tid = 0;
 	st->flushes++;
+	return 0;
 }
 
 // Gives the attributable time since the last attribution point to `tid`.
@@ -389,7 +410,7 @@ static __always_inline void note_anomaly(void)
 // known point for as long as its runtime clock advanced beyond what it
 // was already charged; the rest of the segment since the last event is
 // left open for `cur`.
-static __always_inline void repair_hidden_switch(struct cpu_state *st, u64 now, struct task_struct *cur)
+static __noinline int repair_hidden_switch(struct cpu_state *st, u64 now, struct task_struct *cur)
 {
 	struct cpu_totals *t = this_cpu_totals();
 	if (t)
@@ -407,6 +428,22 @@ static __always_inline void repair_hidden_switch(struct cpu_state *st, u64 now, 
 	// IRQ or softirq context belonged to the old task.
 	st->hard_depth = 0;
 	st->soft_vec = -1;
+	return 0;
+}
+
+// A CPU's first event: its first segment starts at start_ns. Returns 0
+// while start_ns is not yet set (nothing is counted until then).
+static __noinline int init_cpu(struct cpu_state *st, struct task_struct *cur)
+{
+	if (!start_ns)
+		return 0;
+	st->initialised = 1;
+	st->last_ts = start_ns;
+	st->soft_vec = -1;
+	st->hard_depth = 0;
+	make_current(st, cur);
+	cur_acc(st)->switches_in = 0;
+	return 1;
 }
 
 // The state of this CPU at an event, with `cur` the task current now.
@@ -417,15 +454,11 @@ static __always_inline struct cpu_state *state_at(u64 now, struct task_struct *c
 	if (!st)
 		return NULL;
 	if (!st->initialised) {
-		if (!start_ns)
+		if (!init_cpu(st, cur))
 			return NULL;
-		st->initialised = 1;
-		st->last_ts = start_ns;
-		st->soft_vec = -1;
-		st->hard_depth = 0;
-		make_current(st, cur);
-		cur_acc(st)->switches_in = 0;
-	} else if (st->cur_tid != (u32)cur->pid) {
+	} else if (st->cur_task != (u64)cur) {
+		// Compared by address: reading cur->pid would touch a line of the
+		// task_struct that an IRQ arriving at an idle CPU finds cold.
 		repair_hidden_switch(st, now, cur);
 	}
 	return st;
@@ -527,6 +560,7 @@ int BPF_PROG(on_softirq_entry, unsigned int vec)
 	st->soft_vec = vec < NR_VECTORS ? (s32)vec : -1;
 	st->pending_ns = 0;
 	st->beneficiary = 0;
+	st->wake_sk = 0;
 	return 0;
 }
 
@@ -542,6 +576,7 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 		return 0;
 	end_attribution(st);
 	st->soft_vec = -1;
+	st->wake_sk = 0;
 	return 0;
 }
 
@@ -564,10 +599,30 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	return 0;
 }
 
+// `tid` owns the socket `key` (it was just woken by a packet queued to
+// it). Usually already known: the per-CPU cache of the last lookup says so
+// without touching the map.
+static __always_inline void learn_owner(struct cpu_state *st, u64 key, u32 tid)
+{
+	if (key == st->owner_sk && st->owner_tid == tid && st->owner_generation == owner_generation)
+		return;
+	u32 *o = bpf_map_lookup_elem(&sock_owner, &key);
+	if (!o || *o != tid) {
+		bpf_map_update_elem(&sock_owner, &key, &tid, BPF_ANY);
+		// Every CPU's cached owner may now be stale.
+		owner_generation++;
+	}
+	st->owner_sk = key;
+	st->owner_tid = tid;
+	st->owner_generation = owner_generation;
+}
+
 // sched_waking fires in the waker's context (sched_wakeup may fire later on
 // the target CPU, from an IPI), so it tells which softirq did the waking.
-// Waking the task already being served changes nothing, so it costs only
-// the state lookup.
+// Right after a packet was queued to a socket with a sleeper (wake_sk), the
+// task woken is the one waiting on that socket: its owner. Waking the task
+// already being served changes nothing else, so it costs only the state
+// lookup.
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
@@ -575,6 +630,10 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!st || !st->initialised || !attributing(st))
 		return 0;
 	u32 tid = p->pid;
+	if (st->wake_sk) {
+		learn_owner(st, st->wake_sk, tid);
+		st->wake_sk = 0;
+	}
 	if (tid == st->beneficiary)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
@@ -586,7 +645,17 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	return 0;
 }
 
-static __always_inline void packet_for_socket(const struct sock *sk)
+// Whether a task sleeps on the socket's wait queue (what the kernel's
+// skwq_has_sleeper asks right after this tracepoint, before it wakes it).
+static __always_inline int has_sleeper(const struct sock *sk)
+{
+	struct socket_wq *wq = sk->sk_wq;
+	if (!wq)
+		return 0;
+	return wq->wait.head.next != &wq->wait.head;
+}
+
+static __always_inline void packet_for_socket(const struct sock *sk, int queued)
 {
 	struct cpu_state *st = this_cpu_state();
 	struct cpu_totals *t = this_cpu_totals();
@@ -598,6 +667,8 @@ static __always_inline void packet_for_socket(const struct sock *sk)
 		return;
 	}
 	u64 key = (u64)sk;
+	// A sleeper will be woken right after this: the waking learns the owner.
+	st->wake_sk = queued && has_sleeper(sk) ? key : 0;
 	u32 owner;
 	if (key == st->owner_sk && st->owner_generation == owner_generation) {
 		// Same socket as the last packet on this CPU and no socket has
@@ -630,7 +701,7 @@ static __always_inline void packet_for_socket(const struct sock *sk)
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_sk_data_ready, const struct sock *sk)
 {
-	packet_for_socket(sk);
+	packet_for_socket(sk, 1);
 	return 0;
 }
 
@@ -639,18 +710,18 @@ int BPF_PROG(on_sk_data_ready, const struct sock *sk)
 SEC("tp_btf/udp_fail_queue_rcv_skb")
 int BPF_PROG(on_udp_drop, int rc, struct sock *sk)
 {
-	packet_for_socket(sk);
+	packet_for_socket(sk, 0);
 	return 0;
 }
 
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+// `tid` owns the socket at `key`: it receives from it. The per-CPU cache
+// of the last claim keeps a thread that claims the same socket again from
+// touching the map.
+static __always_inline void claim_socket(u64 key, u32 tid)
 {
-	u64 key = (u64)sk;
-	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct cpu_state *st = this_cpu_state();
 	if (st && st->recv_sk == key && st->recv_tid == tid)
-		return 0;
+		return;
 	u32 *owner = bpf_map_lookup_elem(&sock_owner, &key);
 	if (!owner || *owner != tid) {
 		bpf_map_update_elem(&sock_owner, &key, &tid, BPF_ANY);
@@ -661,14 +732,55 @@ int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
 		st->recv_sk = key;
 		st->recv_tid = tid;
 	}
+}
+
+// Only loaded on kernels without sched_waking, where owners cannot be
+// learned from wakeups: the thread that returns from receiving on a
+// socket becomes its owner. It runs at every receive, which costs a
+// program run per datagram on a flood; the sleeps and wakeups come at most
+// once per sleep.
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_sock_recv, struct sock *sk, int ret, int flags)
+{
+	claim_socket((u64)sk, (u32)bpf_get_current_pid_tgid());
 	return 0;
 }
 
+// Address of the kernel's receiver_wake_function (from /proc/kallsyms, set
+// by user space before the iterator runs; 0 when unknown): the wake
+// function of a thread blocked in a datagram socket's receive, whose wait
+// entry's `private` is that thread.
+volatile u64 receiver_wake_fn;
+
+// The thread blocked receiving on `sk` (the first entry of its wait queue,
+// when it is a receiver's), or 0.
+static __always_inline u32 waiting_receiver(const struct sock *sk)
+{
+	if (!receiver_wake_fn)
+		return 0;
+	u64 wq = (u64)BPF_CORE_READ(sk, sk_wq);
+	if (!wq)
+		return 0;
+	u64 head = wq + bpf_core_field_offset(struct socket_wq, wait) + bpf_core_field_offset(struct wait_queue_head, head);
+	u64 next = 0;
+	if (bpf_probe_read_kernel(&next, sizeof(next), (void *)head) || !next || next == head)
+		return 0;
+	u64 entry = next - bpf_core_field_offset(struct wait_queue_entry, entry);
+	u64 func = 0, private = 0;
+	bpf_probe_read_kernel(&func, sizeof(func), (void *)(entry + bpf_core_field_offset(struct wait_queue_entry, func)));
+	bpf_probe_read_kernel(&private, sizeof(private), (void *)(entry + bpf_core_field_offset(struct wait_queue_entry, private)));
+	if (func != receiver_wake_fn || !private)
+		return 0;
+	struct task_struct *t = (struct task_struct *)private;
+	return BPF_CORE_READ(t, pid);
+}
+
 // Run once at start (a task_file iterator over every process's open
-// files): sockets that are already open get their process as owner, so a
-// server that is starved and never returns from recv during the
-// measurement is still found. A thread receiving later takes over
-// (sock_recv_length); an owner learned that way is never overwritten here.
+// files): sockets that are already open get an owner, so a server that is
+// starved and never sleeps on its socket again during the measurement is
+// still found: the thread blocked receiving on it right now, else its
+// process. A thread woken by a packet later takes over (on_waking); an
+// owner learned that way is never overwritten here.
 SEC("iter/task_file")
 int seed_socket_owners(struct bpf_iter__task_file *ctx)
 {
@@ -683,6 +795,11 @@ int seed_socket_owners(struct bpf_iter__task_file *ctx)
 	if (!sk)
 		return 0;
 	u64 key = (u64)sk;
+	u32 waiter = waiting_receiver(sk);
+	if (waiter) {
+		bpf_map_update_elem(&sock_owner, &key, &waiter, BPF_ANY);
+		return 0;
+	}
 	u32 tid = task->pid;
 	bpf_map_update_elem(&sock_owner, &key, &tid, BPF_NOEXIST);
 	return 0;
