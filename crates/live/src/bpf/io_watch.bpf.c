@@ -71,32 +71,36 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
-// Foreground requests in the device. User space is woken only when this
-// leaves or reaches 0 (the gate may have to close, or its interval to
-// start); every other event waits in the ring for that wake-up or the
-// reader's own timer. On a small machine a wake-up per request took the
+// User space is woken only by a foreground request issued at least
+// `wake_gap_ns` (the preemption interval) after the foreground's previous
+// one: then the interval may have run out and the gate be open, so it must
+// close now. Every other event waits in the ring for the reader's own
+// timer (it wakes at the interval's end, and every interval while the
+// gate is closed). On a small machine a wake-up per request took the
 // foreground's own CPU time (20-40% of its throughput here).
-volatile __s64 fg_in_flight;
+const volatile __u64 wake_gap_ns;
+volatile __u64 last_fg_issue_ns;
 
-static __always_inline __u64 wakeup(struct bio_class *c, __u8 kind)
+static __always_inline __u64 wakeup(struct bio_class *c, __u8 kind, __u64 now)
 {
-	if (c->class != IO_FOREGROUND)
+	if (c->class != IO_FOREGROUND || kind != IO_ISSUE)
 		return BPF_RB_NO_WAKEUP;
-	if (kind == IO_ISSUE)
-		return __sync_fetch_and_add(&fg_in_flight, 1) <= 0 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	return __sync_fetch_and_add(&fg_in_flight, -1) <= 1 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	__u64 last = last_fg_issue_ns;
+	last_fg_issue_ns = now;
+	return now - last >= wake_gap_ns ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void emit(struct bio_class *c, __u32 bytes, __u8 kind)
 {
-	__u64 flags = wakeup(c, kind);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 flags = wakeup(c, kind, now);
 	struct io_watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
 	if (!e) {
 		__sync_fetch_and_add(&lost_events, 1);
 		return;
 	}
-	e->ts_ns = bpf_ktime_get_ns();
+	e->ts_ns = now;
 	e->sector = c->sector;
 	e->bytes = bytes;
 	e->tgid = c->tgid;

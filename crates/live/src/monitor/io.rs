@@ -102,14 +102,17 @@ pub struct IoWatch<'obj> {
 
 impl<'obj> IoWatch<'obj> {
     /// Loads and attaches the watch of the disk `major:minor` (its first
-    /// minor: the whole disk). Exit 3 naming what is missing.
-    pub fn start(storage: &'obj mut Storage, major: u32, minor: u32) -> Result<IoWatch<'obj>> {
+    /// minor: the whole disk). The reader is woken only by a foreground
+    /// issue `wake_gap_ns` or more after the previous one; it must look at
+    /// the ring on its own timer otherwise. Exit 3 naming what is missing.
+    pub fn start(storage: &'obj mut Storage, major: u32, minor: u32, wake_gap_ns: u64) -> Result<IoWatch<'obj>> {
         crate::privilege::require_bpf("load and attach the block-request BPF programs")?;
         let mut open = IoWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the block-request BPF object"))?;
         let rodata =
             open.maps.rodata_data.as_deref_mut().ok_or_else(|| Error::Failed("the block-request BPF object has no rodata".into()))?;
         rodata.disk_major = major;
         rodata.disk_minor = minor;
+        rodata.wake_gap_ns = wake_gap_ns;
         let mut skel = open.load().map_err(bpf_err("loading the block-request BPF programs"))?;
         let received = Rc::new(RefCell::new(Vec::new()));
         let ring = {
@@ -139,13 +142,17 @@ impl<'obj> IoWatch<'obj> {
         let _ = self.skel.maps.classes.delete(&tgid.to_ne_bytes());
     }
 
-    /// Waits up to `timeout` for events and returns those that came, oldest first.
+    /// Waits up to `timeout` for a wake-up, then returns every event in the
+    /// ring, oldest first.
     pub fn poll(&mut self, timeout: Duration) -> Result<Vec<IoEvent>> {
         match self.ring.poll(timeout) {
             // A signal (Ctrl-C) woke the wait: the caller looks at its stop flag.
             Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
             other => other.map_err(bpf_err("polling the block-request events"))?,
         }
+        // Records submitted without a wake-up are not taken by a poll that
+        // timed out: take them too.
+        self.ring.consume().map_err(bpf_err("reading the block-request events"))?;
         Ok(std::mem::take(&mut *self.received.borrow_mut()))
     }
 

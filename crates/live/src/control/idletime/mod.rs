@@ -431,7 +431,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     }
     let mut actuator = CgroupGate::create(config.mechanism, &disk)?;
     let mut storage = io::Storage::default();
-    let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor)?;
+    let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor, config.interval_ns)?;
 
     // The background: existing processes moved in, or the command started in the cgroup.
     let mut child = match &config.background {
@@ -493,6 +493,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         let mut until = next_rescan.min(config.duration_ns.map_or(u64::MAX, |d| begin + d));
         if let Some(w) = ctl.ordered.gate().wake_at() {
             until = until.min(w);
+        } else if !ctl.wanted_open {
+            // The foreground's events wake no one while the gate is closed:
+            // look every interval for the last one (the interval's end).
+            until = until.min(now + config.interval_ns.max(100_000));
         }
         let mut events = watch.poll(Duration::from_nanos(until.saturating_sub(now).clamp(1_000, 50_000_000)))?;
         ctl.take(&mut events, &mut fg, &mut bg)?;
