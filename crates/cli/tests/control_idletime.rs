@@ -8,8 +8,8 @@
 
 mod common;
 
-use common::live::{control_entries, start_with_stderr, wait_at_most, wait_for_line};
-use common::{irqlab, is_root, json, live_tests_enabled, path_str};
+use common::live::{enabled_as_root, entries_of, scratch_on_disk, start_with_stderr, wait_at_most, wait_for_line};
+use common::{irqlab, json, path_str};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -91,23 +91,15 @@ fn reader(file: &Path, gap: Option<&str>, seconds: u32) -> Child {
 }
 
 fn scratch() -> tempfile::TempDir {
-    // On the root file system: /tmp is on it on the CI machines, but a
-    // tmpfs /tmp would have no disk under it.
-    tempfile::Builder::new().prefix("irqlab-idletime-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    scratch_on_disk("irqlab-idletime-test")
 }
 
 fn live(test: &str) -> bool {
-    if !live_tests_enabled(test) {
-        return false;
-    }
-    assert!(is_root(), "{test}: live tests run as root");
-    true
+    enabled_as_root(test)
 }
 
-/// The journal's entries made by `irqlab control idletime` runs (other
-/// irqlab runs on the machine keep theirs).
 fn idletime_entries() -> Vec<serde_json::Value> {
-    control_entries().into_iter().filter(|e| e["owner"]["command"].as_str().is_some_and(|c| c.contains("control idletime"))).collect()
+    entries_of("control idletime")
 }
 
 fn no_idletime_cgroups() -> Vec<String> {

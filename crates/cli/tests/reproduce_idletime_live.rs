@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::live::{control_entries, start_with_stderr, wait_at_most, wait_for_line};
-use common::{irqlab, is_root, json, live_tests_enabled, path_str};
+use common::live::{enabled_as_root, entries_of, scratch_on_disk, start_with_stderr, wait_at_most, wait_for_line};
+use common::{irqlab, json, path_str};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -19,19 +19,15 @@ fn scheduler() -> String {
 }
 
 fn scratch() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("irqlab-idletime-live-test").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    scratch_on_disk("irqlab-idletime-live-test")
 }
 
 fn live(test: &str) -> bool {
-    if !live_tests_enabled(test) {
-        return false;
-    }
-    assert!(is_root(), "{test}: live tests run as root");
-    true
+    enabled_as_root(test)
 }
 
 fn idletime_entries() -> Vec<serde_json::Value> {
-    control_entries().into_iter().filter(|e| e["owner"]["command"].as_str().is_some_and(|c| c.contains("reproduce idletime"))).collect()
+    entries_of("reproduce idletime")
 }
 
 #[test]

@@ -58,3 +58,25 @@ pub fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitSta
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The journal's entries made by irqlab runs whose command line contains
+/// `command` (other irqlab runs on the machine keep theirs).
+pub fn entries_of(command: &str) -> Vec<serde_json::Value> {
+    control_entries().into_iter().filter(|e| e["owner"]["command"].as_str().is_some_and(|c| c.contains(command))).collect()
+}
+
+/// Whether the live test `test` runs (IRQLAB_LIVE_TESTS=1); it must then
+/// run as root.
+pub fn enabled_as_root(test: &str) -> bool {
+    if !super::live_tests_enabled(test) {
+        return false;
+    }
+    assert!(super::is_root(), "{test}: live tests run as root");
+    true
+}
+
+/// A scratch directory on the disk under the build (a tmpfs /tmp has no
+/// disk under it).
+pub fn scratch_on_disk(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(prefix).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
