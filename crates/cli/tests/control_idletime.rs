@@ -10,7 +10,6 @@ mod common;
 
 use common::live::{enabled_as_root, entries_of, scratch_on_disk, start_with_stderr, wait_at_most, wait_for_line};
 use common::{irqlab, json, path_str};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
@@ -65,17 +64,9 @@ fn bad_input_exits_2_naming_it() {
     assert_eq!(code, Some(2), "{err}");
 }
 
-/// A file of `mib` MiB on the root file system (the disk the controller
-/// watches by default), written and synced so reads reach the device.
+/// A file of `mib` MiB on the disk, synced so reads reach the device.
 fn data_file(dir: &Path, name: &str, mib: usize) -> PathBuf {
-    let path = dir.join(name);
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block: Vec<u8> = (0..1 << 20).map(|i| (i * 31 % 251) as u8).collect();
-    for _ in 0..mib {
-        f.write_all(&block).unwrap();
-    }
-    f.sync_all().unwrap();
-    path
+    irqlab_live::load::write_data_file(dir, name, mib).unwrap()
 }
 
 /// `irqlab load reads` on `file`: random 4 KiB reads `gap` apart, or

@@ -96,3 +96,30 @@ fn ctrl_c_writes_the_partial_document_and_restores() {
     assert_eq!(scheduler(), before);
     assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
 }
+
+#[test]
+fn after_kill_9_during_bfq_the_scheduler_is_named_and_reverted() {
+    if !live("after_kill_9_during_bfq_the_scheduler_is_named_and_reverted") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch();
+    let before = scheduler();
+    let args: Vec<std::ffi::OsString> =
+        ["reproduce", "idletime", "--live", "--quick", "--dir", path_str(dir.path())].iter().map(Into::into).collect();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let (mut child, rx) = start_with_stderr(&args);
+    wait_for_line(&rx, "intensity 30%: BFQ idle class", Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(scheduler().contains("[bfq]"), "BFQ was selected for the anchor: {}", scheduler());
+    let left = idletime_entries();
+    assert!(left.iter().any(|e| e["object"]["kind"] == "io-scheduler" && e["state"] == "leftover"), "{left:?}");
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert!(revert.status.success(), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_eq!(scheduler(), before, "the I/O scheduler is back");
+    assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
+    // The readers the killed run started end by themselves (2 s runs).
+    std::thread::sleep(Duration::from_secs(3));
+}

@@ -301,9 +301,6 @@ impl Gate {
         Gate { sched: IdletimeScheduler::new(p_ns, start, true), fg_in_device: 0, background_waits: true, wake_at: None, open: false }
     }
 
-    pub fn open(&self) -> bool {
-        self.open
-    }
     pub fn state(&self) -> State {
         self.sched.state()
     }
@@ -313,9 +310,6 @@ impl Gate {
     /// When the caller must observe [`Observation::IntervalEnd`].
     pub fn wake_at(&self) -> Option<Nanos> {
         self.wake_at
-    }
-    pub fn foreground_in_device(&self) -> u32 {
-        self.fg_in_device
     }
 
     /// Whether background work waits (its processes live); it is asked for

@@ -15,8 +15,8 @@ use irqlab_analysis::{format_ns, Nanos};
 use irqlab_live::control::idletime::{self as control, disk, gate::Mechanism, selector::Selector};
 use irqlab_live::control::journal::{self, Object, Value};
 use irqlab_live::error::{Error, Result};
+use irqlab_live::load::write_data_file;
 use serde::Serialize;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,18 +60,6 @@ pub struct Details {
 }
 
 const BLOCK: &str = "4k";
-
-fn data_file(dir: &Path, name: &str, mib: usize) -> Result<PathBuf> {
-    let path = dir.join(name);
-    let io = |e| Error::io(format!("writing {}", path.display()), e);
-    let mut f = std::fs::File::create(&path).map_err(io)?;
-    let block: Vec<u8> = (0..1usize << 20).map(|i| (i * 31 % 251) as u8).collect();
-    for _ in 0..mib {
-        f.write_all(&block).map_err(io)?;
-    }
-    f.sync_all().map_err(io)?;
-    Ok(path)
-}
 
 /// `irqlab load reads` on `file` for `seconds`: at intensity `i`, or back to back.
 fn reader(cfg: &Config, file: &Path, intensity: Option<f64>, seconds: f64) -> Result<Child> {
@@ -166,8 +154,8 @@ pub fn reproduce(cfg: &Config, stop: &AtomicBool, mut progress: impl FnMut(&str)
     progress("writing the data files");
     let bench = Bench {
         cfg,
-        fg_file: data_file(scratch.path(), "foreground", fg_mib)?,
-        bg_file: data_file(scratch.path(), "background", bg_mib)?,
+        fg_file: write_data_file(scratch.path(), "foreground", fg_mib)?,
+        bg_file: write_data_file(scratch.path(), "background", bg_mib)?,
         seconds: if cfg.quick { 2.0 } else { 5.0 },
         disk: disk.clone(),
         stop,

@@ -12,7 +12,7 @@
 #define IO_ISSUE 1    // the request went to the driver (block_rq_issue)
 #define IO_COMPLETE 2 // the driver completed it (block_rq_complete)
 // Its struct request was issued again without a completion seen: it
-// completed before now (io_watch.bpf.c, inferred_completions).
+// completed before now (io_watch.bpf.c, on_rq_issue).
 #define IO_COMPLETE_INFERRED 3
 
 struct io_watch_event {

@@ -10,7 +10,7 @@ mod net;
 mod reads;
 
 pub use net::NetLoad;
-pub use reads::Reads;
+pub use reads::{write_data_file, Reads};
 
 use crate::error::Result;
 use serde::{Deserialize, Serialize};

@@ -26,6 +26,21 @@ pub struct Reads {
     pub intensity: Option<f64>,
 }
 
+/// Writes `mib` MiB to `dir/name` and syncs it, so that reads of it reach
+/// the device (a file to read for [`Reads`]); returns its path.
+pub fn write_data_file(dir: &std::path::Path, name: &str, mib: usize) -> Result<std::path::PathBuf> {
+    use std::io::Write;
+    let path = dir.join(name);
+    let io = |e| Error::io(format!("writing {}", path.display()), e);
+    let mut f = std::fs::File::create(&path).map_err(io)?;
+    let block: Vec<u8> = (0..1usize << 20).map(|i| (i * 31 % 251) as u8).collect();
+    for _ in 0..mib {
+        f.write_all(&block).map_err(io)?;
+    }
+    f.sync_all().map_err(io)?;
+    Ok(path)
+}
+
 /// The dissertation's CPU quantum, t_max (§4.4.1).
 const QUANTUM_NS: u64 = 100_000_000;
 

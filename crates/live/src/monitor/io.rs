@@ -7,7 +7,7 @@
 //! scheduler issues later from a kworker keeps its class; dirty pages the
 //! kernel's flusher writes back belong to no process and are not seen.
 //! Some completions run no program on this kernel (see
-//! `inferred_completions` in the BPF source): such a request is reported
+//! `IO_COMPLETE_INFERRED` in the BPF source): such a request is reported
 //! complete when its struct request is reused, or by the caller's own
 //! bound on time in the device.
 
@@ -154,11 +154,6 @@ impl<'obj> IoWatch<'obj> {
         // timed out: take them too.
         self.ring.consume().map_err(bpf_err("reading the block-request events"))?;
         Ok(std::mem::take(&mut *self.received.borrow_mut()))
-    }
-
-    /// Completions inferred from a reused struct request.
-    pub fn inferred_completions(&self) -> u64 {
-        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.inferred_completions)
     }
 
     /// Events the kernel could not deliver because user space fell behind.

@@ -62,7 +62,6 @@ pub struct CgroupGate {
     dir: PathBuf,
     /// Path below the hierarchy's root, as /proc/PID/cgroup shows it.
     name: String,
-    open: bool,
     /// The cgroup's entry first, then one per moved thread.
     changes: Vec<Applied>,
     moved: BTreeSet<i32>,
@@ -80,21 +79,10 @@ impl CgroupGate {
         let name = format!("irqlab-idletime-{}", std::process::id());
         let dir = root.join(&name);
         let entry = journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?;
-        let gate = CgroupGate {
-            mechanism,
-            disk: disk.clone(),
-            dir,
-            name: format!("/{name}"),
-            open: true,
-            changes: vec![entry],
-            moved: BTreeSet::new(),
-        };
+        let gate =
+            CgroupGate { mechanism, disk: disk.clone(), dir, name: format!("/{name}"), changes: vec![entry], moved: BTreeSet::new() };
         gate.set(true)?;
         Ok(gate)
-    }
-
-    pub fn mechanism(&self) -> Mechanism {
-        self.mechanism
     }
 
     /// Where a command irqlab starts puts itself before it runs (its
@@ -129,10 +117,6 @@ impl CgroupGate {
         Ok(())
     }
 
-    pub fn is_open(&self) -> bool {
-        self.open
-    }
-
     /// Opens or closes the gate; returns when the kernel has done it (the
     /// freezer: when the cgroup reads FROZEN, or after 20 ms of FREEZING).
     pub fn set(&self, open: bool) -> Result<()> {
@@ -160,14 +144,8 @@ impl CgroupGate {
     /// Opens the gate, then undoes every change, newest first.
     pub fn restore(mut self) -> Result<()> {
         let opened = self.set(true);
-        self.open = true;
         journal::restore_all(std::mem::take(&mut self.changes))?;
         opened
-    }
-
-    /// Records the gate's state (after [`CgroupGate::set`] succeeded).
-    pub fn mark(&mut self, open: bool) {
-        self.open = open;
     }
 }
 

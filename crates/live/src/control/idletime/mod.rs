@@ -33,7 +33,7 @@ const RESCAN_NS: u64 = 100_000_000;
 
 /// A request seen in the device for ten times the p99 of the foreground's
 /// service times so far (within these bounds) is taken as complete: its
-/// completion ran no program (see [`io::IoWatch::inferred_completions`])
+/// completion ran no program (see [`io::Kind::CompleteInferred`])
 /// and its struct request was not reused since. Service times here: p99
 /// below 3 ms under a greedy background.
 const ASSUME_COMPLETE_MIN_NS: u64 = 20_000_000;
@@ -367,7 +367,6 @@ impl Controller<'_> {
         self.wanted_since = at;
         self.actuator.set(open)?;
         let done = crate::rt::monotonic_ns();
-        self.actuator.mark(open);
         if open {
             self.figures.opens += 1;
             self.open_lateness.record(done.saturating_sub(at));
@@ -392,8 +391,9 @@ fn classify(
     actuator: &mut CgroupGate,
     classed: &mut HashMap<i32, Class>,
 ) -> Result<(usize, usize)> {
-    let fg = config.foreground.processes(None);
-    let mut bg: BTreeSet<i32> = config.background.processes(started);
+    let table = selector::process_table();
+    let fg = config.foreground.processes_in(&table, None);
+    let mut bg: BTreeSet<i32> = config.background.processes_in(&table, started);
     // A started command is in the cgroup from its first instruction.
     if started.is_none() {
         for &pid in bg.difference(&fg) {
@@ -516,7 +516,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
             // Stopped before the command ended: it must not outlive the run
             // (and a frozen process cannot act on a signal: open first).
             ctl.actuator.set(true)?;
-            ctl.actuator.mark(true);
             c.stop();
             notes.push("the background command was stopped (SIGTERM to its process group) when the controller ended".into());
         }

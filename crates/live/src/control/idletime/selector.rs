@@ -60,7 +60,12 @@ impl Selector {
     /// The processes (tgids) it names now; `started` is the pid of the
     /// command irqlab started, for [`Selector::Command`].
     pub fn processes(&self, started: Option<i32>) -> BTreeSet<i32> {
-        let table = process_table();
+        self.processes_in(&process_table(), started)
+    }
+
+    /// [`Selector::processes`] on a [`process_table`] already read (one
+    /// scan of /proc for several selectors).
+    pub fn processes_in(&self, table: &ProcessTable, started: Option<i32>) -> BTreeSet<i32> {
         let own = std::process::id() as i32;
         let mut found: BTreeSet<i32> = match self {
             Selector::Cgroup(p) => std::fs::read_to_string(p.join("cgroup.procs"))
@@ -68,9 +73,9 @@ impl Selector {
                 .split_whitespace()
                 .filter_map(|s| s.parse().ok())
                 .collect(),
-            Selector::Pid(p) => with_descendants(*p, &table),
+            Selector::Pid(p) => with_descendants(*p, table),
             Selector::Comm(g) => table.iter().filter(|(_, (_, comm))| g.matches(comm)).map(|(&pid, _)| pid).collect(),
-            Selector::Command(_) => started.map(|p| with_descendants(p, &table)).unwrap_or_default(),
+            Selector::Command(_) => started.map(|p| with_descendants(p, table)).unwrap_or_default(),
         };
         found.remove(&own);
         found.retain(|p| table.contains_key(p));
@@ -78,8 +83,11 @@ impl Selector {
     }
 }
 
-/// pid → (parent pid, comm) of every live process (zombies left out).
-fn process_table() -> BTreeMap<i32, (i32, String)> {
+/// pid → (parent pid, comm) of every live process.
+pub type ProcessTable = BTreeMap<i32, (i32, String)>;
+
+/// The [`ProcessTable`] now (zombies left out).
+pub fn process_table() -> ProcessTable {
     let mut table = BTreeMap::new();
     let Ok(dir) = std::fs::read_dir("/proc") else { return table };
     for entry in dir.flatten() {
