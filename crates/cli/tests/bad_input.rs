@@ -43,6 +43,17 @@ fn count_flags_have_bounds() {
     assert_refused(&out, &["--threads", "1..=1024"]);
     let out = run(&["load", "hackbench-like", "--groups", "100000000"]);
     assert_refused(&out, &["--groups", "1..=1024"]);
+    // `load sends`: the host, the datagram size, the intensity and the buffer are checked before any testbed.
+    let out = run(&["load", "sends", "--duration", "1s"]);
+    assert_refused(&out, &["--to a|b"]);
+    let out = run(&["load", "sends", "--to", "a", "--size", "2000", "--duration", "1s"]);
+    assert_refused(&out, &["--size 2000", "1472"]);
+    let out = run(&["load", "sends", "--to", "a", "--intensity", "0", "--duration", "1s"]);
+    assert_refused(&out, &["--intensity 0"]);
+    let out = run(&["load", "sends", "--to", "a", "--sndbuf", "1", "--duration", "1s"]);
+    assert_refused(&out, &["--sndbuf 1"]);
+    let out = run(&["load", "sends", "--to", "c", "--duration", "1s"]);
+    assert_refused(&out, &["`c` is not a testbed host"]);
     let out = run(&["reproduce", "idletime", "--threads", "0"]);
     assert_refused(&out, &["--threads", "1..=1024"]);
     let out = run(&["bound", "--period", "7ms", "--wcet", "2ms", "--rows", "18446744073709551615"]);

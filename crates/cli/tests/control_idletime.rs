@@ -1,6 +1,6 @@
-//! `irqlab control idletime` (issue 21, the disk): background processes
-//! held back until the disk has had no foreground request for the
-//! preemption interval. Bad input exits 2 naming it. Live parts
+//! `irqlab control idletime` (issue 21): background processes held back
+//! until the disk (or a network device's egress) has had no foreground
+//! request for the preemption interval. Bad input exits 2 naming it. Live parts
 //! (IRQLAB_LIVE_TESTS=1, as root): the gate follows the interval on a real
 //! disk (O_DIRECT readers from `irqlab load reads`), and every change is
 //! undone after a normal end, after Ctrl-C, and after kill -9 by
@@ -30,7 +30,12 @@ fn bad_input_exits_2_naming_it() {
     for (args, says) in [
         (vec!["--resource", "disk:nosuchdisk0", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "disk:nosuchdisk0"),
         (vec!["--resource", "tape", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "--resource tape"),
-        (vec!["--resource", "net", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "--resource net"),
+        (vec!["--resource", "net:nosuchdev0", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "net:nosuchdev0"),
+        (vec!["--resource", "net:", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"], "--resource net:"),
+        (
+            vec!["--resource", "net:lo", "--gate", "throttle", "--foreground", "pid:1", "--background", "pid:1", "--interval", "1ms"],
+            "--gate throttle",
+        ),
         (vec!["--resource", "disk", "--foreground", "pid:1", "--background", "pid:1", "--interval=-5ms"], "--interval"),
         (
             vec!["--resource", "disk", "--foreground", "comm:no-such-process-xyz", "--background", "pid:1", "--interval", "1ms"],
@@ -230,4 +235,69 @@ fn ctrl_c_and_kill_9_leave_nothing_behind() {
     assert!(status.success(), "{status}");
     let _ = fg.kill();
     let _ = fg.wait();
+}
+
+/// `irqlab load sends` to testbed host a (UDP through irqlab-a): at
+/// intensity `i`, or greedy.
+fn sender(port: u16, intensity: Option<&str>, seconds: u32) -> Child {
+    let mut cmd = irqlab();
+    cmd.args(["load", "sends", "--to", "a", "--port", &port.to_string(), "--sndbuf", "16k", "--duration", &format!("{seconds}s")]);
+    if let Some(i) = intensity {
+        cmd.args(["--intensity", i]);
+    }
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+}
+
+#[test]
+fn the_gate_follows_the_interval_on_a_link() {
+    if !live("the_gate_follows_the_interval_on_a_link") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let bed = irqlab_live::testbed::Testbed::up().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    // The foreground sends for 30 ms of every 100 ms: p = 1 ms lets the
+    // background send in the other 70 ms, p = 80 ms stalls it.
+    for interval in ["1ms", "80ms"] {
+        let mut fg = sender(9001, Some("0.3"), 8);
+        let mut bg = sender(9002, None, 8);
+        std::thread::sleep(Duration::from_millis(300));
+        let out = dir.path().join(format!("net-{interval}.json"));
+        let (fg_sel, bg_sel) = (format!("pid:{}", fg.id()), format!("pid:{}", bg.id()));
+        let status = irqlab()
+            .args(["control", "idletime", "--resource", "net:irqlab-a", "--foreground", &fg_sel, "--background", &bg_sel])
+            .args(["--interval", interval, "--duration", "3s", "--json", path_str(&out)])
+            .status()
+            .unwrap();
+        for c in [&mut fg, &mut bg] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert!(status.success(), "p = {interval}: {status}");
+        let r = json(&out);
+        eprintln!(
+            "net p = {interval}: fg {} packets, bg {:.1} Mb/s, gate open {:.2}, closes {}, reaction p50 {} ns, counters {}",
+            r["foreground"]["completed"],
+            r["background"]["bytes_per_s"].as_f64().unwrap() * 8.0 / 1e6,
+            r["gate"]["open_fraction"],
+            r["gate"]["closes"],
+            r["gate"]["close_reaction"]["p50_ns"],
+            r["counters"]
+        );
+        assert_eq!(r["complete"], true, "{r}");
+        assert_eq!(r["resource"]["kind"], "net", "{r}");
+        assert!(r["foreground"]["completed"].as_u64().unwrap() > 1000, "the foreground sent: {r}");
+        reports.push(r);
+        assert!(idletime_entries().is_empty(), "journal after p = {interval}: {:?}", idletime_entries());
+        assert!(no_idletime_cgroups().is_empty(), "{:?}", no_idletime_cgroups());
+    }
+    let (short, long) = (&reports[0], &reports[1]);
+    // Closed at each foreground burst (about 30 in 3 s), opened after each interval.
+    assert!(short["gate"]["closes"].as_u64().unwrap() >= 15 && short["counters"]["P[t]"].as_u64().unwrap() >= 15, "{short}");
+    assert!(short["gate"]["open_fraction"].as_f64().unwrap() > 0.3, "{}", short["gate"]);
+    assert!(long["gate"]["open_fraction"].as_f64().unwrap() < 0.2, "p = 80ms: {}", long["gate"]);
+    let bg = |r: &serde_json::Value| r["background"]["bytes_per_s"].as_f64().unwrap();
+    assert!(bg(short) > 3.0 * bg(long), "background with p = 1ms {} against 80ms {}", bg(short), bg(long));
+    drop(bed);
 }

@@ -1,9 +1,11 @@
 //! `irqlab reproduce idletime --live --quick` against the real binary on
-//! this machine's disk (IRQLAB_LIVE_TESTS=1, as root): the baseline r(i),
-//! the background alone, and both processes under no control, BFQ's idle
-//! class and `control idletime` with p swept, beside the model on the
-//! measured r(i); the disk's I/O scheduler and the journal are as before
-//! afterwards, and Ctrl-C writes the partial document.
+//! this machine's disk and the testbed's link (IRQLAB_LIVE_TESTS=1, as
+//! root): the baseline r(i), the background alone, and both processes
+//! under no control, BFQ's idle class (disk) and `control idletime` with p
+//! swept, beside the model on the measured r(i); the disk's I/O scheduler,
+//! the link's qdisc and the journal are as before afterwards, Ctrl-C
+//! writes the partial document, and a kill -9 leaves what `control revert
+//! --all` undoes.
 
 mod common;
 
@@ -47,7 +49,10 @@ fn the_disk_experiment_runs_every_setup_beside_the_model() {
     assert!(matches!(status.code(), Some(0 | 1)), "{status}");
     let doc = json(&out);
     assert_eq!(doc["complete"], true);
-    let d = &doc["details"];
+    let parts = doc["details"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 3, "disk, UDP and TCP foregrounds on the link");
+    let d = &parts[0];
+    assert_eq!(d["resource"], "disk");
     let baseline = d["baseline"].as_array().unwrap();
     assert_eq!(baseline.len(), 5);
     assert!(baseline.iter().all(|p| p[1].as_f64().unwrap() > 50.0), "every intensity read: {baseline:?}");
@@ -66,6 +71,37 @@ fn the_disk_experiment_runs_every_setup_beside_the_model() {
     assert!(rows.iter().all(|r| r["live"].is_number()), "every row has its live value");
     assert_eq!(scheduler(), before, "the I/O scheduler is back");
     assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
+    // The network: r(i) over the 100 Mbit/s token bucket, the sweep beside the model.
+    for n in &parts[1..] {
+        check_network_part(n, rows);
+    }
+    assert_eq!(qdisc(), "default", "the link's token bucket is gone");
+}
+
+fn check_network_part(n: &serde_json::Value, rows: &[serde_json::Value]) {
+    assert_eq!(n["resource"], "net");
+    let baseline = n["baseline"].as_array().unwrap();
+    assert!(baseline.iter().all(|p| p[1].as_f64().unwrap() > 1.0), "every intensity sent: {baseline:?}");
+    let r_max = n["r_max"].as_f64().unwrap();
+    assert!(r_max > 50.0 && r_max < 110.0, "the token bucket is the bottleneck: r_max {r_max} Mb/s");
+    let service = n["service_ns"].as_f64().unwrap();
+    assert!(service > 100_000.0 && service < 250_000.0, "one datagram's time on the link: {service} ns");
+    let points = n["points"].as_array().unwrap();
+    assert_eq!(points.iter().filter(|p| p["p_ns"].is_u64()).count(), 6, "{points:?}");
+    let name = n["name"].as_str().unwrap();
+    assert!(rows.iter().any(|r| r["metric"].as_str().unwrap().starts_with(&format!("{name} i=30%"))), "{name}: {rows:?}");
+}
+
+/// The root qdisc of the testbed's link a, as the journal reads it.
+fn qdisc() -> String {
+    let out = std::process::Command::new("tc").args(["qdisc", "show", "dev", "irqlab-a", "root"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // No device (the testbed down) has no qdisc of ours either.
+    if text.contains(" 0: ") || text.is_empty() {
+        "default".into()
+    } else {
+        text
+    }
 }
 
 #[test]
@@ -92,7 +128,7 @@ fn ctrl_c_writes_the_partial_document_and_restores() {
     assert_eq!(status.code(), Some(1), "stopped");
     let doc = json(&out);
     assert_eq!(doc["complete"], false);
-    assert!(doc["details"]["points"].as_array().unwrap().len() >= 2, "the setups measured so far are kept");
+    assert!(doc["details"]["parts"][0]["points"].as_array().unwrap().len() >= 2, "the setups measured so far are kept");
     assert_eq!(scheduler(), before);
     assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
 }
@@ -121,5 +157,30 @@ fn after_kill_9_during_bfq_the_scheduler_is_named_and_reverted() {
     assert_eq!(scheduler(), before, "the I/O scheduler is back");
     assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
     // The readers the killed run started end by themselves (2 s runs).
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+#[test]
+fn after_kill_9_during_the_network_part_the_link_is_named_and_reverted() {
+    if !live("after_kill_9_during_the_network_part_the_link_is_named_and_reverted") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let args: Vec<&std::ffi::OsStr> =
+        ["reproduce", "idletime", "--live", "--quick", "--resource", "net"].iter().map(std::ffi::OsStr::new).collect();
+    let (mut child, rx) = start_with_stderr(&args);
+    wait_for_line(&rx, "net udp/udp intensity 30%: idletime p = 1ms", Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(qdisc().contains("tbf"), "the token bucket was on the link: {}", qdisc());
+    let left = idletime_entries();
+    assert!(left.iter().any(|e| e["object"]["kind"] == "root-qdisc" && e["state"] == "leftover"), "{left:?}");
+    assert!(left.iter().any(|e| e["object"]["kind"] == "cgroup" && e["state"] == "leftover"), "the gate's cgroup: {left:?}");
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    assert!(revert.status.success(), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert_eq!(qdisc(), "default", "the link's token bucket is gone");
+    assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());
+    // The senders the killed run started end by themselves (2 s runs).
     std::thread::sleep(Duration::from_secs(3));
 }

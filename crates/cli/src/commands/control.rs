@@ -183,12 +183,14 @@ pub struct ProcessAwareArgs {
 #[derive(clap::Args)]
 #[command(
     after_help = "Examples:\n  irqlab control idletime --resource disk --foreground comm:postgres --background pid:4242 --interval 50ms\n  \
-irqlab control idletime --resource disk:vda --foreground /sys/fs/cgroup/cpu/db --interval 20ms --background -- rsync -a /src /dst"
+irqlab control idletime --resource disk:vda --foreground /sys/fs/cgroup/cpu/db --interval 20ms --background -- rsync -a /src /dst\n  \
+irqlab control idletime --resource net:eth0 --foreground comm:nginx --interval 2ms --background -- rsync -a /src host:/dst"
 )]
 pub struct IdletimeArgs {
-    /// The resource: `disk` (the disk under /) or `disk:DEV` (vda, nvme0n1;
-    /// a partition counts for its disk)
-    #[arg(long, value_name = "disk[:DEV]")]
+    /// The resource: `disk` (the disk under /), `disk:DEV` (vda, nvme0n1;
+    /// a partition counts for its disk), `net` (the default route's
+    /// device's egress) or `net:DEV`
+    #[arg(long, value_name = "disk[:DEV]|net[:DEV]")]
     resource: String,
     /// The foreground processes: a cgroup directory, pid:N (and its
     /// descendants) or comm:GLOB
@@ -198,12 +200,12 @@ pub struct IdletimeArgs {
     /// no value and the command to start after `--`
     #[arg(long, value_name = "SELECTOR", num_args = 0..=1, default_missing_value = "")]
     background: Option<String>,
-    /// The preemption interval p: background waits until the disk has had
-    /// no foreground request for this long (0: plain two-class priority)
+    /// The preemption interval p: background waits until the resource has
+    /// had no foreground request for this long (0: plain two-class priority)
     #[arg(long, value_name = "P", value_parser = flags::duration_ns)]
     interval: u64,
-    /// How the background is held back: freezer (frozen processes) or
-    /// throttle (blkio: 1 request per second on the disk)
+    /// How the background is held back: freezer (frozen processes) or, for
+    /// a disk, throttle (blkio: 1 request per second on the disk)
     #[arg(long, value_name = "freezer|throttle", default_value = "freezer")]
     gate: idletime::gate::Mechanism,
     /// Run this long (default: until Ctrl-C, SIGTERM, or the end of the
@@ -503,17 +505,7 @@ fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
 fn idletime_run(args: IdletimeArgs) -> Result<Status, CliError> {
     use idletime::selector::Selector;
     output::refuse_clashes(&[], &[("--record", args.record.as_deref()), ("--json", args.json.as_deref())])?;
-    let disk = match args.resource.split_once(':') {
-        None if args.resource == "disk" => None,
-        Some(("disk", dev)) if !dev.is_empty() => Some(dev.to_string()),
-        _ if args.resource.starts_with("net") => {
-            return Err(CliError::Usage(format!(
-                "--resource {}: only disk[:DEV] is built so far (the network gate is the open part of issue #21)",
-                args.resource
-            )))
-        }
-        _ => return Err(CliError::Usage(format!("--resource {}: expected disk or disk:DEV", args.resource))),
-    };
+    let resource = idletime::ResourceSpec::parse(&args.resource)?;
     let background = match (args.background.as_deref(), args.command.is_empty()) {
         (Some(""), false) => Selector::Command(args.command.clone()),
         (Some(""), true) => return Err(CliError::Usage("--background: no SELECTOR and no command after --".into())),
@@ -524,7 +516,7 @@ fn idletime_run(args: IdletimeArgs) -> Result<Status, CliError> {
         (None, _) => return Err(CliError::Usage("--background SELECTOR (or --background -- CMD ARGS) is required".into())),
     };
     let config = idletime::Config {
-        disk,
+        resource,
         foreground: Selector::parse("--foreground", &args.foreground)?,
         background,
         interval_ns: args.interval,
@@ -557,9 +549,10 @@ fn idletime_summary(r: &idletime::Report) -> String {
     };
     let class = |name: &str, c: &idletime::ClassFigures| {
         format!(
-            "{name}: {} requests ({} completed), {:.2} MB/s, in the device p50/p99 {}/{}\n",
+            "{name}: {} requests ({} completed{}), {:.2} MB/s, in the device p50/p99 {}/{}\n",
             c.issued,
             c.completed,
+            if c.dropped > 0 { format!(", {} dropped", c.dropped) } else { String::new() },
             c.bytes_per_s / 1e6,
             ns(&c.service, |s| s.p50_ns),
             ns(&c.service, |s| s.p99_ns)
@@ -567,10 +560,8 @@ fn idletime_summary(r: &idletime::Report) -> String {
     };
     let g = &r.gate;
     let mut text = format!(
-        "idletime on {} ({}:{}), p = {}, gate {}; {} ({})\nforeground {} ({} processes), background {} ({} processes)\n",
-        r.disk.name,
-        r.disk.major,
-        r.disk.minor,
+        "idletime on {}, p = {}, gate {}; {} ({})\nforeground {} ({} processes), background {} ({} processes)\n",
+        r.resource,
         format_ns(r.config.interval_ns),
         r.config.mechanism,
         format_ns(r.held_ns),

@@ -1,4 +1,4 @@
-//! `irqlab load cpu|net|disk|hackbench-like|reads`: load on this machine for
+//! `irqlab load cpu|net|disk|hackbench-like|reads|sends`: load on this machine for
 //! "under load" measurements.
 
 use crate::error::{CliError, Status};
@@ -14,12 +14,14 @@ enum Kind {
     Disk,
     HackbenchLike,
     Reads,
+    Sends,
 }
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// What to load: cpu, net, disk, hackbench-like, or reads (O_DIRECT
-    /// reads of --file: random, --gap apart, or --sequential)
+    /// What to load: cpu, net, disk, hackbench-like, reads (O_DIRECT reads
+    /// of --file: random, --gap apart, or --sequential) or sends (UDP or
+    /// TCP from here to testbed host --to, through its link's egress)
     #[arg(value_enum)]
     kind: Kind,
     /// How long
@@ -35,9 +37,23 @@ pub struct Args {
     /// namespace (the machine under test) instead of over loopback
     #[arg(long, value_name = "a|b", value_parser = parse_side)]
     testbed: Option<Side>,
-    /// net: datagram payload bytes
-    #[arg(long, default_value_t = 64)]
-    size: usize,
+    /// net, sends: datagram payload bytes (sends: per TCP write) [default: net 64, sends 1472]
+    #[arg(long)]
+    size: Option<usize>,
+    /// sends: the testbed host to send to (from this namespace, through the
+    /// root side of its link)
+    #[arg(long, value_name = "a|b", value_parser = parse_side)]
+    to: Option<Side>,
+    /// sends: the port on that host (something must listen for TCP)
+    #[arg(long, default_value_t = 9)]
+    port: u16,
+    /// sends: TCP instead of UDP
+    #[arg(long)]
+    tcp: bool,
+    /// sends: the socket's send buffer (SO_SNDBUF; k and M suffixes): how
+    /// much may wait below the sender [default: the kernel's]
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    sndbuf: Option<u64>,
     /// net: sending threads (1 to 1024)
     #[arg(long, default_value_t = 1, value_parser = crate::flags::thread_count())]
     threads: usize,
@@ -56,8 +72,8 @@ pub struct Args {
     /// reads: read the file in order instead of at random
     #[arg(long)]
     sequential: bool,
-    /// reads: the idletime dissertation's intensity, a fraction in (0, 1]:
-    /// in each 100 ms, read back to back for that share, then sleep
+    /// reads, sends: the idletime dissertation's intensity, a fraction in
+    /// (0, 1]: in each 100 ms, work back to back for that share, then sleep
     #[arg(long, value_name = "I")]
     intensity: Option<f64>,
     /// hackbench-like: pairs of threads (1 to 1024)
@@ -92,7 +108,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let duration_ns = args.duration;
     let kind = match args.kind {
         Kind::Cpu => LoadKind::Cpu { sched_idle: args.sched_idle },
-        Kind::Net => LoadKind::Net(NetLoad { via_testbed: args.testbed, size: args.size, threads: args.threads, ..NetLoad::loopback() }),
+        Kind::Net => LoadKind::Net(NetLoad {
+            via_testbed: args.testbed,
+            size: args.size.unwrap_or(NetLoad::loopback().size),
+            threads: args.threads,
+            ..NetLoad::loopback()
+        }),
         Kind::Disk => {
             let dir = args.dir.clone().unwrap_or_else(std::env::temp_dir);
             if !dir.is_dir() {
@@ -106,6 +127,19 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             let reads = load::Reads { file, block: args.block, gap_ns: args.gap, sequential: args.sequential, intensity: args.intensity };
             reads.check()?;
             LoadKind::Reads(reads)
+        }
+        Kind::Sends => {
+            let to = args.to.ok_or_else(|| CliError::Usage("sends: --to a|b (the testbed host) is required".into()))?;
+            let sends = load::Sends {
+                to,
+                port: args.port,
+                protocol: if args.tcp { load::Protocol::Tcp } else { load::Protocol::Udp },
+                size: args.size.unwrap_or(load::UDP_PAYLOAD_MAX),
+                intensity: args.intensity,
+                sndbuf: args.sndbuf.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+            };
+            sends.check()?;
+            LoadKind::Sends(sends)
         }
     };
     let stop = crate::signal::stop_flag();

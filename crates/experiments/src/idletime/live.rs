@@ -1,33 +1,50 @@
-//! The dissertation's random-read disk experiment (§6.1.1, Figs. 6.3-6.4)
-//! on this machine's disk: one foreground process of intensity i (random
-//! 4 KiB O_DIRECT reads, back to back for i × 100 ms of every 100 ms) and
-//! one greedy background process (the same reads, back to back), both
-//! `irqlab load reads` children, under `irqlab control idletime`'s gate
-//! (the simulator's decision code) with p swept, beside no control and
-//! BFQ's idle class (`ionice -c3`). The baseline r(i) is measured here
+//! The dissertation's live experiments on this machine: random-read disk
+//! (§6.1.1, Figs. 6.3-6.4) and UDP or TCP against UDP over a link (§6.2,
+//! Figs. 6.7-6.9, 6.11).
+//! One foreground process of intensity i (back to back for i × 100 ms of
+//! every 100 ms) and one greedy background process, both irqlab `load`
+//! children, under `irqlab control idletime`'s gate (the simulator's
+//! decision code) with p swept, beside no control (and, for the disk,
+//! BFQ's idle class: `ionice -c3`). The baseline r(i) is measured here
 //! first, and the throughput model (§4.4) evaluated on it predicts both
-//! throughputs at every p. The network half of the live experiment is not
-//! built yet.
+//! throughputs at every p.
+//!
+//! Disk: random 4 KiB O_DIRECT reads of two files on the disk measured.
+//! Network (UDP/UDP §6.2.1.1, TCP/UDP §6.2.2.1): a foreground of 1472-byte
+//! UDP datagrams or TCP writes, a background of UDP datagrams, from this
+//! namespace to testbed host a
+//! through the root side of link a (`irqlab-a`), whose egress gets a token
+//! bucket (tbf, [`LINK_RATE`]) so that the link, not the CPU, is the
+//! bottleneck: the dissertation's GigE link scaled to what this 2-CPU VM
+//! moves with room to spare. The senders' socket buffers are kept small
+//! ([`SNDBUF`]): what a sender has queued below the gate is the device's
+//! queue the gate cannot reach, as the NIC's transmit ring was below the
+//! dissertation's scheduler.
 
 use crate::report::{Report, Row};
 use irqlab_analysis::idletime::{self as model, BaselineTable, ModelParams, ServiceTime, T_MAX_NS};
 use irqlab_analysis::{format_ns, Nanos};
-use irqlab_live::control::idletime::{self as control, disk, gate::Mechanism, selector::Selector};
-use irqlab_live::control::journal::{self, Object, Value};
+use irqlab_live::control::idletime::{self as control, disk, gate::Mechanism, selector::Selector, ResourceSpec};
+use irqlab_live::control::journal::{self, Applied, Object, Value};
 use irqlab_live::error::{Error, Result};
 use irqlab_live::load::write_data_file;
+use irqlab_live::testbed::{Side, Testbed};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 pub struct Config {
     pub quick: bool,
     /// Where the two data files go (on the disk to measure); default: a
     /// directory under the current one.
     pub dir: Option<PathBuf>,
-    /// The irqlab binary (its `load reads` are the two processes).
+    /// The irqlab binary (its `load reads` / `load sends` are the processes).
     pub exe: PathBuf,
+    /// Which experiments run: the disk's, the network's.
+    pub disk: bool,
+    pub net: bool,
 }
 
 /// One run of the two processes.
@@ -46,42 +63,67 @@ pub struct Point {
     pub gate_close_reaction_p50_ns: Option<u64>,
 }
 
+/// One resource's experiment.
 #[derive(Debug, Clone, Serialize)]
-pub struct Details {
-    pub disk: disk::Disk,
-    pub seconds_per_run: f64,
-    /// r(i): (intensity, reads/s) of the foreground alone.
+pub struct Part {
+    /// `disk` or `net`.
+    pub resource: String,
+    /// The experiment, as the rows name it: `disk`, `net udp/udp`, `net tcp/udp`
+    /// (foreground / background protocol).
+    pub name: String,
+    /// The device and the workload.
+    pub setup: String,
+    pub unit: String,
+    /// r(i): (intensity, throughput) of the foreground alone.
     pub baseline: Vec<(f64, f64)>,
     pub r_max: f64,
     pub service_ns: f64,
     pub background_alone_per_s: f64,
     pub points: Vec<Point>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Details {
+    pub disk: disk::Disk,
+    pub seconds_per_run: f64,
+    pub parts: Vec<Part>,
     pub notes: Vec<String>,
 }
 
 const BLOCK: &str = "4k";
 
-/// `irqlab load reads` on `file` for `seconds`: at intensity `i`, or back to back.
-fn reader(cfg: &Config, file: &Path, intensity: Option<f64>, seconds: f64) -> Result<Child> {
+/// The network link's rate (tbf on `irqlab-a`), bits per second: a 1500-byte
+/// frame takes 0.12 ms, the service time the interval is compared with.
+pub const LINK_RATE_BPS: u64 = 100_000_000;
+/// The token bucket as tc takes it: the rate, two frames of burst, and a
+/// queue long enough that it drops nothing (the senders' buffers bound it).
+const LINK_QDISC: &str = "tbf rate 100mbit burst 3000 latency 200ms";
+/// Each sender's SO_SNDBUF (the kernel doubles it: about 14 datagrams,
+/// 1.6 ms of the link): the queue below the gate.
+const SNDBUF: &str = "16k";
+const FG_PORT: u16 = 9001;
+const BG_PORT: u16 = 9002;
+const TCP_PORT: u16 = 9003;
+/// TCP's payload per 1500-byte segment with timestamps.
+const TCP_MSS: usize = 1448;
+
+/// Starts one of the experiment's processes: `irqlab load ARGS --json - --duration S`.
+fn load(cfg: &Config, args: &[&str], seconds: f64) -> Result<Child> {
     let mut cmd = std::process::Command::new(&cfg.exe);
-    cmd.args(["load", "reads", "--block", BLOCK, "--json", "-", "--duration", &format!("{seconds}s", seconds = seconds)]);
-    cmd.arg("--file").arg(file);
-    if let Some(i) = intensity {
-        cmd.args(["--intensity", &i.to_string()]);
-    }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| Error::io(format!("starting {} load reads", cfg.exe.display()), e))
+    cmd.arg("load").args(args).args(["--json", "-", "--duration", &format!("{seconds}s")]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| Error::io(format!("starting {} load", cfg.exe.display()), e))
 }
 
-/// Reads per second a reader reported.
-fn reads_per_s(child: Child) -> Result<f64> {
-    let out = child.wait_with_output().map_err(|e| Error::io("waiting for a reader", e))?;
+/// Work per second a load process reported, times `scale`.
+fn per_s(child: Child, scale: f64) -> Result<f64> {
+    let out = child.wait_with_output().map_err(|e| Error::io("waiting for a load process", e))?;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::Failed(format!("a reader's report: {e} ({})", String::from_utf8_lossy(&out.stdout))))?;
+        .map_err(|e| Error::Failed(format!("a load process's report: {e} ({})", String::from_utf8_lossy(&out.stdout))))?;
     let (work, elapsed) = (doc["work"].as_f64().unwrap_or(0.0), doc["elapsed_ns"].as_f64().unwrap_or(0.0));
     if elapsed <= 0.0 {
-        return Err(Error::Failed(format!("a reader reported no time: {doc}")));
+        return Err(Error::Failed(format!("a load process reported no time: {doc}")));
     }
-    Ok(work / (elapsed / 1e9))
+    Ok(scale * work / (elapsed / 1e9))
 }
 
 /// BFQ's idle class for process `pid` (ioprio_set, IOPRIO_CLASS_IDLE).
@@ -96,26 +138,52 @@ fn idle_class(pid: u32) -> Result<()> {
     Ok(())
 }
 
+#[derive(Debug, Clone, Copy)]
 enum Setup {
     NoControl,
     BfqIdle,
     Idletime(Nanos),
 }
 
+/// What differs between the disk and the network experiment.
+struct Workload {
+    resource: &'static str,
+    name: &'static str,
+    spec: ResourceSpec,
+    /// `load` arguments of the foreground (without the intensity) and the background.
+    fg_args: Vec<String>,
+    bg_args: Vec<String>,
+    /// From the load's work per second to the unit.
+    scale: f64,
+    unit: &'static str,
+    /// Requests (reads, datagrams) per unit of throughput: the service time
+    /// is 1 / r_max counted in requests per second.
+    requests_per_unit: f64,
+    setup: String,
+    /// The anchors beside no control.
+    anchors: Vec<(&'static str, Setup)>,
+}
+
 struct Bench<'a> {
     cfg: &'a Config,
-    fg_file: PathBuf,
-    bg_file: PathBuf,
     seconds: f64,
-    disk: disk::Disk,
     stop: &'a AtomicBool,
 }
 
 impl Bench<'_> {
+    fn start(&self, args: &[String], intensity: Option<f64>) -> Result<Child> {
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let i = intensity.map(|i| i.to_string());
+        if let Some(i) = &i {
+            a.extend(["--intensity", i]);
+        }
+        load(self.cfg, &a, self.seconds)
+    }
+
     /// Foreground at `i` and the greedy background together under `setup`.
-    fn pair(&self, i: f64, setup: &Setup) -> Result<(f64, f64, Option<control::Report>)> {
-        let fg = reader(self.cfg, &self.fg_file, Some(i), self.seconds)?;
-        let bg = reader(self.cfg, &self.bg_file, None, self.seconds)?;
+    fn pair(&self, w: &Workload, i: f64, setup: Setup) -> Result<(f64, f64, Option<control::Report>)> {
+        let fg = self.start(&w.fg_args, Some(i))?;
+        let bg = self.start(&w.bg_args, None)?;
         let (fg_pid, bg_pid) = (fg.id(), bg.id());
         let report = match setup {
             Setup::NoControl => None,
@@ -125,10 +193,10 @@ impl Bench<'_> {
             }
             Setup::Idletime(p) => {
                 let config = control::Config {
-                    disk: Some(self.disk.name.clone()),
+                    resource: w.spec.clone(),
                     foreground: Selector::Pid(fg_pid as i32),
                     background: Selector::Pid(bg_pid as i32),
-                    interval_ns: *p,
+                    interval_ns: p,
                     mechanism: Mechanism::Freezer,
                     duration_ns: Some((self.seconds * 1e9) as u64),
                     record: false,
@@ -136,8 +204,229 @@ impl Bench<'_> {
                 Some(control::run(&config, self.stop, |_| {})?)
             }
         };
-        Ok((reads_per_s(fg)?, reads_per_s(bg)?, report))
+        Ok((per_s(fg, w.scale)?, per_s(bg, w.scale)?, report))
     }
+
+    /// r(i), the background alone, then every setup at each foreground intensity.
+    fn part(&self, w: &Workload, progress: &mut dyn FnMut(&str)) -> Result<Part> {
+        let quick = self.cfg.quick;
+        let intensities: Vec<f64> = if quick { vec![0.1, 0.3, 0.5, 0.7, 1.0] } else { (1..=10).map(|k| f64::from(k) / 10.0).collect() };
+        let mut baseline = Vec::new();
+        for &i in &intensities {
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            progress(&format!("{}: baseline, the foreground alone at intensity {:.0}%", w.name, i * 100.0));
+            baseline.push((i, per_s(self.start(&w.fg_args, Some(i))?, w.scale)?));
+        }
+        progress(&format!("{}: the background alone", w.name));
+        let background_alone_per_s = per_s(self.start(&w.bg_args, None)?, w.scale)?;
+        let table = BaselineTable { name: w.setup.clone(), unit: w.unit.into(), points: baseline.clone() };
+        let r_max = table.r_max();
+        let service = ServiceTime::Fixed((1e9 / (r_max * w.requests_per_unit).max(1e-9)).round() as Nanos);
+        let params = ModelParams { service, t_max_ns: T_MAX_NS, alpha: 1.0 };
+        let service_ns = params.service_ns(&table);
+        let mut setups: Vec<(String, Setup)> = vec![("no control".into(), Setup::NoControl)];
+        setups.extend(w.anchors.iter().map(|&(n, s)| (n.to_string(), s)));
+        setups.extend(
+            intervals(w.resource, quick)
+                .into_iter()
+                .map(|p| (format!("idletime p = {}", if p == 0 { "0".into() } else { format_ns(p) }), Setup::Idletime(p))),
+        );
+        let mut points = Vec::new();
+        let fg_intensities: &[f64] = if quick { &[0.3] } else { &[0.3, 0.6] };
+        'sweep: for &i in fg_intensities {
+            let r_i = table.r(i);
+            for (name, setup) in &setups {
+                if self.stop.load(Ordering::SeqCst) {
+                    break 'sweep;
+                }
+                progress(&format!("{} intensity {:.0}%: {name}", w.name, i * 100.0));
+                let _bfq = match setup {
+                    Setup::BfqIdle => Some(bfq_on(&w.spec)?),
+                    _ => None,
+                };
+                let (fg, bg, report) = self.pair(w, i, *setup)?;
+                let p_ns = match setup {
+                    Setup::Idletime(p) => Some(*p),
+                    _ => None,
+                };
+                points.push(Point {
+                    setup: name.clone(),
+                    intensity: i,
+                    p_ns,
+                    foreground_per_s: fg,
+                    background_per_s: bg,
+                    foreground_share: if r_i > 0.0 { fg / r_i } else { 0.0 },
+                    model_foreground_per_s: p_ns.map(|p| model::foreground_throughput(&table, &params, i, p)),
+                    model_background_per_s: p_ns.map(|p| model::background_throughput(&table, &params, i, p)),
+                    gate_open_fraction: report.as_ref().map(|r| r.gate.open_fraction),
+                    gate_close_reaction_p50_ns: report.as_ref().and_then(|r| r.gate.close_reaction.as_ref().and_then(|s| s.p50_ns)),
+                });
+            }
+        }
+        Ok(Part {
+            resource: w.resource.into(),
+            name: w.name.into(),
+            setup: w.setup.clone(),
+            unit: w.unit.into(),
+            baseline,
+            r_max,
+            service_ns,
+            background_alone_per_s,
+            points,
+        })
+    }
+}
+
+/// The preemption intervals swept: from below the service time (disk about
+/// 60 us on this virtio disk, the link 0.12 ms) past s(i).
+fn intervals(resource: &str, quick: bool) -> Vec<Nanos> {
+    const MS: Nanos = 1_000_000;
+    match (resource, quick) {
+        ("disk", true) => vec![0, MS, 10 * MS, 30 * MS, 80 * MS],
+        ("disk", false) => vec![0, MS / 2, MS, 5 * MS, 10 * MS, 20 * MS, 30 * MS, 50 * MS, 80 * MS],
+        (_, true) => vec![0, MS / 20, MS, 10 * MS, 30 * MS, 80 * MS],
+        (_, false) => vec![0, MS / 20, MS / 2, MS, 5 * MS, 10 * MS, 20 * MS, 30 * MS, 50 * MS, 80 * MS],
+    }
+}
+
+/// BFQ on the disk while the guard lives (journalled).
+fn bfq_on(spec: &ResourceSpec) -> Result<Applied> {
+    let ResourceSpec::Disk(Some(disk)) = spec else { return Err(Error::Failed("BFQ's idle class is a disk's anchor".into())) };
+    journal::apply(Object::IoScheduler { disk: disk.clone() }, Value::Text { text: "bfq".into() })
+}
+
+/// The disk part: two data files on the disk, then the sweep.
+fn disk_part(bench: &Bench<'_>, disk: &disk::Disk, progress: &mut dyn FnMut(&str)) -> Result<Part> {
+    let cfg = bench.cfg;
+    let scratch = tempfile::Builder::new()
+        .prefix("irqlab-idletime-live")
+        .tempdir_in(cfg.dir.clone().unwrap_or_else(|| PathBuf::from(".")))
+        .map_err(|e| Error::io("creating the data directory", e))?;
+    let (fg_mib, bg_mib) = if cfg.quick { (128, 256) } else { (512, 1024) };
+    progress("disk: writing the data files");
+    let (fg_file, bg_file) =
+        (write_data_file(scratch.path(), "foreground", fg_mib)?, write_data_file(scratch.path(), "background", bg_mib)?);
+    let reads =
+        |file: &Path| -> Vec<String> { vec!["reads".into(), "--block".into(), BLOCK.into(), "--file".into(), file.display().to_string()] };
+    let w = Workload {
+        resource: "disk",
+        name: "disk",
+        spec: ResourceSpec::Disk(Some(disk.name.clone())),
+        fg_args: reads(&fg_file),
+        bg_args: reads(&bg_file),
+        scale: 1.0,
+        unit: "reads/s",
+        requests_per_unit: 1.0,
+        setup: format!("{} random 4 KiB O_DIRECT reads", disk.name),
+        anchors: vec![("BFQ idle class", Setup::BfqIdle)],
+    };
+    bench.part(&w, progress)
+}
+
+/// Takes what the senders send to testbed host a, in its namespace, until
+/// `stop`: UDP on the foreground and background ports (datagrams taken,
+/// not answered with ICMP errors) and a TCP discard service.
+fn start_sinks(bed: &Testbed, stop: &Arc<AtomicBool>) -> Result<Vec<irqlab_live::testbed::NsThread<()>>> {
+    let tick = std::time::Duration::from_millis(100);
+    let mut threads = Vec::new();
+    for port in [FG_PORT, BG_PORT] {
+        let stop = stop.clone();
+        threads.push(bed.spawn_in(Side::A, move || {
+            let Ok(socket) = std::net::UdpSocket::bind(("0.0.0.0", port)) else { return };
+            let _ = socket.set_read_timeout(Some(tick));
+            let mut buf = [0u8; 2048];
+            while !stop.load(Ordering::Relaxed) {
+                let _ = socket.recv(&mut buf);
+            }
+        })?);
+    }
+    let stop = stop.clone();
+    threads.push(bed.spawn_in(Side::A, move || {
+        let Ok(listener) = std::net::TcpListener::bind(("0.0.0.0", TCP_PORT)) else { return };
+        let _ = listener.set_nonblocking(true);
+        std::thread::scope(|scope| {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        let stop = &stop;
+                        // The connection's thread inherits this one's namespace; it only reads.
+                        scope.spawn(move || {
+                            let _ = conn.set_nonblocking(false);
+                            let _ = conn.set_read_timeout(Some(tick));
+                            let mut buf = vec![0u8; 1 << 16];
+                            while !stop.load(Ordering::Relaxed) {
+                                match std::io::Read::read(&mut conn, &mut buf) {
+                                    Ok(0) => break,
+                                    Ok(_) => {}
+                                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                                    Err(_) => break,
+                                }
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        });
+    })?);
+    Ok(threads)
+}
+
+/// The network parts: the testbed, the link's token bucket (journalled),
+/// the sinks, then the sweep with a UDP foreground and with a TCP one,
+/// each against a greedy UDP background (§6.2.1.1 and §6.2.2.1).
+fn network_parts(bench: &Bench<'_>, progress: &mut dyn FnMut(&str)) -> Result<Vec<Part>> {
+    progress("net: the testbed and a 100 Mbit/s token bucket on irqlab-a");
+    let bed = Testbed::up()?;
+    let dev = Side::A.netns().to_string();
+    let _link = journal::apply(Object::RootQdisc { dev: dev.clone() }, Value::Text { text: LINK_QDISC.into() })?;
+    let sink_stop = Arc::new(AtomicBool::new(false));
+    let sinks = start_sinks(&bed, &sink_stop)?;
+    let args = |port: u16, tcp: bool| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["sends", "--to", "a", "--port", &port.to_string(), "--sndbuf", SNDBUF].iter().map(|s| s.to_string()).collect();
+        if tcp {
+            a.extend(["--tcp".into(), "--size".into(), "16384".into()]);
+        }
+        a
+    };
+    let mut parts = Vec::new();
+    for (name, tcp) in [("net udp/udp", false), ("net tcp/udp", true)] {
+        if bench.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        // Throughput counted in payload bytes; a request is one datagram or one segment.
+        let payload = if tcp { TCP_MSS } else { irqlab_live::load::UDP_PAYLOAD_MAX };
+        let w = Workload {
+            resource: "net",
+            name,
+            spec: ResourceSpec::Net(Some(dev.clone())),
+            fg_args: args(if tcp { TCP_PORT } else { FG_PORT }, tcp),
+            bg_args: args(BG_PORT, false),
+            scale: 8.0 / 1e6,
+            unit: "Mb/s",
+            requests_per_unit: 1e6 / (8.0 * payload as f64),
+            setup: format!(
+                "{dev}: {} foreground, 1472-byte UDP background, over {LINK_QDISC}, SO_SNDBUF {SNDBUF}",
+                if tcp { "TCP (16 KiB writes)" } else { "1472-byte UDP" }
+            ),
+            anchors: Vec::new(),
+        };
+        match bench.part(&w, progress) {
+            Ok(p) => parts.push(p),
+            Err(e) => {
+                sink_stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    }
+    sink_stop.store(true, Ordering::Relaxed);
+    for s in sinks {
+        let _ = s.join();
+    }
+    Ok(parts)
 }
 
 /// Runs the experiment; `progress` names each run as it starts.
@@ -146,86 +435,23 @@ pub fn reproduce(cfg: &Config, stop: &AtomicBool, mut progress: impl FnMut(&str)
         Some(d) => disk_of_dir(d)?,
         None => disk::resolve(None)?,
     };
-    let scratch = tempfile::Builder::new()
-        .prefix("irqlab-idletime-live")
-        .tempdir_in(cfg.dir.clone().unwrap_or_else(|| PathBuf::from(".")))
-        .map_err(|e| Error::io("creating the data directory", e))?;
-    let (fg_mib, bg_mib) = if cfg.quick { (128, 256) } else { (512, 1024) };
-    progress("writing the data files");
-    let bench = Bench {
-        cfg,
-        fg_file: write_data_file(scratch.path(), "foreground", fg_mib)?,
-        bg_file: write_data_file(scratch.path(), "background", bg_mib)?,
-        seconds: if cfg.quick { 2.0 } else { 5.0 },
-        disk: disk.clone(),
-        stop,
-    };
-    let intensities: Vec<f64> = if cfg.quick { vec![0.1, 0.3, 0.5, 0.7, 1.0] } else { (1..=10).map(|k| f64::from(k) / 10.0).collect() };
-    let mut baseline = Vec::new();
-    for &i in &intensities {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        progress(&format!("baseline: the foreground alone at intensity {:.0}%", i * 100.0));
-        baseline.push((i, reads_per_s(reader(cfg, &bench.fg_file, Some(i), bench.seconds)?)?));
+    let bench = Bench { cfg, seconds: if cfg.quick { 2.0 } else { 5.0 }, stop };
+    let mut parts = Vec::new();
+    if cfg.disk {
+        parts.push(disk_part(&bench, &disk, &mut progress)?);
     }
-    progress("the background alone");
-    let background_alone_per_s = reads_per_s(reader(cfg, &bench.bg_file, None, bench.seconds)?)?;
-    let table =
-        BaselineTable { name: format!("{} random 4 KiB O_DIRECT reads", disk.name), unit: "reads/s".into(), points: baseline.clone() };
-    let params = ModelParams { service: ServiceTime::InverseRmax, t_max_ns: T_MAX_NS, alpha: 1.0 };
-    let (r_max, service_ns) = (table.r_max(), params.service_ns(&table));
-
-    let fg_intensities: &[f64] = if cfg.quick { &[0.3] } else { &[0.3, 0.6] };
-    let intervals: Vec<Nanos> = if cfg.quick {
-        vec![0, 1_000_000, 10_000_000, 30_000_000, 80_000_000]
-    } else {
-        vec![0, 500_000, 1_000_000, 5_000_000, 10_000_000, 20_000_000, 30_000_000, 50_000_000, 80_000_000]
-    };
-    let mut points = Vec::new();
-    'sweep: for &i in fg_intensities {
-        let r_i = table.r(i);
-        let mut setups: Vec<(String, Setup)> = vec![("no control".into(), Setup::NoControl), ("BFQ idle class".into(), Setup::BfqIdle)];
-        setups.extend(
-            intervals.iter().map(|&p| (format!("idletime p = {}", if p == 0 { "0".into() } else { format_ns(p) }), Setup::Idletime(p))),
-        );
-        for (name, setup) in setups {
-            if stop.load(Ordering::SeqCst) {
-                break 'sweep;
-            }
-            progress(&format!("intensity {:.0}%: {name}", i * 100.0));
-            let _bfq = match setup {
-                Setup::BfqIdle => {
-                    Some(journal::apply(Object::IoScheduler { disk: disk.name.clone() }, Value::Text { text: "bfq".into() })?)
-                }
-                _ => None,
-            };
-            let (fg, bg, report) = bench.pair(i, &setup)?;
-            let p_ns = match setup {
-                Setup::Idletime(p) => Some(p),
-                _ => None,
-            };
-            points.push(Point {
-                setup: name,
-                intensity: i,
-                p_ns,
-                foreground_per_s: fg,
-                background_per_s: bg,
-                foreground_share: if r_i > 0.0 { fg / r_i } else { 0.0 },
-                model_foreground_per_s: p_ns.map(|p| model::foreground_throughput(&table, &params, i, p)),
-                model_background_per_s: p_ns.map(|p| model::background_throughput(&table, &params, i, p)),
-                gate_open_fraction: report.as_ref().map(|r| r.gate.open_fraction),
-                gate_close_reaction_p50_ns: report.as_ref().and_then(|r| r.gate.close_reaction.as_ref().and_then(|s| s.p50_ns)),
-            });
-        }
+    if cfg.net && !stop.load(Ordering::SeqCst) {
+        parts.extend(network_parts(&bench, &mut progress)?);
     }
     let complete = !stop.load(Ordering::SeqCst);
-    let rows = if complete { relations(&table, service_ns, &points) } else { Vec::new() };
+    let rows = if complete { parts.iter().flat_map(relations).collect() } else { Vec::new() };
     let notes = vec![
-        "the simulated column of these rows is the dissertation's throughput model (§4.4) evaluated on the r(i) measured here, with service time 1/r_max".into(),
-        "the network half of the live experiment (UDP/TCP through a token-bucket link on the testbed) is not built yet".into(),
+        "the simulated column of these rows is the dissertation's throughput model (§4.4) evaluated on the r(i) measured here, with service time \
+         1/r_max (r_max in requests per second: reads, datagrams)"
+            .into(),
+        format!("network: {LINK_QDISC} on irqlab-a (the link, {} Mbit/s), senders' SO_SNDBUF {SNDBUF}; a UDP and a TCP foreground, each against a greedy UDP background", LINK_RATE_BPS / 1_000_000),
     ];
-    let details = Details { disk, seconds_per_run: bench.seconds, baseline, r_max, service_ns, background_alone_per_s, points, notes };
+    let details = Details { disk, seconds_per_run: bench.seconds, parts, notes };
     Ok(Report::new("idletime", cfg.quick, complete, 0, rows, details))
 }
 
@@ -245,8 +471,18 @@ fn disk_of_dir(dir: &Path) -> Result<disk::Disk> {
     disk::resolve(Some(&name))
 }
 
-/// The dissertation's claims, judged on this disk.
-fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Row> {
+/// The dissertation's claims, judged on this machine's resource: the
+/// foreground keeps 80% (disk) / 90% (network) of r(i) with p above the
+/// service time, the model predicts the background within 15%, the
+/// background stalls past s(i), and without control the foreground loses more.
+fn relations(part: &Part) -> Vec<Row> {
+    let table = BaselineTable { name: part.setup.clone(), unit: part.unit.clone(), points: part.baseline.clone() };
+    let (service_ns, points, res, unit) = (part.service_ns, &part.points, part.name.as_str(), part.unit.as_str());
+    let (keep, claim) = if part.resource == "disk" {
+        (0.8, "≥ 0.80 (Ch. 6: foreground keeps 80%)")
+    } else {
+        (0.9, "≥ 0.90 (§6.2: foreground keeps 90%)")
+    };
     let mut rows = Vec::new();
     for i in points.iter().map(|p| p.intensity.to_bits()).collect::<std::collections::BTreeSet<u64>>().into_iter().map(f64::from_bits) {
         let at: Vec<&Point> = points.iter().filter(|p| p.intensity == i).collect();
@@ -258,11 +494,11 @@ fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Ro
             let model_fg = p.model_foreground_per_s.unwrap_or(0.0) / table.r(i);
             rows.push(
                 Row::check(
-                    format!("disk i={pct:.0}% p={label}: foreground share of r(i)"),
-                    "≥ 0.80 (Ch. 6: foreground keeps 80%)",
+                    format!("{res} i={pct:.0}% p={label}: foreground share of r(i)"),
+                    claim,
                     model_fg,
                     "share",
-                    p.foreground_share >= 0.8,
+                    p.foreground_share >= keep,
                 )
                 .with_live(p.foreground_share),
             );
@@ -272,10 +508,10 @@ fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Ro
                 let err = (p.background_per_s - model_bg).abs() / model_bg;
                 rows.push(
                     Row::check(
-                        format!("disk i={pct:.0}% p={label}: background reads/s (model within 15%)"),
+                        format!("{res} i={pct:.0}% p={label}: background {unit} (model within 15%)"),
                         "model within 15% (§4.4)",
                         model_bg,
-                        "reads/s",
+                        unit,
                         err <= 0.15,
                     )
                     .with_live(p.background_per_s),
@@ -283,10 +519,10 @@ fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Ro
             } else if pv > s_i {
                 rows.push(
                     Row::check(
-                        format!("disk i={pct:.0}% p={label} > s(i): background stalls (≤ 5% of r_max)"),
+                        format!("{res} i={pct:.0}% p={label} > s(i): background stalls (≤ 5% of r_max)"),
                         "stalls (§6.1)",
                         model_bg,
-                        "reads/s",
+                        unit,
                         p.background_per_s <= 0.05 * table.r_max(),
                     )
                     .with_live(p.background_per_s),
@@ -298,7 +534,7 @@ fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Ro
         {
             rows.push(
                 Row::check(
-                    format!("disk i={pct:.0}%: without control the foreground keeps less than under idletime (p ≥ service)"),
+                    format!("{res} i={pct:.0}%: without control the foreground keeps less than under idletime (p ≥ service)"),
                     "less",
                     worst,
                     "share",
@@ -309,11 +545,11 @@ fn relations(table: &BaselineTable, service_ns: f64, points: &[Point]) -> Vec<Ro
         }
         if let Some(bfq) = at.iter().find(|p| p.setup == "BFQ idle class") {
             rows.push(
-                Row::info(format!("disk i={pct:.0}%: BFQ idle class, foreground share of r(i)"), "-", f64::NAN, "share")
+                Row::info(format!("{res} i={pct:.0}%: BFQ idle class, foreground share of r(i)"), "-", f64::NAN, "share")
                     .with_live(bfq.foreground_share),
             );
             rows.push(
-                Row::info(format!("disk i={pct:.0}%: BFQ idle class, background reads/s"), "-", f64::NAN, "reads/s")
+                Row::info(format!("{res} i={pct:.0}%: BFQ idle class, background {unit}"), "-", f64::NAN, unit)
                     .with_live(bfq.background_per_s),
             );
         }

@@ -2,7 +2,9 @@
 //
 // The block requests of two classes of processes on one disk, issued and
 // completed, for the live idletime controller (`irqlab control idletime
-// --resource disk`). User space names the processes of each class by tgid
+// --resource disk`); or (`--resource net`) their packets through one
+// network device's egress, queued and handed to the driver (the programs
+// at the end; user space loads one half). User space names the processes of each class by tgid
 // (`classes`); a bio is classed in the context that queues it
 // (block_bio_queue runs in the submitter), because the request it ends up
 // in may be issued later from a kworker (an I/O scheduler's dispatch) and
@@ -38,6 +40,7 @@ struct {
 struct bio_class {
 	__u64 sector; // set at issue
 	__u32 tgid;
+	__u32 bytes; // a packet's length (a request's is read at completion)
 	__u8 class;
 };
 
@@ -115,7 +118,7 @@ int BPF_PROG(on_bio_queue, struct bio *bio)
 	struct gendisk *disk = BPF_CORE_READ(bio, bi_bdev, bd_disk);
 	if (!disk || BPF_CORE_READ(disk, major) != disk_major || BPF_CORE_READ(disk, first_minor) != disk_minor)
 		return 0;
-	struct bio_class c = { .sector = 0, .tgid = tgid, .class = *class };
+	struct bio_class c = { .sector = 0, .tgid = tgid, .bytes = 0, .class = *class };
 	__u64 key = (__u64)bio;
 	bpf_map_update_elem(&bios, &key, &c, BPF_ANY);
 	return 0;
@@ -162,5 +165,106 @@ int BPF_PROG(on_rq_complete, struct request *rq, blk_status_t error, unsigned in
 	struct bio_class copy = *c;
 	bpf_map_delete_elem(&requests, &key);
 	emit(&copy, left, IO_COMPLETE);
+	return 0;
+}
+
+// ---- The network half: packets through one device's egress. ----
+//
+// A packet is "issued" when it is queued for the device (net_dev_queue,
+// before the qdisc: a token bucket there is the link's bottleneck, its
+// queue the device's) and "complete" when the device's driver takes it
+// (net_dev_start_xmit), or when it is dropped on the way (kfree_skb).
+
+// The device watched; 0 for the disk half.
+const volatile __u32 net_ifindex;
+
+// Sockets by class, learned when a classed process sends on one (in its
+// own context: sock_send_length runs at the end of each sendmsg), so that
+// packets the kernel sends for it later from another context (TCP's ACK
+// clock, a softirq, where the current task is anyone's) keep their class.
+// LRU: a closed socket ages out.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u8);
+} sockets SEC(".maps");
+
+// Queued packets of classed sockets, until the driver takes them. Not an
+// LRU map, as `requests`.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct bio_class);
+} packets SEC(".maps");
+
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(on_net_queue, struct sk_buff *skb)
+{
+	if (BPF_CORE_READ(skb, dev, ifindex) != net_ifindex)
+		return 0;
+	__u64 sk = (__u64)BPF_CORE_READ(skb, sk);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *class = sk ? bpf_map_lookup_elem(&sockets, &sk) : 0;
+
+	// A socket not sent on yet (the first datagram, a TCP SYN): the
+	// queueing process's class, as that is its own context.
+	if (!class)
+		class = bpf_map_lookup_elem(&classes, &tgid);
+	if (!class)
+		return 0;
+	__u64 key = (__u64)skb;
+	struct bio_class c = { .sector = key, .tgid = tgid, .bytes = BPF_CORE_READ(skb, len), .class = *class };
+	// Still here: that packet left by a way no program saw.
+	struct bio_class *stale = bpf_map_lookup_elem(&packets, &key);
+	if (stale) {
+		struct bio_class old = *stale;
+		emit(&old, old.bytes, IO_COMPLETE_INFERRED);
+	}
+	bpf_map_update_elem(&packets, &key, &c, BPF_ANY);
+	emit(&c, c.bytes, IO_ISSUE);
+	return 0;
+}
+
+static __always_inline void packet_left(__u64 key, __u8 kind)
+{
+	struct bio_class *c = bpf_map_lookup_elem(&packets, &key);
+
+	if (!c)
+		return;
+	struct bio_class copy = *c;
+	bpf_map_delete_elem(&packets, &key);
+	emit(&copy, copy.bytes, kind);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u8 *class = bpf_map_lookup_elem(&classes, &tgid);
+
+	if (!class || !sk)
+		return 0;
+	__u64 key = (__u64)sk;
+	__u8 *known = bpf_map_lookup_elem(&sockets, &key);
+	if (!known || *known != *class) {
+		__u8 learned = *class;
+		bpf_map_update_elem(&sockets, &key, &learned, BPF_ANY);
+	}
+	return 0;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(on_net_xmit, const struct sk_buff *skb, const struct net_device *dev)
+{
+	packet_left((__u64)skb, IO_COMPLETE);
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(on_skb_drop, struct sk_buff *skb)
+{
+	packet_left((__u64)skb, IO_DROPPED);
 	return 0;
 }

@@ -14,10 +14,12 @@
 // Its struct request was issued again without a completion seen: it
 // completed before now (io_watch.bpf.c, on_rq_issue).
 #define IO_COMPLETE_INFERRED 3
+// A packet dropped before the driver took it (kfree_skb).
+#define IO_DROPPED 4
 
 struct io_watch_event {
 	__u64 ts_ns;  // bpf_ktime_get_ns (CLOCK_MONOTONIC)
-	__u64 sector;
+	__u64 sector; // the request's first sector, or the packet's skb address
 	__u32 bytes;
 	__u32 tgid;   // the process that queued the request's first bio
 	__u8 class;   // IO_FOREGROUND or IO_BACKGROUND

@@ -59,6 +59,10 @@ pub enum Object {
     /// A disk's I/O scheduler (`/sys/block/DISK/queue/scheduler`): the
     /// selected one's name (the file lists them all, the selected in brackets).
     IoScheduler { disk: String },
+    /// A network device's root qdisc, as `tc` takes it (`tbf rate 100mbit
+    /// burst 3000 latency 200ms`), or `default` (the one the kernel gives
+    /// a device: set back by deleting the root qdisc).
+    RootQdisc { dev: String },
 }
 
 impl std::fmt::Display for Object {
@@ -73,6 +77,7 @@ impl std::fmt::Display for Object {
             Object::Cgroup { path } => write!(f, "cgroup {path}"),
             Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
             Object::IoScheduler { disk } => write!(f, "I/O scheduler of {disk}"),
+            Object::RootQdisc { dev } => write!(f, "root qdisc of {dev}"),
         }
     }
 }
@@ -90,6 +95,7 @@ impl Object {
             Object::Cgroup { path } => format!("cgroup{}", path.replace(['/', '.'], "_")),
             Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
             Object::IoScheduler { disk } => format!("iosched-{disk}"),
+            Object::RootQdisc { dev } => format!("qdisc-{dev}"),
         }
     }
 
@@ -103,6 +109,8 @@ impl Object {
             Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
             Object::RtLimit | Object::Testbed | Object::Cgroup { .. } => true,
             Object::IoScheduler { disk } => Path::new(&format!("/sys/block/{disk}/queue/scheduler")).exists(),
+            // A testbed device goes with the testbed.
+            Object::RootQdisc { dev } => Path::new(&format!("/sys/class/net/{dev}")).exists(),
         }
     }
 }
@@ -156,6 +164,41 @@ pub fn read(object: &Object) -> Result<Value> {
                 selected_scheduler(&text).ok_or_else(|| Error::Failed(format!("{path}: no scheduler selected in `{}`", text.trim())))?;
             Ok(Value::Text { text: selected })
         }
+        Object::RootQdisc { dev } => Ok(Value::Text { text: root_qdisc_spec(&tc(&["qdisc", "show", "dev", dev, "root"])?) }),
+    }
+}
+
+/// Runs iproute2's `tc` with `args`; its output, or an error naming the command.
+fn tc(args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("tc").args(args).output().map_err(|e| Error::io("running tc (iproute2)", e))?;
+    if !out.status.success() {
+        return Err(Error::Failed(format!("tc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The root qdisc of `tc qdisc show dev DEV root` as `tc qdisc replace`
+/// takes it back (`tbf rate 100Mbit burst 3000b lat 200ms`; tc takes its
+/// own abbreviations), or `default` for the kernel's own (handle 0:).
+fn root_qdisc_spec(show: &str) -> String {
+    let words: Vec<&str> = show.lines().next().unwrap_or("").split_whitespace().collect();
+    match words.as_slice() {
+        ["qdisc", kind, handle, rest @ ..] if *handle != "0:" => {
+            // Drop "root", "refcnt N" and the flags tc prints but does not take.
+            let mut spec = vec![*kind];
+            let mut it = rest.iter();
+            while let Some(&w) = it.next() {
+                match w {
+                    "root" => {}
+                    "refcnt" => {
+                        it.next();
+                    }
+                    _ => spec.push(w),
+                }
+            }
+            spec.join(" ")
+        }
+        _ => "default".into(),
     }
 }
 
@@ -180,6 +223,17 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::IoScheduler { disk }, Value::Text { text }) => {
             let path = format!("/sys/block/{disk}/queue/scheduler");
             std::fs::write(&path, text).map_err(|e| Error::io(format!("writing `{text}` to {path}"), e))
+        }
+        (Object::RootQdisc { dev }, Value::Text { text }) if text == "default" => {
+            if read(object)? != *value {
+                tc(&["qdisc", "del", "dev", dev, "root"])?;
+            }
+            Ok(())
+        }
+        (Object::RootQdisc { dev }, Value::Text { text }) => {
+            let mut args = vec!["qdisc", "replace", "dev", dev, "root"];
+            args.extend(text.split_whitespace());
+            tc(&args).map(|_| ())
         }
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
@@ -518,6 +572,16 @@ pub fn revert(id: &str) -> Result<(Entry, Restored)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn root_qdisc_specs_read_back() {
+        assert_eq!(root_qdisc_spec("qdisc noqueue 0: root refcnt 2 \n"), "default");
+        assert_eq!(root_qdisc_spec(""), "default");
+        assert_eq!(
+            root_qdisc_spec("qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 3000b lat 200ms \n"),
+            "tbf rate 100Mbit burst 3000b lat 200ms"
+        );
+    }
 
     #[test]
     fn entries_round_trip_through_json() {

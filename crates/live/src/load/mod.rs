@@ -8,9 +8,11 @@ mod disk;
 mod hackbench;
 mod net;
 mod reads;
+mod sends;
 
 pub use net::NetLoad;
 pub use reads::{write_data_file, Reads};
+pub use sends::{Protocol, Sends, UDP_PAYLOAD_MAX};
 
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
@@ -35,6 +37,9 @@ pub enum LoadKind {
     /// O_DIRECT reads of a file: random with a gap (a foreground of some
     /// intensity) or sequential back to back (a greedy background).
     Reads(Reads),
+    /// UDP or TCP from this namespace to a testbed host, at an intensity
+    /// (a foreground) or back to back (a greedy background).
+    Sends(Sends),
 }
 
 impl LoadKind {
@@ -45,6 +50,7 @@ impl LoadKind {
             LoadKind::Disk { .. } => "disk",
             LoadKind::Hackbench { .. } => "hackbench-like",
             LoadKind::Reads(_) => "reads",
+            LoadKind::Sends(_) => "sends",
         }
     }
 }
@@ -72,6 +78,7 @@ pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadR
         LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
         LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
         LoadKind::Reads(r) => r.run(duration_ns, stop)?,
+        LoadKind::Sends(s) => s.run(duration_ns, stop)?,
     };
     let elapsed_ns = start.elapsed().as_nanos() as u64;
     Ok(LoadReport {

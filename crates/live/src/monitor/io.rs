@@ -10,6 +10,14 @@
 //! `IO_COMPLETE_INFERRED` in the BPF source): such a request is reported
 //! complete when its struct request is reused, or by the caller's own
 //! bound on time in the device.
+//!
+//! The same object watches a network device instead ([`Target::Net`]):
+//! the packets of the two classes of processes through its egress, queued
+//! (`net_dev_queue`, before the qdisc) and taken by the driver
+//! (`net_dev_start_xmit`) or dropped (`kfree_skb`). A packet is classed by
+//! its socket, which takes the class of the process that sends on it
+//! (`sock_send_length`), so the packets the kernel sends for that socket
+//! from another context (TCP) keep it.
 
 use crate::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
@@ -39,8 +47,19 @@ pub enum Kind {
     /// The driver completed all of it.
     Complete,
     /// Its completion ran no program; it was over by `ts_ns`, when its
-    /// struct request was issued again.
+    /// struct request (or sk_buff) was issued again.
     CompleteInferred,
+    /// A packet dropped before the driver took it (it left the queue).
+    Dropped,
+}
+
+/// What to watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A disk, by its major and first minor (the whole disk).
+    Disk { major: u32, minor: u32 },
+    /// A network device's egress, by its ifindex (in this namespace).
+    Net { ifindex: u32 },
 }
 
 /// One request event of a classed process.
@@ -52,6 +71,7 @@ pub struct IoEvent {
     pub kind: Kind,
     pub bytes: u32,
     pub tgid: u32,
+    /// The request: its first sector, or a packet's sk_buff address.
     pub sector: u64,
 }
 
@@ -68,6 +88,7 @@ fn decode(bytes: &[u8]) -> Option<IoEvent> {
         1 => Kind::Issue,
         2 => Kind::Complete,
         3 => Kind::CompleteInferred,
+        4 => Kind::Dropped,
         _ => return None,
     };
     Some(IoEvent { ts_ns: u64_at(0)?, sector: u64_at(8)?, bytes: u32_at(16)?, tgid: u32_at(20)?, class, kind })
@@ -93,7 +114,11 @@ fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
     move |e| Error::Failed(format!("{what}: {e}"))
 }
 
-/// A running watch of one disk's requests.
+/// The programs of each half of the object (`io_watch.bpf.c`).
+const DISK_PROGRAMS: &[&str] = &["on_bio_queue", "on_rq_issue", "on_rq_complete"];
+const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "on_skb_drop"];
+
+/// A running watch of one disk's requests or one device's packets.
 pub struct IoWatch<'obj> {
     skel: IoWatchSkel<'obj>,
     ring: RingBuffer<'static>,
@@ -101,19 +126,33 @@ pub struct IoWatch<'obj> {
 }
 
 impl<'obj> IoWatch<'obj> {
-    /// Loads and attaches the watch of the disk `major:minor` (its first
-    /// minor: the whole disk). The reader is woken only by a foreground
-    /// issue `wake_gap_ns` or more after the previous one; it must look at
-    /// the ring on its own timer otherwise. Exit 3 naming what is missing.
-    pub fn start(storage: &'obj mut Storage, major: u32, minor: u32, wake_gap_ns: u64) -> Result<IoWatch<'obj>> {
-        crate::privilege::require_bpf("load and attach the block-request BPF programs")?;
+    /// Loads and attaches the watch of `target`. The reader is woken only
+    /// by a foreground issue `wake_gap_ns` or more after the previous one;
+    /// it must look at the ring on its own timer otherwise. Exit 3 naming
+    /// what is missing.
+    pub fn start(storage: &'obj mut Storage, target: Target, wake_gap_ns: u64) -> Result<IoWatch<'obj>> {
+        crate::privilege::require_bpf("load and attach the block-request and packet BPF programs")?;
         let mut open = IoWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the block-request BPF object"))?;
         let rodata =
             open.maps.rodata_data.as_deref_mut().ok_or_else(|| Error::Failed("the block-request BPF object has no rodata".into()))?;
-        rodata.disk_major = major;
-        rodata.disk_minor = minor;
         rodata.wake_gap_ns = wake_gap_ns;
-        let mut skel = open.load().map_err(bpf_err("loading the block-request BPF programs"))?;
+        let unused = match target {
+            Target::Disk { major, minor } => {
+                rodata.disk_major = major;
+                rodata.disk_minor = minor;
+                NET_PROGRAMS
+            }
+            Target::Net { ifindex } => {
+                rodata.net_ifindex = ifindex;
+                DISK_PROGRAMS
+            }
+        };
+        for mut prog in open.open_object_mut().progs_mut() {
+            if unused.iter().any(|u| prog.name() == *u) {
+                prog.set_autoload(false);
+            }
+        }
+        let mut skel = open.load().map_err(bpf_err("loading the block-request / packet BPF programs"))?;
         let received = Rc::new(RefCell::new(Vec::new()));
         let ring = {
             let sink = received.clone();
@@ -128,7 +167,10 @@ impl<'obj> IoWatch<'obj> {
                 .map_err(bpf_err("reading the block-request events"))?;
             builder.build().map_err(bpf_err("reading the block-request events"))?
         };
-        skel.attach().map_err(bpf_err("attaching the block-request programs (block_bio_queue, block_rq_issue, block_rq_complete)"))?;
+        skel.attach().map_err(bpf_err(match target {
+            Target::Disk { .. } => "attaching the block-request programs (block_bio_queue, block_rq_issue, block_rq_complete)",
+            Target::Net { .. } => "attaching the packet programs (net_dev_queue, sock_send_length, net_dev_start_xmit, kfree_skb)",
+        }))?;
         Ok(IoWatch { skel, ring, received })
     }
 
@@ -177,6 +219,8 @@ mod tests {
         let e = decode(&b).unwrap();
         assert_eq!(e, IoEvent { ts_ns: 5_000, sector: 2048, bytes: 4096, tgid: 77, class: Class::Background, kind: Kind::Issue });
         assert_eq!(decode(&b[..25]), None);
+        b[25] = 4;
+        assert_eq!(decode(&b).map(|e| e.kind), Some(Kind::Dropped));
         b[24] = 3;
         assert_eq!(decode(&b), None);
     }

@@ -182,41 +182,76 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
     page.render().map_err(|e| CliError::Failed(e.to_string()))
 }
 
-/// `--live`: the random-read disk experiment on this machine's disk.
+/// `--live`: the random-read disk experiment on this machine's disk and
+/// the UDP experiment over a token-bucket link on the testbed.
 fn run_live(args: &Args) -> Result<Status, CliError> {
     use irqlab_experiments::idletime::live;
     let exe = std::env::current_exe().map_err(|e| CliError::Failed(format!("finding the irqlab binary: {e}")))?;
-    let config = live::Config { quick: args.quick, dir: args.dir.clone(), exe };
+    let (disk, net) = match args.resource.as_deref() {
+        Some("disk") => (true, false),
+        Some("net") => (false, true),
+        _ => (true, true),
+    };
+    let config = live::Config { quick: args.quick, dir: args.dir.clone(), exe, disk, net };
     let stop = stop_flag();
     eprintln!(
-        "idletime on this machine's disk: the foreground alone at {} intensities, the background alone, then both under {} setups, {} s each...",
+        "idletime on this machine's disk, then over a 100 Mbit/s link on the testbed: per resource the foreground alone at {} \
+         intensities, the background alone, then both under {} setups, {} s each...",
         if args.quick { 5 } else { 10 },
-        if args.quick { 7 } else { 22 },
+        if args.quick { "6-7" } else { "20-22" },
         if args.quick { 2 } else { 5 }
     );
     let report = live::reproduce(&config, &stop, |what| eprintln!("live: {what}"))?;
     let d = &report.details;
-    let mut details = format!(
-        "disk {} ({}:{}), {} s per run; r(i) of random 4 KiB O_DIRECT reads: {}; r_max {:.0} reads/s, service 1/r_max {}; background alone {:.0} reads/s\n",
-        d.disk.name,
-        d.disk.major,
-        d.disk.minor,
-        d.seconds_per_run,
-        d.baseline.iter().map(|(i, r)| format!("{:.0}% {:.0}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
-        d.r_max,
-        format_ns(d.service_ns.round() as Nanos),
-        d.background_alone_per_s
+    let mut details = format!("disk {} ({}:{}), {} s per run\n", d.disk.name, d.disk.major, d.disk.minor, d.seconds_per_run);
+    for part in &d.parts {
+        details.push_str(&part_text(part));
+    }
+    for n in &d.notes {
+        details.push_str(&format!("note: {n}\n"));
+    }
+    super::finish(
+        args,
+        &report,
+        details,
+        "Idletime, live (disk and network)",
+        "docs/papers.md §4; the dissertation's §6.1.1 and §6.2.1.1, Figs. 6.3-6.4 and 6.7, 6.9",
+        |r| {
+            let page = Page::new("irqlab reproduce idletime --live")
+                .intro(format!(
+                    "The random-read disk experiment on this machine's disk {} and UDP over a 100 Mbit/s link on the testbed. {}",
+                    r.details.disk.name,
+                    super::verdict_sentence(r)
+                ))
+                .section(Section::new("Model, this machine").table(super::html_table(&r.rows)));
+            page.render().map_err(|e| CliError::Failed(e.to_string()))
+        },
+    )
+}
+
+/// One resource's baseline and points, a line each.
+fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
+    let u = &part.unit;
+    let mut text = format!(
+        "{}: {}; r(i): {}; r_max {:.1} {u}, service 1/r_max {}; background alone {:.1} {u}\n",
+        part.name,
+        part.setup,
+        part.baseline.iter().map(|(i, r)| format!("{:.0}% {:.1}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
+        part.r_max,
+        format_ns(part.service_ns.round() as Nanos),
+        part.background_alone_per_s
     );
-    for p in &d.points {
+    for p in &part.points {
         let model = match (p.model_foreground_per_s, p.model_background_per_s) {
-            (Some(f), Some(b)) => format!(" (model {f:.0} / {b:.0})"),
+            (Some(f), Some(b)) => format!(" (model {f:.1} / {b:.1})"),
             _ => String::new(),
         };
         let gate = p.gate_open_fraction.map_or(String::new(), |g| {
             format!(", gate open {:.0}%, close reaction p50 {}", g * 100.0, p.gate_close_reaction_p50_ns.map_or("-".into(), format_ns))
         });
-        details.push_str(&format!(
-            "i={:.0}% {:<22} foreground {:>6.0} reads/s ({:.0}% of r(i)), background {:>6.0} reads/s{model}{gate}\n",
+        text.push_str(&format!(
+            "{} i={:.0}% {:<22} foreground {:>7.1} {u} ({:.0}% of r(i)), background {:>7.1} {u}{model}{gate}\n",
+            part.name,
             p.intensity * 100.0,
             p.setup,
             p.foreground_per_s,
@@ -224,17 +259,5 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
             p.background_per_s
         ));
     }
-    for n in &d.notes {
-        details.push_str(&format!("note: {n}\n"));
-    }
-    super::finish(args, &report, details, "Idletime, live (disk)", "docs/papers.md §4; the dissertation's §6.1.1, Figs. 6.3-6.4", |r| {
-        let page = Page::new("irqlab reproduce idletime --live")
-            .intro(format!(
-                "The random-read disk experiment on this machine's disk {}. {}",
-                r.details.disk.name,
-                super::verdict_sentence(r)
-            ))
-            .section(Section::new("Model, this machine").table(super::html_table(&r.rows)));
-        page.render().map_err(|e| CliError::Failed(e.to_string()))
-    })
+    text
 }

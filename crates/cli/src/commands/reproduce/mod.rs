@@ -64,6 +64,9 @@ pub struct Args {
     /// (default: the current directory)
     #[arg(long, value_name = "DIR", requires = "live")]
     pub dir: Option<PathBuf>,
+    /// idletime --live: only this resource's experiment (default: both)
+    #[arg(long, value_name = "disk|net", requires = "live", value_parser = ["disk", "net"])]
+    pub resource: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {

@@ -58,7 +58,8 @@ impl Mechanism {
 /// The gate: irqlab's cgroup, the threads moved into it, and its state.
 pub struct CgroupGate {
     mechanism: Mechanism,
-    disk: Disk,
+    /// The disk a throttle limits (none for the freezer).
+    disk: Option<Disk>,
     dir: PathBuf,
     /// Path below the hierarchy's root, as /proc/PID/cgroup shows it.
     name: String,
@@ -73,14 +74,17 @@ fn write(path: &Path, text: &str) -> Result<()> {
 
 impl CgroupGate {
     /// Creates the cgroup (journalled), open. Exit 3 naming the controller
-    /// when its v1 hierarchy is not mounted.
-    pub fn create(mechanism: Mechanism, disk: &Disk) -> Result<CgroupGate> {
+    /// when its v1 hierarchy is not mounted; the throttle needs the disk.
+    pub fn create(mechanism: Mechanism, disk: Option<&Disk>) -> Result<CgroupGate> {
+        if mechanism == Mechanism::Throttle && disk.is_none() {
+            return Err(Error::Invalid("--gate throttle: only a disk can be throttled".into()));
+        }
         let root = cgroup::hierarchy_root(mechanism.controller())?;
         let name = format!("irqlab-idletime-{}", std::process::id());
         let dir = root.join(&name);
         let entry = journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?;
         let gate =
-            CgroupGate { mechanism, disk: disk.clone(), dir, name: format!("/{name}"), changes: vec![entry], moved: BTreeSet::new() };
+            CgroupGate { mechanism, disk: disk.cloned(), dir, name: format!("/{name}"), changes: vec![entry], moved: BTreeSet::new() };
         gate.set(true)?;
         Ok(gate)
     }
@@ -132,8 +136,9 @@ impl CgroupGate {
                 }
             }
             Mechanism::Throttle => {
+                let Some(disk) = &self.disk else { return Ok(()) };
                 let limit = if open { 0 } else { 1 };
-                let dev = format!("{}:{} {limit}", self.disk.major, self.disk.minor);
+                let dev = format!("{}:{} {limit}", disk.major, disk.minor);
                 write(&self.dir.join("blkio.throttle.read_iops_device"), &dev)?;
                 write(&self.dir.join("blkio.throttle.write_iops_device"), &dev)?;
             }

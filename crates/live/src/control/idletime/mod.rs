@@ -1,11 +1,13 @@
 //! `irqlab control idletime`: the idletime dissertation's Variant-1
-//! scheduler (`../shared/SEEDS.md` §4) applied to a real disk. Foreground
-//! processes use the disk freely; background processes are held back by a
-//! gate ([`gate`]) unless the disk has had no foreground request for the
-//! preemption interval p. The decisions are the shared policy code's
-//! ([`irqlab_policy::idletime::Gate`], which the simulator's gated device
-//! runs too); the observations are the disk's requests of each class,
-//! issued and completed, from BPF ([`crate::monitor::io`]).
+//! scheduler (`../shared/SEEDS.md` §4) applied to a real disk or network
+//! device. Foreground processes use the resource freely; background
+//! processes are held back by a gate ([`gate`]) unless the resource has
+//! had no foreground request for the preemption interval p. The decisions
+//! are the shared policy code's ([`irqlab_policy::idletime::Gate`], which
+//! the simulator's gated device runs too); the observations are the
+//! resource's requests of each class from BPF ([`crate::monitor::io`]): a
+//! disk's block requests issued and completed, or a device's packets
+//! queued for its egress and taken by its driver.
 //!
 //! Order of observations: the kernel's timestamps. The interval's end is
 //! observed at the time the gate asked for, before any request seen later
@@ -14,11 +16,12 @@
 
 pub mod disk;
 pub mod gate;
+pub mod net;
 pub mod selector;
 
 use crate::error::{Error, Result};
 use crate::latency::stats::{LatencyStats, StatsSummary};
-use crate::monitor::io::{self, IoEvent, IoWatch, Kind};
+use crate::monitor::io::{self, IoEvent, IoWatch, Kind, Target};
 use gate::{CgroupGate, Mechanism};
 use irqlab_policy::idletime::{Class, Gate, GateStep, IntervalStart, Observation};
 use selector::Selector;
@@ -39,10 +42,81 @@ const RESCAN_NS: u64 = 100_000_000;
 const ASSUME_COMPLETE_MIN_NS: u64 = 20_000_000;
 const ASSUME_COMPLETE_MAX_NS: u64 = 1_000_000_000;
 
+/// `--resource`: a disk or a network device, by name or the default one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResourceSpec {
+    /// The disk's name (None: the disk under /).
+    Disk(Option<String>),
+    /// The device's name (None: the default route's).
+    Net(Option<String>),
+}
+
+impl ResourceSpec {
+    /// Parses `disk`, `disk:DEV`, `net` or `net:DEV` (exit 2 naming `--resource`).
+    pub fn parse(text: &str) -> Result<ResourceSpec> {
+        let (kind, dev) = match text.split_once(':') {
+            Some((kind, dev)) if !dev.is_empty() => (kind, Some(dev.to_string())),
+            None => (text, None),
+            Some(_) => return Err(Error::Invalid(format!("--resource {text}: no device after `:`"))),
+        };
+        match kind {
+            "disk" => Ok(ResourceSpec::Disk(dev)),
+            "net" => Ok(ResourceSpec::Net(dev)),
+            _ => Err(Error::Invalid(format!("--resource {text}: expected disk, disk:DEV, net or net:DEV"))),
+        }
+    }
+
+    fn resolve(&self) -> Result<Resource> {
+        match self {
+            ResourceSpec::Disk(name) => disk::resolve(name.as_deref()).map(Resource::Disk),
+            ResourceSpec::Net(name) => net::resolve(name.as_deref()).map(Resource::Net),
+        }
+    }
+}
+
+impl std::fmt::Display for ResourceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, dev) = match self {
+            ResourceSpec::Disk(d) => ("disk", d),
+            ResourceSpec::Net(d) => ("net", d),
+        };
+        match dev {
+            Some(d) => write!(f, "{kind}:{d}"),
+            None => f.write_str(kind),
+        }
+    }
+}
+
+/// The resource a run gates, resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Resource {
+    Disk(disk::Disk),
+    Net(net::NetDevice),
+}
+
+impl Resource {
+    fn target(&self) -> Target {
+        match self {
+            Resource::Disk(d) => Target::Disk { major: d.major, minor: d.minor },
+            Resource::Net(n) => Target::Net { ifindex: n.ifindex },
+        }
+    }
+}
+
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Resource::Disk(d) => write!(f, "disk {} ({}:{})", d.name, d.major, d.minor),
+            Resource::Net(n) => write!(f, "network device {} (ifindex {}, egress)", n.name, n.ifindex),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
-    /// The disk's name (None: the disk under /).
-    pub disk: Option<String>,
+    #[serde(serialize_with = "display")]
+    pub resource: ResourceSpec,
     #[serde(serialize_with = "display")]
     pub foreground: Selector,
     #[serde(serialize_with = "display")]
@@ -65,10 +139,13 @@ pub struct ClassFigures {
     pub issued: u64,
     /// Completions seen (the kernel's tracepoint ran our program).
     pub completed: u64,
-    /// Completions not seen: inferred when the struct request was issued
-    /// again, or assumed after ten times the p99 service time in the device.
+    /// Completions not seen: inferred when the struct request (sk_buff)
+    /// was issued again, or assumed after ten times the p99 service time
+    /// in the device.
     pub completions_inferred: u64,
     pub completions_assumed: u64,
+    /// Packets dropped before the driver took them (network).
+    pub dropped: u64,
     pub bytes: u64,
     pub bytes_per_s: f64,
     /// Issue to completion in the device.
@@ -108,7 +185,7 @@ pub struct Recording {
 pub struct Report {
     pub schema: &'static str,
     pub config: Config,
-    pub disk: disk::Disk,
+    pub resource: Resource,
     pub held_ns: u64,
     pub ended_by: String,
     pub complete: bool,
@@ -127,11 +204,16 @@ pub struct Report {
     pub recording: Option<Recording>,
 }
 
-/// Checks what the run needs before anything changes: the disk, the
+/// Checks what the run needs before anything changes: the resource, the
 /// selectors, the gate's controller and the privileges. Exit 2 / 3 naming
 /// the first problem.
-pub fn check(config: &Config) -> Result<disk::Disk> {
-    let disk = disk::resolve(config.disk.as_deref())?;
+pub fn check(config: &Config) -> Result<Resource> {
+    let resource = config.resource.resolve()?;
+    if let (Resource::Net(_), Mechanism::Throttle) = (&resource, config.mechanism) {
+        return Err(Error::Invalid(
+            "--gate throttle: the blkio throttle holds back a disk's requests, not packets; gate a network device with freezer".into(),
+        ));
+    }
     if let Selector::Command(_) = config.foreground {
         return Err(Error::Invalid("--foreground: a command to start is only for the background; name the foreground".into()));
     }
@@ -142,8 +224,8 @@ pub fn check(config: &Config) -> Result<disk::Disk> {
     }
     crate::control::cgroup::hierarchy_root(config.mechanism.controller())?;
     crate::privilege::require(&[crate::privilege::Capability::SysAdmin], "create a cgroup and move the background processes into it")?;
-    crate::privilege::require_bpf("watch the disk's requests (block tracepoints)")?;
-    Ok(disk)
+    crate::privilege::require_bpf("watch the resource's requests (block or net tracepoints)")?;
+    Ok(resource)
 }
 
 /// What happened to one class's requests.
@@ -156,6 +238,7 @@ struct ClassCount {
     service: LatencyStats,
     inferred: u64,
     assumed: u64,
+    dropped: u64,
 }
 
 impl ClassCount {
@@ -177,6 +260,11 @@ impl ClassCount {
                     self.inferred += 1;
                 }
             }
+            Kind::Dropped => {
+                if self.in_device.remove(&e.sector).is_some() {
+                    self.dropped += 1;
+                }
+            }
         }
     }
 
@@ -194,6 +282,7 @@ impl ClassCount {
             completed: self.completed,
             completions_inferred: self.inferred,
             completions_assumed: self.assumed,
+            dropped: self.dropped,
             bytes: self.bytes,
             bytes_per_s: self.bytes as f64 / (held_ns.max(1) as f64 / 1e9),
             service: (self.service.count() > 0).then(|| self.service.summary(10_000, 100)),
@@ -317,6 +406,7 @@ impl Controller<'_> {
                 Class::Foreground => {
                     let tracked_before = fg.in_device.contains_key(&e.sector);
                     fg.add(e);
+                    // A dropped packet left the device as a completed one does.
                     let observed = if e.kind == Kind::Issue { Observation::ForegroundIssue } else { Observation::ForegroundComplete };
                     // A completion of a request not tracked (issued before
                     // the watch, or already assumed complete) is not ours.
@@ -424,14 +514,18 @@ fn classify(
 /// return, error or panic, and by `irqlab control revert --all` after a
 /// SIGKILL.
 pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep)) -> Result<Report> {
-    let disk = check(config)?;
+    let resource = check(config)?;
     let mut notes = Vec::new();
     if config.interval_ns == 0 {
         notes.push("p = 0: a plain two-class priority (background whenever no foreground request is in the device)".into());
     }
-    let mut actuator = CgroupGate::create(config.mechanism, &disk)?;
+    let disk = match &resource {
+        Resource::Disk(d) => Some(d),
+        Resource::Net(_) => None,
+    };
+    let mut actuator = CgroupGate::create(config.mechanism, disk)?;
     let mut storage = io::Storage::default();
-    let mut watch = IoWatch::start(&mut storage, disk.major, disk.minor, config.interval_ns)?;
+    let mut watch = IoWatch::start(&mut storage, resource.target(), config.interval_ns)?;
 
     // The background: existing processes moved in, or the command started in the cgroup.
     let mut child = match &config.background {
@@ -527,8 +621,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let unseen = fg.inferred + fg.assumed;
     if unseen > 0 {
         notes.push(format!(
-            "{unseen} of {} foreground completions ran no BPF program ({} inferred when the struct request was reused, {} assumed after ten times \
-             the p99 service time in the device): the gate stayed closed until then",
+            "{unseen} of {} foreground completions ran no BPF program ({} inferred when the struct request or sk_buff was reused, {} assumed \
+             after ten times the p99 service time in the device): the gate stayed closed until then",
             fg.issued, fg.inferred, fg.assumed
         ));
     }
@@ -542,7 +636,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     Ok(Report {
         schema: "irqlab/idletime-control/v1",
         config: config.clone(),
-        disk,
+        resource,
         held_ns,
         ended_by,
         complete,

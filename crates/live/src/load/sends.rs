@@ -1,0 +1,151 @@
+//! Sends from this namespace to a testbed host, through its link's egress:
+//! the idletime experiments' network processes (dissertation §6.2: UDP or
+//! TCP senders of a foreground intensity, and a greedy background). At
+//! intensity i a sender sends back to back (blocking, so the link's queue
+//! and the socket's buffer pace it) for i × 100 ms of every 100 ms, then
+//! sleeps; without one it sends all the time. Only to the testbed's own
+//! addresses (the host's side of link a or b).
+
+use crate::error::{Error, Result};
+use crate::testbed::{Side, Testbed};
+use std::io::Write;
+use std::net::{SocketAddrV4, TcpStream, UdpSocket};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Udp,
+    Tcp,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sends {
+    /// The testbed host sent to (through link `to`'s root-side device).
+    pub to: Side,
+    pub port: u16,
+    pub protocol: Protocol,
+    /// Bytes per datagram (UDP) or per write (TCP).
+    pub size: usize,
+    /// The dissertation's foreground intensity (§6): a fraction in (0, 1].
+    pub intensity: Option<f64>,
+    /// SO_SNDBUF (None: the kernel's default): how much a sender may have
+    /// queued below it, in its socket and the device's queue.
+    pub sndbuf: Option<usize>,
+}
+
+/// The dissertation's CPU quantum, t_max (§4.4.1).
+const QUANTUM_NS: u64 = 100_000_000;
+
+/// The largest UDP payload in one 1500-byte Ethernet frame.
+pub const UDP_PAYLOAD_MAX: usize = 1472;
+
+impl Sends {
+    /// Checks the flags; an error names the flag (exit 2).
+    pub fn check(&self) -> Result<()> {
+        if let Some(i) = self.intensity {
+            if !(i > 0.0 && i <= 1.0) {
+                return Err(Error::Invalid(format!("--intensity {i}: a fraction in (0, 1]")));
+            }
+        }
+        let max = match self.protocol {
+            Protocol::Udp => UDP_PAYLOAD_MAX,
+            Protocol::Tcp => 1 << 20,
+        };
+        if self.size == 0 || self.size > max {
+            return Err(Error::Invalid(format!("--size {}: 1 to {max} bytes", self.size)));
+        }
+        if let Some(b) = self.sndbuf.filter(|&b| !(4096..=64 << 20).contains(&b)) {
+            return Err(Error::Invalid(format!("--sndbuf {b}: 4 KiB to 64 MiB")));
+        }
+        if self.port == 0 {
+            return Err(Error::Invalid("--port 0: name the port the host listens on".into()));
+        }
+        Ok(())
+    }
+
+    pub fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+        self.check()?;
+        let bed = Testbed::up()?;
+        let target = SocketAddrV4::new(bed.host_addr(self.to), self.port);
+        let mut send = self.sender(target)?;
+        let buf = vec![0x5au8; self.size];
+        let deadline = super::deadline(duration_ns);
+        let start = std::time::Instant::now();
+        let mut bytes = 0u64;
+        while super::running(deadline, stop) {
+            match send(&buf) {
+                Ok(n) => bytes += n as u64,
+                // Ctrl-C, or the host's queue full for a moment (no receiver yet).
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::ConnectionRefused) => {}
+                Err(e) => return Err(Error::io(format!("sending to {target}"), e)),
+            }
+            if let Some(i) = self.intensity {
+                let into = start.elapsed().as_nanos() as u64 % QUANTUM_NS;
+                if into as f64 >= i * QUANTUM_NS as f64 {
+                    std::thread::sleep(Duration::from_nanos(QUANTUM_NS - into));
+                }
+            }
+        }
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let detail = format!(
+            "{} to {target} through {}{}, {:.2} Mb/s sent",
+            match self.protocol {
+                Protocol::Udp => format!("{}-byte UDP datagrams", self.size),
+                Protocol::Tcp => format!("TCP writes of {} bytes", self.size),
+            },
+            self.to.netns(),
+            self.intensity.map_or(String::new(), |i| format!(" at intensity {:.0}%", i * 100.0)),
+            bytes as f64 * 8.0 / secs / 1e6
+        );
+        Ok((bytes, "bytes", detail))
+    }
+
+    /// A blocking send of one buffer to `target`.
+    #[allow(clippy::type_complexity)]
+    fn sender(&self, target: SocketAddrV4) -> Result<Box<dyn FnMut(&[u8]) -> std::io::Result<usize>>> {
+        let io = |what: &str, e| Error::io(format!("{what} {target}"), e);
+        Ok(match self.protocol {
+            Protocol::Udp => {
+                let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| io("a UDP socket for", e))?;
+                self.set_sndbuf(&socket)?;
+                socket.connect(target).map_err(|e| io("connecting to", e))?;
+                Box::new(move |b| socket.send(b))
+            }
+            Protocol::Tcp => {
+                let mut stream = TcpStream::connect_timeout(&target.into(), Duration::from_secs(2)).map_err(|e| io("connecting to", e))?;
+                self.set_sndbuf(&stream)?;
+                Box::new(move |b| stream.write_all(b).map(|()| b.len()))
+            }
+        })
+    }
+}
+
+impl Sends {
+    fn set_sndbuf(&self, socket: &impl std::os::fd::AsFd) -> Result<()> {
+        if let Some(bytes) = self.sndbuf {
+            nix::sys::socket::setsockopt(socket, nix::sys::socket::sockopt::SndBuf, &bytes)
+                .map_err(|e| Error::sys(format!("--sndbuf {bytes}: SO_SNDBUF"), e))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_flags_are_named() {
+        let s = Sends { to: Side::A, port: 9, protocol: Protocol::Udp, size: 1472, intensity: None, sndbuf: None };
+        assert!(s.check().is_ok());
+        let e = Sends { size: 1473, ..s.clone() }.check().unwrap_err();
+        assert!(e.to_string().contains("--size 1473"), "{e}");
+        let e = Sends { intensity: Some(1.5), ..s.clone() }.check().unwrap_err();
+        assert!(e.to_string().contains("--intensity 1.5"), "{e}");
+        let e = Sends { sndbuf: Some(100), ..s.clone() }.check().unwrap_err();
+        assert!(e.to_string().contains("--sndbuf 100"), "{e}");
+        let e = Sends { port: 0, ..s }.check().unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}
