@@ -20,6 +20,7 @@ pub mod fit;
 pub mod fixed_priority;
 pub mod idletime;
 pub mod input;
+mod interference;
 pub mod task;
 pub mod taskset;
 pub mod units;

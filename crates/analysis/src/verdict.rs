@@ -10,6 +10,7 @@ use crate::demand::DemandBound;
 use crate::edf::{edf_demand, edf_test};
 use crate::fixed_priority::{load_at_deadline, passes_load_test, response_time_from, Horizon};
 use crate::input::InputError;
+use crate::interference::PeriodicDemandSum;
 use crate::task::{Model, PeriodicTask};
 use crate::taskset::TaskSet;
 use crate::units::{format_ns, Nanos};
@@ -320,30 +321,102 @@ pub fn edf_load(set: &TaskSet, bound: DemandBound, window: Nanos) -> f64 {
 /// Tasks are solved from the highest priority down, each searched from the
 /// largest first-job window of the periodic tasks above it (see
 /// `Scenario::rta_from`): the same answers as solving each alone, in a few
-/// steps each instead of one per release of every interferer.
+/// steps each instead of one per release of every interferer. Under eqs. 4
+/// and 6 the periodic interferers' demand is summed by
+/// [`PeriodicDemandSum`] (the same value, without visiting the tasks whose
+/// period exceeds the window).
 pub fn response_times(set: &TaskSet, bound: DemandBound) -> Vec<Option<Nanos>> {
-    let scenario = Scenario { set, bound, scaled: None };
+    match bound {
+        DemandBound::Traditional | DemandBound::Refined => response_times_by_level(set, bound),
+        DemandBound::Linear => response_times_one_by_one(set, bound),
+    }
+}
+
+/// Tasks in priority order (ties in index order).
+fn priority_order(set: &TaskSet) -> Vec<usize> {
     let mut order: Vec<usize> = (0..set.tasks.len()).collect();
     order.sort_by_key(|&i| set.tasks[i].priority);
-    let warm_start = matches!(bound, DemandBound::Traditional | DemandBound::Refined);
+    order
+}
+
+/// [`response_times`] with each task's interferers gathered and summed
+/// anew (eq. 7, where no warm start applies).
+fn response_times_one_by_one(set: &TaskSet, bound: DemandBound) -> Vec<Option<Nanos>> {
+    let scenario = Scenario { set, bound, scaled: None };
     let mut out = vec![None; set.tasks.len()];
-    // Each task's utilisation once; summed per task in the same order as
-    // `interferers_utilization`, so the overload check sees the same number.
     let utilization: Vec<f64> = set.tasks.iter().map(|t| t.model.demand_line().0).collect();
+    for k in priority_order(set) {
+        let interferers_utilization = set.interferers_of(k).map(|i| utilization[i]).sum();
+        out[k] = scenario.rta_from(k, 0, interferers_utilization).map(|(r, _)| r);
+    }
+    out
+}
+
+/// [`response_times`] under eq. 4 or 6: the interferers are kept as the
+/// priority levels are passed (a level's tasks interfere with each other),
+/// and each task's first-job window is searched from the floor of
+/// `Scenario::rta_from`.
+fn response_times_by_level(set: &TaskSet, bound: DemandBound) -> Vec<Option<Nanos>> {
+    let periodic = |i: usize| set.tasks[i].model.as_periodic();
+    let mut sum = PeriodicDemandSum::new(
+        bound,
+        set.tasks.len(),
+        (0..set.tasks.len()).filter_map(|i| periodic(i).map(|p| (i, p.period_ns, p.wcet_ns))),
+    );
+    // Interferers that are not periodic tasks (curves, servers, ...).
+    let mut others: Vec<&Model> = Vec::new();
+    let utilization: Vec<f64> = set.tasks.iter().map(|t| t.model.demand_line().0).collect();
+    // Running total over the levels passed; the overload check below uses
+    // it only where the sum's order cannot move the verdict.
+    let mut passed_utilization = 0.0;
+    let mut out = vec![None; set.tasks.len()];
     // The floor only rises between priority levels: tasks of one level
     // interfere with each other, and the argument needs j strictly above k.
-    let (mut floor, mut level_floor) = (0, 0);
-    for (n, &k) in order.iter().enumerate() {
-        if n > 0 && set.tasks[order[n - 1]].priority != set.tasks[k].priority {
-            floor = floor.max(level_floor);
+    let (mut floor, mut level_floor): (Nanos, Nanos) = (0, 0);
+    let order = priority_order(set);
+    for level in order.chunk_by(|&a, &b| set.tasks[a].priority == set.tasks[b].priority) {
+        floor = floor.max(level_floor);
+        for &i in level {
+            match periodic(i) {
+                Some(_) => sum.set_active(i, true),
+                None => others.push(&set.tasks[i].model),
+            }
+            passed_utilization += utilization[i];
         }
-        let interferers_utilization = set.interferers_of(k).map(|i| utilization[i]).sum();
-        if let Some((r, first_window)) = scenario.rta_from(k, if warm_start { floor } else { 0 }, interferers_utilization) {
-            out[k] = Some(r);
-            level_floor = level_floor.max(first_window);
+        for &k in level {
+            let Some(p) = periodic(k) else { continue };
+            if overloaded(set, k, p.utilization(), passed_utilization - utilization[k], &utilization) {
+                continue;
+            }
+            sum.set_active(k, false);
+            let interference = |t: Nanos| {
+                let total = others.iter().fold(sum.demand(t), |s, m| s + m.demand_ns(t, bound) as u128);
+                total.min(Nanos::MAX as u128) as Nanos
+            };
+            let start = if floor > 0 && p.wcet_ns > 0 { floor.saturating_add(p.wcet_ns) } else { 0 };
+            let horizon = Horizon::for_task(p.period_ns, p.deadline_ns);
+            if let Some((r, first_window)) = response_time_from(p.period_ns, p.wcet_ns, interference, &horizon, start) {
+                out[k] = Some(r);
+                level_floor = level_floor.max(first_window);
+            }
+            sum.set_active(k, true);
         }
     }
     out
+}
+
+/// `Scenario::rta_from`'s overload check (above utilisation 1 the level-k
+/// busy period never ends) with the interferers' utilisation summed in the
+/// same order as there, so that the verdict is the same: `approx` (the
+/// running total) decides where it is clearly on one side.
+fn overloaded(set: &TaskSet, k: usize, own: f64, approx: f64, utilization: &[f64]) -> bool {
+    const LIMIT: f64 = 1.0 + 1e-12;
+    let total = own + approx;
+    if total.is_finite() && (total - LIMIT).abs() > 1e-6 {
+        return total > LIMIT;
+    }
+    let exact: f64 = set.interferers_of(k).map(|i| utilization[i]).sum();
+    own + exact > LIMIT
 }
 
 /// Analyses a task set with `test`, using `bound` (eq. 4, 6 or 7) for the

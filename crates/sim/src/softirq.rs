@@ -179,13 +179,12 @@ pub struct Job {
 pub enum Handler {
     NetRx {
         budget: i64,
-        limit_jiffy: u64,
+        /// The time net_rx_action's jiffy limit is reached.
+        limit_ns: Nanos,
         quota: i64,
     },
     /// Runs the queued jobs of a vector until its queue is empty.
-    Queue {
-        vector: u32,
-    },
+    Queue { vector: u32 },
 }
 
 /// Where a run executes.

@@ -4,6 +4,7 @@
 use super::Sim;
 use crate::softirq::{Admit, Handler, Job, JobWhat, Loc, PollDev, RoundInfo, SoftirqRun, NET_RX};
 use crate::task::{RunState, TaskId};
+use irqlab_analysis::Nanos;
 
 /// NAPI weight of the per-CPU backlog pseudo-device (weight_p = 64).
 const BACKLOG_WEIGHT: i64 = 64;
@@ -49,7 +50,7 @@ impl Sim {
         loop {
             if let Some(mut h) = run.handler {
                 let job = match &mut h {
-                    Handler::NetRx { budget, limit_jiffy, quota } => self.net_rx_next(budget, *limit_jiffy, quota),
+                    Handler::NetRx { budget, limit_ns, quota } => self.net_rx_next(budget, *limit_ns, quota),
                     Handler::Queue { vector } => self.bh_queues[*vector as usize].pop_front(),
                 };
                 run.handler = Some(h);
@@ -121,7 +122,10 @@ impl Sim {
         if vector == NET_RX {
             let tick = self.cfg.tick_ns();
             let b = self.model.net_rx_budget(tick);
-            Handler::NetRx { budget: b.packets as i64, limit_jiffy: self.now / tick + b.jiffies, quota: -1 }
+            // The jiffy limit as the time it starts: `now / tick >= jiffy`
+            // exactly when `now >= jiffy * tick`, without a division per packet.
+            let limit_jiffy = self.now / tick + b.jiffies;
+            Handler::NetRx { budget: b.packets as i64, limit_ns: limit_jiffy.saturating_mul(tick), quota: -1 }
         } else {
             Handler::Queue { vector }
         }
@@ -130,10 +134,10 @@ impl Sim {
     /// net_rx_action: poll the devices on the poll list, `weight` packets
     /// at a time, until the budget or the time limit runs out (then
     /// re-raise NET_RX) or no device has work.
-    fn net_rx_next(&mut self, budget: &mut i64, limit_jiffy: u64, quota: &mut i64) -> Option<Job> {
+    fn net_rx_next(&mut self, budget: &mut i64, limit_ns: Nanos, quota: &mut i64) -> Option<Job> {
         loop {
             let dev = *self.poll_list.front()?;
-            if *budget <= 0 || self.now / self.cfg.tick_ns() >= limit_jiffy {
+            if *budget <= 0 || self.now >= limit_ns {
                 self.pending |= 1 << NET_RX; // softnet_break
                 return None;
             }
@@ -212,7 +216,7 @@ impl Sim {
     }
 
     pub fn wake_ksoftirqd(&mut self) {
-        if self.model.threaded() {
+        if self.threaded {
             for v in 0..crate::softirq::NR_VECTORS as u32 {
                 if self.pending & (1 << v) != 0 {
                     self.wake_bh_thread(v);
@@ -273,7 +277,7 @@ impl Sim {
             self.task_runs[t] = Some(SoftirqRun::new(self.now, serves));
             // ksoftirqd runs __do_softirq with BHs and preemption off;
             // threads of the threaded model stay preemptible.
-            self.tasks[t].preempt_disabled = !self.model.threaded();
+            self.tasks[t].preempt_disabled = !self.threaded;
             self.bh_step(Loc::Task(t));
             if self.tasks[t].chunk.is_some() {
                 return;

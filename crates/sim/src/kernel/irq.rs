@@ -125,7 +125,7 @@ impl Sim {
     /// interrupted softirq processing (or a task holding BHs disabled), or
     /// the model runs them in threads.
     fn irq_exit(&mut self) {
-        if self.pending == 0 || self.model.threaded() || self.cpu.softirq.is_some() {
+        if self.pending == 0 || self.threaded || self.cpu.softirq.is_some() {
             return;
         }
         if let Some(c) = self.cpu.current {
@@ -149,7 +149,7 @@ impl Sim {
     /// serves it.
     pub fn raise_softirq(&mut self, vector: u32, from_task: bool) {
         self.pending |= 1 << vector;
-        if self.model.threaded() {
+        if self.threaded {
             self.wake_bh_thread(vector);
         } else if from_task {
             self.wake_ksoftirqd();

@@ -150,6 +150,9 @@ pub struct Sim {
     pub tasks: Vec<Task>,
     pub sched: Scheduler,
     pub model: Box<dyn SoftirqModel>,
+    /// `model.threaded()`, asked at every IRQ exit and raise: kept here
+    /// instead of a virtual call each time.
+    threaded: bool,
     pub pending: u32,
     /// Jobs of queue-style vectors (BLOCK, TASKLET, ...).
     pub bh_queues: Vec<VecDeque<crate::softirq::Job>>,
@@ -198,6 +201,7 @@ pub enum SimError {
 impl Sim {
     pub fn new(cfg: MachineConfig, fair: FairKind, model: Box<dyn SoftirqModel>, seed: u64) -> Self {
         let sched = Scheduler::new(fair, cfg.hz);
+        let threaded = model.threaded();
         let mut sim = Sim {
             cfg,
             q: EventQueue::new(),
@@ -206,6 +210,7 @@ impl Sim {
             tasks: Vec::new(),
             sched,
             model,
+            threaded,
             pending: 0,
             bh_queues: (0..crate::softirq::NR_VECTORS).map(|_| VecDeque::new()).collect(),
             task_runs: Vec::new(),

@@ -140,7 +140,7 @@ impl Sim {
                 self.sched.put_prev(p, &mut self.tasks, self.now, preempted);
             }
         }
-        if self.pending != 0 && !self.model.threaded() {
+        if self.pending != 0 && !self.threaded {
             if let Some(mut pol) = self.bh_policy.take() {
                 // The task the switch would go to, for the policy to weigh
                 // against the pending bottom halves.
