@@ -255,10 +255,72 @@ int BPF_PROG(on_sock_send, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+// GSO packets a qdisc cut into segments (tbf does, for a packet longer
+// than its burst), by socket: one request of the socket, issued when the
+// packet is cut and complete when its driver has taken the last segment
+// (`bytes` counts the segments still queued). The segments are new
+// sk_buffs no program saw queued; TCP's keep their socket.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct bio_class);
+} segmented SEC(".maps");
+
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_net_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
-	packet_left((__u64)skb, IO_COMPLETE);
+	__u64 key = (__u64)skb;
+
+	if (bpf_map_lookup_elem(&packets, &key)) {
+		packet_left(key, IO_COMPLETE);
+		return 0;
+	}
+	__u64 sk = (__u64)BPF_CORE_READ(skb, sk);
+	struct bio_class *s = sk ? bpf_map_lookup_elem(&segmented, &sk) : 0;
+	if (!s)
+		return 0;
+	// The driver's queue takes one segment at a time: no atomics needed.
+	if (s->bytes > 1) {
+		s->bytes -= 1;
+		return 0;
+	}
+	struct bio_class done = *s;
+	bpf_map_delete_elem(&segmented, &sk);
+	emit(&done, 0, IO_COMPLETE);
+	return 0;
+}
+
+// A queued packet freed without a drop and before its driver took it: a
+// qdisc cut it into segments (see `segmented`), or it left some other way.
+SEC("tp_btf/consume_skb")
+int BPF_PROG(on_skb_consume, struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+	struct bio_class *c = bpf_map_lookup_elem(&packets, &key);
+
+	if (!c)
+		return 0;
+	struct bio_class orig = *c;
+	bpf_map_delete_elem(&packets, &key);
+	__u64 sk = (__u64)BPF_CORE_READ(skb, sk);
+	struct skb_shared_info *shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
+	__u32 segs = BPF_CORE_READ(shinfo, gso_segs);
+	if (sk && segs > 1) {
+		struct bio_class *s = bpf_map_lookup_elem(&segmented, &sk);
+		if (s) {
+			__sync_fetch_and_add(&s->bytes, segs);
+		} else {
+			// Issued before the original completes, so the class never
+			// looks idle in between.
+			struct bio_class n = orig;
+			n.sector = sk | 1;
+			n.bytes = segs;
+			bpf_map_update_elem(&segmented, &sk, &n, BPF_NOEXIST);
+			emit(&n, 0, IO_ISSUE);
+		}
+	}
+	emit(&orig, orig.bytes, IO_COMPLETE);
 	return 0;
 }
 

@@ -14,7 +14,9 @@
 //! The same object watches a network device instead ([`Target::Net`]):
 //! the packets of the two classes of processes through its egress, queued
 //! (`net_dev_queue`, before the qdisc) and taken by the driver
-//! (`net_dev_start_xmit`) or dropped (`kfree_skb`). A packet is classed by
+//! (`net_dev_start_xmit`) or dropped (`kfree_skb`); a GSO packet a qdisc
+//! cuts into segments (`consume_skb` before the driver) becomes one request
+//! of its socket until the last segment is taken. A packet is classed by
 //! its socket, which takes the class of the process that sends on it
 //! (`sock_send_length`), so the packets the kernel sends for that socket
 //! from another context (TCP) keep it.
@@ -116,7 +118,7 @@ fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
 
 /// The programs of each half of the object (`io_watch.bpf.c`).
 const DISK_PROGRAMS: &[&str] = &["on_bio_queue", "on_rq_issue", "on_rq_complete"];
-const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "on_skb_drop"];
+const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "on_skb_consume", "on_skb_drop"];
 
 /// A running watch of one disk's requests or one device's packets.
 pub struct IoWatch<'obj> {
@@ -169,7 +171,9 @@ impl<'obj> IoWatch<'obj> {
         };
         skel.attach().map_err(bpf_err(match target {
             Target::Disk { .. } => "attaching the block-request programs (block_bio_queue, block_rq_issue, block_rq_complete)",
-            Target::Net { .. } => "attaching the packet programs (net_dev_queue, sock_send_length, net_dev_start_xmit, kfree_skb)",
+            Target::Net { .. } => {
+                "attaching the packet programs (net_dev_queue, sock_send_length, net_dev_start_xmit, consume_skb, kfree_skb)"
+            }
         }))?;
         Ok(IoWatch { skel, ring, received })
     }
