@@ -111,14 +111,20 @@ const TCP_MSS: usize = 1448;
 fn load(cfg: &Config, args: &[&str], seconds: f64) -> Result<Child> {
     let mut cmd = std::process::Command::new(&cfg.exe);
     cmd.arg("load").args(args).args(["--json", "-", "--duration", &format!("{seconds}s")]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| Error::io(format!("starting {} load", cfg.exe.display()), e))
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| Error::io(format!("starting {} load", cfg.exe.display()), e))
 }
 
 /// Work per second a load process reported, times `scale`.
 fn per_s(child: Child, scale: f64) -> Result<f64> {
     let out = child.wait_with_output().map_err(|e| Error::io("waiting for a load process", e))?;
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| Error::Failed(format!("a load process's report: {e} ({})", String::from_utf8_lossy(&out.stdout))))?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        let why = String::from_utf8_lossy(&out.stderr);
+        Error::Failed(format!(
+            "a load process ({}) wrote no report ({e}): {}",
+            out.status,
+            why.trim().lines().last().unwrap_or("no message")
+        ))
+    })?;
     let (work, elapsed) = (doc["work"].as_f64().unwrap_or(0.0), doc["elapsed_ns"].as_f64().unwrap_or(0.0));
     if elapsed <= 0.0 {
         return Err(Error::Failed(format!("a load process reported no time: {doc}")));

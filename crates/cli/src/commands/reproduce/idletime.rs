@@ -215,7 +215,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         &report,
         details,
         "Idletime, live (disk and network)",
-        "docs/papers.md §4; the dissertation's §6.1.1 and §6.2.1.1, Figs. 6.3-6.4 and 6.7, 6.9",
+        "docs/papers.md §4; the dissertation's §6.1.1, §6.2.1.1 and §6.2.2.1, Figs. 6.3-6.4, 6.7-6.9 and 6.11",
         |r| {
             let page = Page::new("irqlab reproduce idletime --live")
                 .intro(format!(
