@@ -92,11 +92,10 @@ pub struct Details {
 
 const BLOCK: &str = "4k";
 
-/// The network link's rate (tbf on `irqlab-a`), bits per second: a 1500-byte
-/// frame takes 0.12 ms, the service time the interval is compared with.
-pub const LINK_RATE_BPS: u64 = 100_000_000;
-/// The token bucket as tc takes it: the rate, two frames of burst, and a
-/// queue long enough that it drops nothing (the senders' buffers bound it).
+/// The link (tbf on `irqlab-a`) as tc takes it: 100 Mbit/s (a 1500-byte
+/// frame takes 0.12 ms, the service time the interval is compared with),
+/// two frames of burst, and a queue long enough that it drops nothing (the
+/// senders' buffers bound it).
 const LINK_QDISC: &str = "tbf rate 100mbit burst 3000 latency 200ms";
 /// Each sender's SO_SNDBUF (the kernel doubles it: about 14 datagrams,
 /// 1.6 ms of the link): the queue below the gate.
@@ -153,7 +152,6 @@ enum Setup {
 
 /// What differs between the disk and the network experiment.
 struct Workload {
-    resource: &'static str,
     name: &'static str,
     spec: ResourceSpec,
     /// `load` arguments of the foreground (without the intensity) and the background.
@@ -168,6 +166,16 @@ struct Workload {
     setup: String,
     /// The anchors beside no control.
     anchors: Vec<(&'static str, Setup)>,
+}
+
+impl Workload {
+    /// `disk` or `net`, as the spec says.
+    fn resource(&self) -> &'static str {
+        match self.spec {
+            ResourceSpec::Disk(_) => "disk",
+            ResourceSpec::Net(_) => "net",
+        }
+    }
 }
 
 struct Bench<'a> {
@@ -235,7 +243,7 @@ impl Bench<'_> {
         let mut setups: Vec<(String, Setup)> = vec![("no control".into(), Setup::NoControl)];
         setups.extend(w.anchors.iter().map(|&(n, s)| (n.to_string(), s)));
         setups.extend(
-            intervals(w.resource, quick)
+            intervals(w.resource(), quick)
                 .into_iter()
                 .map(|p| (format!("idletime p = {}", if p == 0 { "0".into() } else { format_ns(p) }), Setup::Idletime(p))),
         );
@@ -272,7 +280,7 @@ impl Bench<'_> {
             }
         }
         Ok(Part {
-            resource: w.resource.into(),
+            resource: w.resource().into(),
             name: w.name.into(),
             setup: w.setup.clone(),
             unit: w.unit.into(),
@@ -317,7 +325,6 @@ fn disk_part(bench: &Bench<'_>, disk: &disk::Disk, progress: &mut dyn FnMut(&str
     let reads =
         |file: &Path| -> Vec<String> { vec!["reads".into(), "--block".into(), BLOCK.into(), "--file".into(), file.display().to_string()] };
     let w = Workload {
-        resource: "disk",
         name: "disk",
         spec: ResourceSpec::Disk(Some(disk.name.clone())),
         fg_args: reads(&fg_file),
@@ -399,40 +406,38 @@ fn network_parts(bench: &Bench<'_>, progress: &mut dyn FnMut(&str)) -> Result<Ve
         a
     };
     let mut parts = Vec::new();
-    for (name, tcp) in [("net udp/udp", false), ("net tcp/udp", true)] {
-        if bench.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        // Throughput counted in payload bytes; a request is one datagram or one segment.
-        let payload = if tcp { TCP_MSS } else { irqlab_live::load::UDP_PAYLOAD_MAX };
-        let w = Workload {
-            resource: "net",
-            name,
-            spec: ResourceSpec::Net(Some(dev.clone())),
-            fg_args: args(if tcp { TCP_PORT } else { FG_PORT }, tcp),
-            bg_args: args(BG_PORT, false),
-            scale: 8.0 / 1e6,
-            unit: "Mb/s",
-            requests_per_unit: 1e6 / (8.0 * payload as f64),
-            setup: format!(
-                "{dev}: {} foreground, 1472-byte UDP background, over {LINK_QDISC}, SO_SNDBUF {SNDBUF}",
-                if tcp { "TCP (16 KiB writes)" } else { "1472-byte UDP" }
-            ),
-            anchors: Vec::new(),
-        };
-        match bench.part(&w, progress) {
-            Ok(p) => parts.push(p),
-            Err(e) => {
-                sink_stop.store(true, Ordering::Relaxed);
-                return Err(e);
+    let mut sweep = || -> Result<()> {
+        for (name, tcp) in [("net udp/udp", false), ("net tcp/udp", true)] {
+            if bench.stop.load(Ordering::SeqCst) {
+                break;
             }
+            // Throughput counted in payload bytes; a request is one datagram or one segment.
+            let payload = if tcp { TCP_MSS } else { irqlab_live::load::UDP_PAYLOAD_MAX };
+            let w = Workload {
+                name,
+                spec: ResourceSpec::Net(Some(dev.clone())),
+                fg_args: args(if tcp { TCP_PORT } else { FG_PORT }, tcp),
+                bg_args: args(BG_PORT, false),
+                scale: 8.0 / 1e6,
+                unit: "Mb/s",
+                requests_per_unit: 1e6 / (8.0 * payload as f64),
+                setup: format!(
+                    "{dev}: {} foreground, 1472-byte UDP background, over {LINK_QDISC}, SO_SNDBUF {SNDBUF}",
+                    if tcp { "TCP (16 KiB writes)" } else { "1472-byte UDP" }
+                ),
+                anchors: Vec::new(),
+            };
+            parts.push(bench.part(&w, progress)?);
         }
-    }
+        Ok(())
+    };
+    let result = sweep();
+    // The sinks stop on every way out (they hold the testbed's sockets).
     sink_stop.store(true, Ordering::Relaxed);
     for s in sinks {
         let _ = s.join();
     }
-    Ok(parts)
+    result.map(|()| parts)
 }
 
 /// Runs the experiment; `progress` names each run as it starts.
@@ -455,7 +460,7 @@ pub fn reproduce(cfg: &Config, stop: &AtomicBool, mut progress: impl FnMut(&str)
         "the simulated column of these rows is the dissertation's throughput model (§4.4) evaluated on the r(i) measured here, with service time \
          1/r_max (r_max in requests per second: reads, datagrams)"
             .into(),
-        format!("network: {LINK_QDISC} on irqlab-a (the link, {} Mbit/s), senders' SO_SNDBUF {SNDBUF}; a UDP and a TCP foreground, each against a greedy UDP background", LINK_RATE_BPS / 1_000_000),
+        format!("network: {LINK_QDISC} on irqlab-a (the link), senders' SO_SNDBUF {SNDBUF}; a UDP and a TCP foreground, each against a greedy UDP background"),
     ];
     let details = Details { disk, seconds_per_run: bench.seconds, parts, notes };
     Ok(Report::new("idletime", cfg.quick, complete, 0, rows, details))

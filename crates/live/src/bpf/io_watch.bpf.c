@@ -227,15 +227,17 @@ int BPF_PROG(on_net_queue, struct sk_buff *skb)
 	return 0;
 }
 
-static __always_inline void packet_left(__u64 key, __u8 kind)
+// Reports a queued packet gone (if it is ours); whether it was.
+static __always_inline bool packet_left(__u64 key, __u8 kind)
 {
 	struct bio_class *c = bpf_map_lookup_elem(&packets, &key);
 
 	if (!c)
-		return;
+		return false;
 	struct bio_class copy = *c;
 	bpf_map_delete_elem(&packets, &key);
 	emit(&copy, copy.bytes, kind);
+	return true;
 }
 
 SEC("tp_btf/sock_send_length")
@@ -270,12 +272,8 @@ struct {
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_net_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
-	__u64 key = (__u64)skb;
-
-	if (bpf_map_lookup_elem(&packets, &key)) {
-		packet_left(key, IO_COMPLETE);
+	if (packet_left((__u64)skb, IO_COMPLETE))
 		return 0;
-	}
 	__u64 sk = (__u64)BPF_CORE_READ(skb, sk);
 	struct bio_class *s = sk ? bpf_map_lookup_elem(&segmented, &sk) : 0;
 	if (!s)

@@ -93,6 +93,38 @@ pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadR
     })
 }
 
+/// The idletime dissertation's foreground intensity i (§6): in each CPU
+/// quantum t_max (100 ms, §4.4.1) a process works back to back for
+/// i × t_max, then sleeps the rest.
+#[derive(Debug, Clone, Copy)]
+struct Intensity {
+    share: f64,
+    start: std::time::Instant,
+}
+
+impl Intensity {
+    /// Checks `--intensity` (a fraction in (0, 1]; exit 2 naming it).
+    fn check(share: Option<f64>) -> crate::error::Result<()> {
+        match share {
+            Some(i) if !(i > 0.0 && i <= 1.0) => Err(crate::error::Error::Invalid(format!("--intensity {i}: a fraction in (0, 1]"))),
+            _ => Ok(()),
+        }
+    }
+
+    fn starting_now(share: f64) -> Intensity {
+        Intensity { share, start: std::time::Instant::now() }
+    }
+
+    /// After a unit of work: past the busy part of this quantum, sleep to the next one.
+    fn pace(&self) {
+        let quantum = irqlab_analysis::idletime::T_MAX_NS;
+        let into = self.start.elapsed().as_nanos() as u64 % quantum;
+        if into as f64 >= self.share * quantum as f64 {
+            std::thread::sleep(std::time::Duration::from_nanos(quantum - into));
+        }
+    }
+}
+
 /// Whether a worker should keep going.
 fn running(deadline: std::time::Instant, stop: &AtomicBool) -> bool {
     !stop.load(std::sync::atomic::Ordering::Relaxed) && std::time::Instant::now() < deadline

@@ -41,9 +41,6 @@ pub fn write_data_file(dir: &std::path::Path, name: &str, mib: usize) -> Result<
     Ok(path)
 }
 
-/// The dissertation's CPU quantum, t_max (§4.4.1).
-const QUANTUM_NS: u64 = 100_000_000;
-
 /// A zeroed buffer aligned for O_DIRECT.
 struct Aligned {
     ptr: *mut u8,
@@ -74,11 +71,7 @@ impl Drop for Aligned {
 impl Reads {
     /// Checks the block size and the file; an error names the flag.
     pub fn check(&self) -> Result<u64> {
-        if let Some(i) = self.intensity {
-            if !(i > 0.0 && i <= 1.0) {
-                return Err(Error::Invalid(format!("--intensity {i}: a fraction in (0, 1]")));
-            }
-        }
+        super::Intensity::check(self.intensity)?;
         if self.block == 0 || !self.block.is_multiple_of(ALIGN) || self.block > 64 << 20 {
             return Err(Error::Invalid(format!("--block {}: a multiple of {ALIGN} bytes up to 64 MiB", self.block)));
         }
@@ -103,6 +96,7 @@ impl Reads {
         let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(u64::from(std::process::id()));
         let deadline = super::deadline(duration_ns);
         let start = std::time::Instant::now();
+        let pacing = self.intensity.map(super::Intensity::starting_now);
         let (mut reads, mut next) = (0u64, 0u64);
         while super::running(deadline, stop) {
             let block = if self.sequential {
@@ -119,12 +113,8 @@ impl Reads {
             if self.gap_ns > 0 {
                 std::thread::sleep(Duration::from_nanos(self.gap_ns));
             }
-            if let Some(i) = self.intensity {
-                // Past the busy part of this quantum: sleep to the next one.
-                let into = start.elapsed().as_nanos() as u64 % QUANTUM_NS;
-                if into as f64 >= i * QUANTUM_NS as f64 {
-                    std::thread::sleep(Duration::from_nanos(QUANTUM_NS - into));
-                }
+            if let Some(p) = &pacing {
+                p.pace();
             }
         }
         let secs = start.elapsed().as_secs_f64().max(1e-9);

@@ -34,20 +34,13 @@ pub struct Sends {
     pub sndbuf: Option<usize>,
 }
 
-/// The dissertation's CPU quantum, t_max (§4.4.1).
-const QUANTUM_NS: u64 = 100_000_000;
-
 /// The largest UDP payload in one 1500-byte Ethernet frame.
 pub const UDP_PAYLOAD_MAX: usize = 1472;
 
 impl Sends {
     /// Checks the flags; an error names the flag (exit 2).
     pub fn check(&self) -> Result<()> {
-        if let Some(i) = self.intensity {
-            if !(i > 0.0 && i <= 1.0) {
-                return Err(Error::Invalid(format!("--intensity {i}: a fraction in (0, 1]")));
-            }
-        }
+        super::Intensity::check(self.intensity)?;
         let max = match self.protocol {
             Protocol::Udp => UDP_PAYLOAD_MAX,
             Protocol::Tcp => 1 << 20,
@@ -72,6 +65,7 @@ impl Sends {
         let buf = vec![0x5au8; self.size];
         let deadline = super::deadline(duration_ns);
         let start = std::time::Instant::now();
+        let pacing = self.intensity.map(super::Intensity::starting_now);
         let mut bytes = 0u64;
         while super::running(deadline, stop) {
             match send(&buf) {
@@ -80,11 +74,8 @@ impl Sends {
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::Interrupted | std::io::ErrorKind::ConnectionRefused) => {}
                 Err(e) => return Err(Error::io(format!("sending to {target}"), e)),
             }
-            if let Some(i) = self.intensity {
-                let into = start.elapsed().as_nanos() as u64 % QUANTUM_NS;
-                if into as f64 >= i * QUANTUM_NS as f64 {
-                    std::thread::sleep(Duration::from_nanos(QUANTUM_NS - into));
-                }
+            if let Some(p) = &pacing {
+                p.pace();
             }
         }
         let secs = start.elapsed().as_secs_f64().max(1e-9);
