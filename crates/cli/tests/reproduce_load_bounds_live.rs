@@ -95,16 +95,16 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
     let d = &doc["details"];
     let points = d["points"].as_array().unwrap();
     let setups = ["No flood", "Traditional", "Background", "Foreground", "Sporadic", "SCHED_DEADLINE"];
-    // Quick: 2 sweeps of 5 values of e2 per configuration, 1.5 s each.
+    // Quick: 2 sweeps of 5 values of e2 per configuration, 1 s each.
     assert_eq!(d["repeats"].as_u64(), Some(2));
     assert_eq!(points.len(), setups.len() * 2 * 5);
     for (i, p) in points.iter().enumerate() {
         let name = p["setup"].as_str().unwrap();
         assert_eq!(name, setups[i / 10], "reported in Table 1's order");
         assert_eq!(p["repeat"].as_u64(), Some((i % 10 / 5) as u64), "each sweep in e2's order");
-        assert_eq!((p["complete"].as_bool(), p["tau2_jobs"].as_u64(), p["tau1_polls"].as_u64()), (Some(true), Some(150), Some(150)), "{p}");
+        assert_eq!((p["complete"].as_bool(), p["tau2_jobs"].as_u64(), p["tau1_polls"].as_u64()), (Some(true), Some(100), Some(100)), "{p}");
         // The heartbeat arrives every 10 ms from host b.
-        assert!(p["heartbeats_sent"].as_u64().unwrap() >= 150, "{p}");
+        assert!(p["heartbeats_sent"].as_u64().unwrap() >= 100, "{p}");
         if name == "No flood" {
             assert_eq!(p["flood_sent"].as_u64(), Some(0));
         } else {
@@ -122,7 +122,7 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
     // With no flood and 3 ms of each period idle, tau1 finds its heartbeats
     // and tau2 its deadlines (up to the machine's own noise).
     let quiet = &points[0];
-    assert!(quiet["heartbeats_received"].as_u64().unwrap() >= 140, "{quiet}");
+    assert!(quiet["heartbeats_received"].as_u64().unwrap() >= 90, "{quiet}");
     // Work is calibrated: tau2 cannot fit 7.5 ms beside tau1's 2 ms and
     // the no-flood layout's noise every period, but does fit 1.5 ms.
     assert!(quiet["tau2_miss_pct"].as_f64().unwrap() < 5.0, "{quiet}");

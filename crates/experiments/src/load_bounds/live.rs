@@ -95,7 +95,7 @@ pub struct Config {
 impl Config {
     fn point_ns(&self) -> u64 {
         if self.quick {
-            1_500 * MS
+            1_000 * MS
         } else {
             3_000 * MS
         }

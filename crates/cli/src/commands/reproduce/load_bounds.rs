@@ -210,7 +210,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
          measured (about {} min)...",
         config.repeats(),
         live::Setup::ALL.len(),
-        if args.quick { 3 } else { 22 }
+        if args.quick { 3 } else { 29 }
     );
     let report = live::reproduce(&config, &stop, |stage| eprintln!("live: {stage}"), |p| eprintln!("  {}", point_line(p)))?;
     let d = &report.details;
