@@ -95,13 +95,16 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
     let d = &doc["details"];
     let points = d["points"].as_array().unwrap();
     let setups = ["No flood", "Traditional", "Background", "Foreground", "Sporadic", "SCHED_DEADLINE"];
-    assert_eq!(points.len(), setups.len() * 5);
+    // Quick: 2 sweeps of 5 values of e2 per configuration, 1 s each.
+    assert_eq!(d["repeats"].as_u64(), Some(2));
+    assert_eq!(points.len(), setups.len() * 2 * 5);
     for (i, p) in points.iter().enumerate() {
         let name = p["setup"].as_str().unwrap();
-        assert_eq!(name, setups[i / 5], "reported in Table 1's order");
-        assert_eq!((p["complete"].as_bool(), p["tau2_jobs"].as_u64(), p["tau1_polls"].as_u64()), (Some(true), Some(200), Some(200)), "{p}");
+        assert_eq!(name, setups[i / 10], "reported in Table 1's order");
+        assert_eq!(p["repeat"].as_u64(), Some((i % 10 / 5) as u64), "each sweep in e2's order");
+        assert_eq!((p["complete"].as_bool(), p["tau2_jobs"].as_u64(), p["tau1_polls"].as_u64()), (Some(true), Some(100), Some(100)), "{p}");
         // The heartbeat arrives every 10 ms from host b.
-        assert!(p["heartbeats_sent"].as_u64().unwrap() >= 200, "{p}");
+        assert!(p["heartbeats_sent"].as_u64().unwrap() >= 100, "{p}");
         if name == "No flood" {
             assert_eq!(p["flood_sent"].as_u64(), Some(0));
         } else {
@@ -119,16 +122,25 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
     // With no flood and 3 ms of each period idle, tau1 finds its heartbeats
     // and tau2 its deadlines (up to the machine's own noise).
     let quiet = &points[0];
-    assert!(quiet["heartbeats_received"].as_u64().unwrap() >= 190, "{quiet}");
+    assert!(quiet["heartbeats_received"].as_u64().unwrap() >= 90, "{quiet}");
     // Work is calibrated: tau2 cannot fit 7.5 ms beside tau1's 2 ms and
     // the no-flood layout's noise every period, but does fit 1.5 ms.
     assert!(quiet["tau2_miss_pct"].as_f64().unwrap() < 5.0, "{quiet}");
     let predictions = d["predictions"].as_array().unwrap();
     assert_eq!(predictions.len(), 5);
     for p in predictions {
-        let e2 = p["max_e2_ns"].as_u64().unwrap();
-        assert!(e2 <= 8_000_000, "no analysis gives tau2 more than 10 - e1: {p}");
+        for key in ["max_e2_ns", "machine_max_e2_ns"] {
+            assert!(p[key].as_u64().unwrap() <= 8_000_000, "no analysis gives tau2 more than 10 - e1: {p}");
+        }
     }
+    for s in d["summaries"].as_array().unwrap() {
+        assert_eq!(s["repeats"].as_array().unwrap().len(), 2, "{s}");
+        let (lo, hi) = (s["meets_up_to_range_ns"][0].as_u64().unwrap(), s["meets_up_to_range_ns"][1].as_u64().unwrap());
+        let median = s["meets_up_to_e2_ns"].as_u64().unwrap();
+        assert!(lo <= median && median <= hi, "{s}");
+    }
+    // Every other process's user-space threads were moved off the CPU.
+    assert!(d["sheltered"]["moved"].as_u64().unwrap() > 0, "{}", d["sheltered"]);
     let curves = &d["curves"];
     for c in ["idle", "traditional", "foreground", "traditional_driver", "foreground_driver"] {
         assert!(!curves[c]["points"].as_array().unwrap().is_empty(), "curve {c}");
@@ -164,7 +176,7 @@ fn ctrl_c_writes_the_partial_document_and_restores() {
     let doc = json(&json_path);
     assert_eq!(doc["complete"], false);
     let points = doc["details"]["points"].as_array().unwrap();
-    assert!(points.len() >= 5 && points.len() < 30, "the no-flood sweep done, then stopped: {}", points.len());
+    assert!(points.len() >= 5 && points.len() < 10, "the first no-flood sweep done, then stopped: {}", points.len());
     assert!(points.iter().all(|p| p["setup"] == "No flood" || p["setup"] == "SCHED_DEADLINE"));
     assert!(doc["rows"].as_array().unwrap().iter().all(|r| !r["holds"].is_boolean()), "an interrupted run judges nothing");
     assert_restored("Ctrl-C", &before);

@@ -19,6 +19,8 @@ const CONTROLLER: &str = "cpuset";
 /// The cgroup of the isolated CPU, and of the others.
 const ISOLATED: &str = "irqlab-dl";
 const REST: &str = "irqlab-rest";
+/// /proc/TID/stat's flag of a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// The CPU split off while this lives; dropping it (or [`RootDomain::restore`])
 /// puts everything back, newest change first.
@@ -75,22 +77,78 @@ impl RootDomain {
     /// domains after the split asynchronously; until then SCHED_DEADLINE is
     /// refused, so the change is retried for up to a second.
     pub fn run_deadline(&mut self, thread: &Thread, attr: SchedAttr) -> Result<()> {
+        let mut changes = self.deadline_changes(thread, attr)?;
+        self.changes.append(&mut changes);
+        Ok(())
+    }
+
+    /// As [`RootDomain::run_deadline`], the two changes handed to the
+    /// caller, who undoes them (newest first, by dropping them) while the
+    /// domain stays: one split for several layouts in turn.
+    pub fn deadline_changes(&self, thread: &Thread, attr: SchedAttr) -> Result<Vec<Applied>> {
         let member = Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() };
-        self.changes.push(journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?);
+        let mut changes = vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?];
         let mut tries = 0;
         loop {
             match journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr }) {
                 Ok(applied) => {
-                    self.changes.push(applied);
-                    return Ok(());
+                    changes.push(applied);
+                    return Ok(changes);
                 }
                 Err(Error::Invalid(_)) if tries < 20 => {
                     tries += 1;
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    while let Some(applied) = changes.pop() {
+                        drop(applied);
+                    }
+                    return Err(e);
+                }
             }
         }
+    }
+
+    /// Shields the isolated CPU: moves every user-space thread that may
+    /// run on every online CPU and sits in the cpuset root, except those of
+    /// process `keep`, into the other CPUs' cpuset (journalled, undone with
+    /// the rest), so that no other load reaches the CPU (through the fair
+    /// class's deadline server, say). Kernel threads and threads pinned on
+    /// purpose stay, as does a thread that exits or refuses meanwhile.
+    /// Returns the threads moved and those that stayed. Threads the moved
+    /// ones start meanwhile are born in the other CPUs' cpuset and go back
+    /// to the root when it is removed.
+    pub fn shelter_others(&mut self, keep: u32) -> Result<(usize, usize)> {
+        let all = crate::rt::format_cpu_list(&crate::rt::online_cpus()?);
+        let (mut moved, mut stayed) = (0, 0);
+        for thread in super::threads::all_threads() {
+            let task = format!("/proc/{}/task/{}", thread.tid, thread.tid);
+            let tgid = std::fs::read_to_string(format!("{task}/status")).ok().and_then(|status| {
+                let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_string);
+                Some((field("Tgid:")?.parse::<u32>().ok()?, field("Cpus_allowed_list:")? == all))
+            });
+            let kernel = std::fs::read_to_string(format!("{task}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse::<u64>().ok())
+                .is_none_or(|flags| flags & PF_KTHREAD != 0);
+            let Some((tgid, anywhere)) = tgid else { continue };
+            if kernel || tgid == keep {
+                continue;
+            }
+            if !anywhere || cgroup::of_thread(thread.tid, CONTROLLER).ok().as_deref() != Some("/") {
+                stayed += 1;
+                continue;
+            }
+            let member = Object::CgroupMember { thread, controller: CONTROLLER.into() };
+            match journal::apply(member, Value::Text { text: format!("/{REST}") }) {
+                Ok(applied) => {
+                    self.changes.push(applied);
+                    moved += 1;
+                }
+                Err(_) => stayed += 1,
+            }
+        }
+        Ok((moved, stayed))
     }
 
     /// Undoes every change, newest first.

@@ -206,20 +206,24 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     let n = config.e2_values().len();
     eprintln!(
-        "3 probe runs and {} live configurations x {n} values of e2 on the testbed, then the simulation with the costs measured (about {} min)...",
+        "3 probe runs and {} sweeps of {} live configurations x {n} values of e2 on the testbed, then the simulation with the costs \
+         measured (about {} min)...",
+        config.repeats(),
         live::Setup::ALL.len(),
-        if args.quick { 2 } else { 12 }
+        if args.quick { 3 } else { 29 }
     );
     let report = live::reproduce(&config, &stop, |stage| eprintln!("live: {stage}"), |p| eprintln!("  {}", point_line(p)))?;
     let d = &report.details;
     let mut details = format!(
         "live on CPU {} (host b's senders on CPU {}): UDP flood of {}-byte datagrams every {} us and a heartbeat every 10 ms from host b; \
-         {} s per point; work loop {:.0} iterations/us; the machine's own tau2 miss rate (no flood, 95% bound) {:.2}%\n",
+         {} s per point, {} sweeps per configuration in rounds; work loop {:.0} iterations/us; the machine's own tau2 miss rate (no \
+         flood, 95% bound) {:.2}%\n",
         d.cpu,
         d.sender_cpu,
         d.flood_payload,
         d.flood_interval_ns / 1_000,
         d.point_s,
+        d.repeats,
         d.calibration.iterations_per_us,
         d.noise_miss_pct
     );
@@ -236,7 +240,24 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         None => details.push_str("simulated with the paper's costs (no per-datagram cost was measured here)\n"),
     }
     for p in &d.predictions {
-        details.push_str(&format!("analysis, {}: no miss up to e2 = {:.2} ms ({})\n", p.setup, ms(p.max_e2_ns), p.model));
+        details.push_str(&format!("analysis, {}: no miss up to e2 = {:.2} ms ({})", p.setup, ms(p.max_e2_ns), p.model));
+        match p.machine_max_e2_ns {
+            Some(e) => details.push_str(&format!("; {:.2} ms with {} (compared)\n", ms(e), p.machine_model)),
+            None => details.push_str("; no curve for the machine's own interference (compared: the paper's)\n"),
+        }
+    }
+    for s in &d.summaries {
+        let limits: Vec<String> = s.repeats.iter().map(|r| format!("{:.1}", ms(r.meets_up_to_e2_ns))).collect();
+        details.push_str(&format!(
+            "{}: tau2 meets its deadlines up to e2 = {} ms per sweep; tau2 misses per sweep {:.0} (sd {:.0}), polls without a \
+             heartbeat per sweep {:.0} (sd {:.0})\n",
+            s.setup,
+            limits.join(" / "),
+            s.tau2_misses_per_sweep.mean,
+            s.tau2_misses_per_sweep.sd,
+            s.heartbeats_missed_per_sweep.mean,
+            s.heartbeats_missed_per_sweep.sd
+        ));
     }
     for p in &d.points {
         details.push_str(&point_line(p));
@@ -248,9 +269,10 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
 
 fn point_line(p: &live::Point) -> String {
     format!(
-        "{:<16} e2 {:>4.1} ms: tau2 missed {:>5.1}% ({} of {}), tau1 missed {}, heartbeats found in {} of {} polls, tau_D {:>5.1}% of the CPU \
-         (kthread {}), {:.0}% of sent taken in{}{}",
+        "{:<16} #{} e2 {:>4.1} ms: tau2 missed {:>5.1}% ({} of {}), tau1 missed {}, heartbeats found in {} of {} polls, tau_D {:>5.1}% of the CPU \
+         (kthread {}), {:.0}% of sent taken in, tau2's jobs took {} of CPU{}{}",
         p.setup.name(),
+        p.repeat + 1,
         ms(p.e2_ns),
         p.tau2_miss_pct,
         p.tau2_misses,
@@ -261,6 +283,7 @@ fn point_line(p: &live::Point) -> String {
         100.0 * p.tau_d_share.unwrap_or(f64::NAN),
         p.kthread_share.map_or("-".to_string(), |k| format!("{:.1}%", 100.0 * k)),
         p.processed_pct,
+        p.tau2_cpu_us.map_or("-".to_string(), |q| format!("{:.2}/{:.2}/{:.2} ms (p50/p99/max)", q.p50 / 1e3, q.p99 / 1e3, q.max / 1e3)),
         p.server_exhaustions.map_or(String::new(), |e| format!(", {e} exhaustions, reaction p99 {:.0} us", p.server_reaction_p99_us.unwrap_or(f64::NAN))),
         if p.complete { "" } else { " [incomplete]" }
     )
@@ -278,9 +301,9 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
         .y_label("% polls without a heartbeat")
         .y_range(0.0..100.0);
     for (i, setup) in live::Setup::ALL.iter().enumerate() {
-        let mine: Vec<&live::Point> = d.points.iter().filter(|p| p.setup == *setup).collect();
-        miss = miss.series(Series::line(setup.name(), mine.iter().map(|p| (ms(p.e2_ns), p.tau2_miss_pct)).collect()).color(i));
-        hb = hb.series(Series::line(setup.name(), mine.iter().map(|p| (ms(p.e2_ns), p.heartbeat_miss_pct)).collect()).color(i));
+        let pooled = live::pooled(&d.points, *setup);
+        miss = miss.series(Series::line(setup.name(), pooled.iter().map(|p| (ms(p.0), p.1)).collect()).color(i));
+        hb = hb.series(Series::line(setup.name(), pooled.iter().map(|p| (ms(p.0), p.2)).collect()).color(i));
         let live::Setup::Config(c) = setup else { continue };
         if let Some(sim) = d.simulated.as_ref().and_then(|s| s.configs.iter().find(|r| r.name == *c)) {
             let name = format!("{} (sim)", c.name());
@@ -303,7 +326,7 @@ fn html_live(report: &Report<live::Details>) -> Result<String, CliError> {
             d.kernel_note
         ))
         .section(Section::new("Paper, simulation and this machine").table(super::html_table(&report.rows)))
-        .section(Section::new("Configurations, live (Figs. 7-8)").svg(miss.to_svg().map_err(plot_err)?).svg(hb.to_svg().map_err(plot_err)?));
+        .section(Section::new("Configurations, live (Figs. 7-8; the repeated sweeps pooled per e2)").svg(miss.to_svg().map_err(plot_err)?).svg(hb.to_svg().map_err(plot_err)?));
     if let Some(c) = &d.curves {
         let mut plot = LinePlot::new("tau_D as tau2 sees it: the probe under the flood minus the idle floor, and the fits")
             .x_label("window (us)")
