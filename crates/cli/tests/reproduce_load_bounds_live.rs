@@ -113,6 +113,11 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
             assert!(p["tau_d_share"].as_f64().unwrap() > 0.005, "{p}");
             assert!(p["processed_pct"].as_f64().unwrap() > 0.0, "{p}");
         }
+        // Each job's CPU time was measured: at least the work asked (the
+        // loop's speed was calibrated here; 5% slack for its drift).
+        let e2_us = p["e2_ns"].as_f64().unwrap() / 1e3;
+        let (p50, max) = (p["tau2_cpu_us"]["p50"].as_f64().unwrap(), p["tau2_cpu_us"]["max"].as_f64().unwrap());
+        assert!(p50 >= 0.95 * e2_us && max >= p50, "{p}");
         // The sporadic server ran (the flood exhausts a 1 ms budget).
         assert_eq!(p["server_exhaustions"].as_u64().is_some(), name == "Sporadic", "{p}");
         if name == "Sporadic" {
@@ -138,11 +143,22 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
         let (lo, hi) = (s["meets_up_to_range_ns"][0].as_u64().unwrap(), s["meets_up_to_range_ns"][1].as_u64().unwrap());
         let median = s["meets_up_to_e2_ns"].as_u64().unwrap();
         assert!(lo <= median && median <= hi, "{s}");
+        let (lo, hi) = (s["sustained_up_to_range_ns"][0].as_u64().unwrap(), s["sustained_up_to_range_ns"][1].as_u64().unwrap());
+        let median = s["sustained_up_to_e2_ns"].as_u64().unwrap();
+        assert!(lo <= median && median <= hi, "{s}");
+        for r in s["repeats"].as_array().unwrap() {
+            // Misses that last to the end start after the first point past the noise.
+            assert!(r["sustained_up_to_e2_ns"].as_u64() >= r["meets_up_to_e2_ns"].as_u64(), "{r}");
+        }
     }
     // Every other process's user-space threads were moved off the CPU.
     assert!(d["sheltered"]["moved"].as_u64().unwrap() > 0, "{}", d["sheltered"]);
     let curves = &d["curves"];
-    for c in ["idle", "traditional", "foreground", "traditional_driver", "foreground_driver"] {
+    // The analysis's execution times: measured with no flood, one per swept e2.
+    let execution = &d["execution"];
+    assert!(execution["tau1_ns"].as_u64().unwrap() >= 1_900_000, "{execution}");
+    assert_eq!(execution["tau2_ns"].as_array().unwrap().len(), 5, "{execution}");
+    for c in ["idle", "traditional", "foreground", "deadline", "traditional_driver", "foreground_driver"] {
         assert!(!curves[c]["points"].as_array().unwrap().is_empty(), "curve {c}");
     }
     assert!(d["simulated"]["configs"].as_array().unwrap().len() >= 5);

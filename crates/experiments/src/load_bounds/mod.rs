@@ -634,7 +634,16 @@ pub fn predicted_max_e2(fit: &HyperbolaFit) -> Nanos {
 
 /// Largest e2 (to 10 us) with R2 ≤ d2 under `interference` (exact RTA).
 pub fn max_e2(interference: &dyn Fn(Nanos) -> Nanos) -> Nanos {
-    let ok = |e2: Nanos| response_time(PERIOD, e2, interference, &Horizon::for_task(PERIOD, PERIOD)).is_some_and(|r| r <= PERIOD);
+    max_e2_executing(&|e2| e2, interference)
+}
+
+/// Largest nominal e2 (to 10 us) whose job, taking `execution(e2)` of
+/// CPU (non-decreasing in e2), has R2 ≤ d2 under `interference` (exact
+/// RTA, eq. 3): for a τ2 whose measured execution time differs from the
+/// work asked of it.
+pub fn max_e2_executing(execution: &dyn Fn(Nanos) -> Nanos, interference: &dyn Fn(Nanos) -> Nanos) -> Nanos {
+    let ok =
+        |e2: Nanos| response_time(PERIOD, execution(e2), interference, &Horizon::for_task(PERIOD, PERIOD)).is_some_and(|r| r <= PERIOD);
     let step = 10_000;
     let (mut lo, mut hi) = (0, PERIOD / step); // ok(lo*step) holds; find the last.
     if !ok(step) {
