@@ -62,12 +62,14 @@ fn the_disk_experiment_runs_every_setup_beside_the_model() {
     assert_eq!(setups.iter().filter(|s| s.starts_with("idletime p = ")).count(), 5, "{setups:?}");
     for p in points.iter().filter(|p| p["p_ns"].is_u64()) {
         assert!(p["model_background_per_s"].is_number() && p["gate_open_fraction"].is_number(), "{p}");
+        assert!(p["measured_model_background_per_s"].is_number(), "the prediction with measured inputs: {p}");
     }
     // The gate held the background back more as p grew past the foreground's idle gap.
     let open = |label: &str| points.iter().find(|p| p["setup"] == label).unwrap()["gate_open_fraction"].as_f64().unwrap();
     assert!(open("idletime p = 80ms") < open("idletime p = 1ms"), "{points:?}");
     let rows = doc["rows"].as_array().unwrap();
     assert!(rows.iter().any(|r| r["metric"].as_str().unwrap().contains("model within 15%")), "{rows:?}");
+    assert!(rows.iter().any(|r| r["metric"].as_str().unwrap().contains("model with measured inputs within 15%")), "{rows:?}");
     assert!(rows.iter().all(|r| r["live"].is_number()), "every row has its live value");
     assert_eq!(scheduler(), before, "the I/O scheduler is back");
     assert!(idletime_entries().is_empty(), "{:?}", idletime_entries());

@@ -117,9 +117,16 @@ impl Intensity {
 
     /// After a unit of work: past the busy part of this quantum, sleep to the next one.
     fn pace(&self) {
+        self.pace_then(|| {});
+    }
+
+    /// `pace`, calling `burst_over` when this quantum's busy part is over,
+    /// before the sleep.
+    fn pace_then(&self, burst_over: impl FnOnce()) {
         let quantum = irqlab_analysis::idletime::T_MAX_NS;
         let into = self.start.elapsed().as_nanos() as u64 % quantum;
         if into as f64 >= self.share * quantum as f64 {
+            burst_over();
             std::thread::sleep(std::time::Duration::from_nanos(quantum - into));
         }
     }

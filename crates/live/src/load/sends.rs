@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::testbed::{Side, Testbed};
 use std::io::Write;
 use std::net::{SocketAddrV4, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -61,12 +62,17 @@ impl Sends {
         self.check()?;
         let bed = Testbed::up()?;
         let target = SocketAddrV4::new(bed.host_addr(self.to), self.port);
-        let mut send = self.sender(target)?;
+        let (mut send, fd) = self.sender(target)?;
         let buf = vec![0x5au8; self.size];
         let deadline = super::deadline(duration_ns);
         let start = std::time::Instant::now();
         let pacing = self.intensity.map(super::Intensity::starting_now);
         let mut bytes = 0u64;
+        // Bytes in the socket each time a burst ended (SIOCOUTQ): for TCP
+        // the data unsent or unacknowledged, which the link still carries
+        // after the sender sleeps; for UDP the memory of the datagrams the
+        // device has not yet sent.
+        let mut left: Vec<u64> = Vec::new();
         while super::running(deadline, stop) {
             match send(&buf) {
                 Ok(n) => bytes += n as u64,
@@ -75,12 +81,21 @@ impl Sends {
                 Err(e) => return Err(Error::io(format!("sending to {target}"), e)),
             }
             if let Some(p) = &pacing {
-                p.pace();
+                p.pace_then(|| left.extend(outq(fd)));
             }
         }
         let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let at_burst_end = match left.len() {
+            0 => String::new(),
+            n => format!(
+                "; {:.1} KB left in the socket at a burst's end (mean of {n}; {:.1}-{:.1})",
+                left.iter().sum::<u64>() as f64 / n as f64 / 1e3,
+                left.iter().min().copied().unwrap_or(0) as f64 / 1e3,
+                left.iter().max().copied().unwrap_or(0) as f64 / 1e3
+            ),
+        };
         let detail = format!(
-            "{} to {target} through {}{}, {:.2} Mb/s sent",
+            "{} to {target} through {}{}, {:.2} Mb/s sent{at_burst_end}",
             match self.protocol {
                 Protocol::Udp => format!("{}-byte UDP datagrams", self.size),
                 Protocol::Tcp => format!("TCP writes of {} bytes", self.size),
@@ -92,24 +107,36 @@ impl Sends {
         Ok((bytes, "bytes", detail))
     }
 
-    /// A blocking send of one buffer to `target`.
+    /// A blocking send of one buffer to `target`, and the socket's descriptor
+    /// (valid while the sender lives).
     #[allow(clippy::type_complexity)]
-    fn sender(&self, target: SocketAddrV4) -> Result<Box<dyn FnMut(&[u8]) -> std::io::Result<usize>>> {
+    fn sender(&self, target: SocketAddrV4) -> Result<(Box<dyn FnMut(&[u8]) -> std::io::Result<usize>>, RawFd)> {
         let io = |what: &str, e| Error::io(format!("{what} {target}"), e);
         Ok(match self.protocol {
             Protocol::Udp => {
                 let socket = UdpSocket::bind("0.0.0.0:0").map_err(|e| io("a UDP socket for", e))?;
                 self.set_sndbuf(&socket)?;
                 socket.connect(target).map_err(|e| io("connecting to", e))?;
-                Box::new(move |b| socket.send(b))
+                let fd = socket.as_raw_fd();
+                (Box::new(move |b| socket.send(b)), fd)
             }
             Protocol::Tcp => {
                 let mut stream = TcpStream::connect_timeout(&target.into(), Duration::from_secs(2)).map_err(|e| io("connecting to", e))?;
                 self.set_sndbuf(&stream)?;
-                Box::new(move |b| stream.write_all(b).map(|()| b.len()))
+                let fd = stream.as_raw_fd();
+                (Box::new(move |b| stream.write_all(b).map(|()| b.len())), fd)
             }
         })
     }
+}
+
+/// SIOCOUTQ: the bytes a TCP socket holds that its peer has not
+/// acknowledged; for UDP the memory of the datagrams not yet sent.
+fn outq(fd: RawFd) -> Option<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int; `fd` is a socket of this process.
+    let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
+    (rc == 0 && n >= 0).then_some(n as u64)
 }
 
 impl Sends {

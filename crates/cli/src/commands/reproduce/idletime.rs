@@ -243,11 +243,20 @@ fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
     );
     for p in &part.points {
         let model = match (p.model_foreground_per_s, p.model_background_per_s) {
-            (Some(f), Some(b)) => format!(" (model {f:.1} / {b:.1})"),
+            (Some(f), Some(b)) => format!(
+                " (model {f:.1} / {b:.1}; background with measured inputs {})",
+                p.measured_model_background_per_s.map_or("-".into(), |m| format!("{m:.1}"))
+            ),
             _ => String::new(),
         };
+        let p50 = |v: Option<u64>| v.map_or("-".into(), format_ns);
         let gate = p.gate_open_fraction.map_or(String::new(), |g| {
-            format!(", gate open {:.0}%, close reaction p50 {}", g * 100.0, p.gate_close_reaction_p50_ns.map_or("-".into(), format_ns))
+            format!(
+                ", gate open {:.0}%, close reaction p50 {}, open lateness p50 {}",
+                g * 100.0,
+                p50(p.gate_close_reaction_p50_ns),
+                p50(p.gate_open_lateness_p50_ns)
+            )
         });
         text.push_str(&format!(
             "{} i={:.0}% {:<22} foreground {:>7.1} {u} ({:.0}% of r(i)), background {:>7.1} {u}{model}{gate}\n",
