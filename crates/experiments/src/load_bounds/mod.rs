@@ -552,10 +552,13 @@ fn curve_cases(raw: &[Option<Curve>]) -> Vec<CurveCase> {
         .collect()
 }
 
+/// τ1's receive of the heartbeat (the scenarios' tau1).
+pub(crate) const TAU1_RECEIVE_NS: Nanos = 2_000;
+
 /// Demand of τ1 (eq. 4): its job is the 2 us receive + 2 ms of
 /// computation (the scenarios' tau1).
 pub(crate) fn tau1_demand(window: Nanos) -> Nanos {
-    periodic_demand(DemandBound::Traditional, PERIOD, E1 + 2_000, window)
+    periodic_demand(DemandBound::Traditional, PERIOD, E1 + TAU1_RECEIVE_NS, window)
 }
 
 /// Interference on τ2 by the analysis: τ1 (eq. 4, e1 plus its receive

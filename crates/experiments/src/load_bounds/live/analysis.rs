@@ -119,7 +119,7 @@ impl Execution {
     /// τ1's demand in a window (eq. 4) with its measured execution time
     /// and its receive, as [`tau1_demand`] has the nominal one.
     pub fn tau1_demand(&self, window: Nanos) -> Nanos {
-        periodic_demand(DemandBound::Traditional, PERIOD, self.tau1_ns + (tau1_demand(PERIOD) - E1), window)
+        periodic_demand(DemandBound::Traditional, PERIOD, self.tau1_ns + TAU1_RECEIVE_NS, window)
     }
 }
 

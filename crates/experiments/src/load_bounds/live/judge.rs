@@ -97,14 +97,12 @@ pub struct Summary {
 /// The largest swept e2 at and below which every point missed no more
 /// than the machine's own rate explains.
 pub(super) fn meets_up_to(points: &[&Point], noise_rate: f64) -> Option<Nanos> {
-    let mut last = None;
-    for p in points {
-        if p.tau2_misses > allowed_misses(p.tau2_jobs, noise_rate) {
-            break;
-        }
-        last = Some(p.e2_ns);
-    }
-    last
+    points.iter().take_while(|p| !past_noise(p, noise_rate)).last().map(|p| p.e2_ns)
+}
+
+/// τ2 missed more at this point than the machine's own rate explains.
+fn past_noise(p: &Point, noise_rate: f64) -> bool {
+    p.tau2_misses > allowed_misses(p.tau2_jobs, noise_rate)
 }
 
 /// The live limit compared with the analysis: the largest swept e2 before
@@ -118,8 +116,7 @@ pub(super) fn meets_up_to(points: &[&Point], noise_rate: f64) -> Option<Nanos> {
 /// sweep does not describe. [`meets_up_to`], which any such point ends,
 /// is reported beside it.
 pub(super) fn sustained_limit(points: &[&Point], noise_rate: f64) -> Nanos {
-    let fails = |p: &&Point| p.tau2_misses > allowed_misses(p.tau2_jobs, noise_rate);
-    let tail = points.iter().rev().take_while(|p| fails(p)).count();
+    let tail = points.iter().rev().take_while(|p| past_noise(p, noise_rate)).count();
     match points.len() - tail {
         0 => 0,
         met => points[met - 1].e2_ns,

@@ -41,7 +41,7 @@
 //! idle) and runs τ1 and τ2 at their measured execution times
 //! ([`Execution`]).
 
-use super::{max_e2, max_e2_executing, predicted_max_e2, tau1_demand, Configuration, PERIOD};
+use super::{max_e2, max_e2_executing, predicted_max_e2, tau1_demand, Configuration, PERIOD, TAU1_RECEIVE_NS};
 use crate::report::{Report, Row};
 use irqlab_analysis::curve::{Curve, CurvePoint, FloorPoint};
 use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
@@ -54,6 +54,7 @@ use irqlab_live::control::sched::SchedAttr;
 use irqlab_live::control::sporadic::{self, ServerReport, SporadicParams};
 use irqlab_live::control::threads::Thread;
 use irqlab_live::error::{Error, Result};
+use irqlab_live::latency::stats::LatencyStats;
 use irqlab_live::player::{self, Calibration};
 use irqlab_live::probe;
 use irqlab_live::rt;
@@ -256,12 +257,10 @@ pub struct Quantiles {
 }
 
 impl Quantiles {
-    /// Of `ns`, in us; `None` when empty.
-    fn of_ns(ns: &[u64]) -> Option<Quantiles> {
-        let mut v = ns.to_vec();
-        v.sort_unstable();
-        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
-        (!v.is_empty()).then(|| Quantiles { p50: at(0.5), p99: at(0.99), max: at(1.0) })
+    /// Of `stats`, in us; `None` when empty.
+    fn of(stats: &LatencyStats) -> Option<Quantiles> {
+        let us = |ns: Option<u64>| ns.map(|v| v as f64 / 1e3);
+        Some(Quantiles { p50: us(stats.quantile_ns(0.5))?, p99: us(stats.quantile_ns(0.99))?, max: us(stats.max_ns())? })
     }
 }
 
@@ -391,14 +390,14 @@ struct Place<'a> {
 }
 
 /// A periodic task's run: jobs due, missed, heartbeats received.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Periodic {
     jobs: u64,
     misses: u64,
     received: u64,
     /// Each finished job's CPU time (the kernel's charge to the thread:
     /// its work and what interrupts landed in it), ns.
-    cpu_ns: Vec<u64>,
+    cpu_ns: LatencyStats,
 }
 
 /// A SCHED_FIFO task on `focus`: jobs of `exec_ns` of calibrated work
@@ -441,7 +440,7 @@ fn periodic(place: &Place, priority: u8, exec_ns: Nanos, start_ns: u64, duration
             break;
         }
         done += 1;
-        out.cpu_ns.push(rt::thread_cpu_ns() - cpu_start);
+        out.cpu_ns.record(rt::thread_cpu_ns() - cpu_start);
         out.misses += u64::from(rt::monotonic_ns() > release + PERIOD);
     }
     out.misses += due - done;
@@ -649,8 +648,8 @@ fn run_point(setup: Setup, layout: &Layout, place: &Place, e2: Nanos, duration_n
             kthread_run,
             server_exhaustions: exhaustions,
             server_reaction_p99_us: reaction,
-            tau1_cpu_us: Quantiles::of_ns(&tau1.cpu_ns),
-            tau2_cpu_us: Quantiles::of_ns(&tau2.cpu_ns),
+            tau1_cpu_us: Quantiles::of(&tau1.cpu_ns),
+            tau2_cpu_us: Quantiles::of(&tau2.cpu_ns),
             complete: tau2.jobs > 0 && !stop.load(Ordering::SeqCst),
         })
     })
