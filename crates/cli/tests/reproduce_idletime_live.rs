@@ -57,6 +57,13 @@ fn the_disk_experiment_runs_every_setup_beside_the_model() {
     assert_eq!(baseline.len(), 5);
     assert!(baseline.iter().all(|p| p[1].as_f64().unwrap() > 50.0), "every intensity read: {baseline:?}");
     let points = d["points"].as_array().unwrap();
+    // Every setup ran once per round, and the foreground alone at the start of each.
+    let rounds = doc["details"]["rounds"].as_u64().unwrap() as usize;
+    assert!(rounds >= 2, "{rounds}");
+    assert!(points.iter().all(|p| p["foreground_runs"].as_array().unwrap().len() == rounds), "{points:?}");
+    assert!(points.iter().filter(|p| p["p_ns"].is_u64()).all(|p| p["foreground_share_se"].is_number()), "{points:?}");
+    let alone = d["alone"].as_array().unwrap();
+    assert_eq!(alone[0][1].as_array().unwrap().len(), rounds + 1, "r(i)'s run and one per round: {alone:?}");
     let setups: Vec<&str> = points.iter().map(|p| p["setup"].as_str().unwrap()).collect();
     assert!(setups.contains(&"no control") && setups.contains(&"BFQ idle class"), "{setups:?}");
     assert_eq!(setups.iter().filter(|s| s.starts_with("idletime p = ")).count(), 5, "{setups:?}");
@@ -91,6 +98,13 @@ fn check_network_part(n: &serde_json::Value, rows: &[serde_json::Value]) {
     let points = n["points"].as_array().unwrap();
     assert_eq!(points.iter().filter(|p| p["p_ns"].is_u64()).count(), 6, "{points:?}");
     let name = n["name"].as_str().unwrap();
+    // A TCP foreground's round-trip time, the landmark its checks start from.
+    if name.contains("tcp") {
+        let rtt = n["tcp_rtt_ns"].as_f64().unwrap();
+        assert!(rtt > 10_000.0 && rtt < 100_000_000.0, "{name}: RTT {rtt} ns");
+    } else {
+        assert!(n["tcp_rtt_ns"].is_null(), "{name}");
+    }
     assert!(rows.iter().any(|r| r["metric"].as_str().unwrap().starts_with(&format!("{name} i=30%"))), "{name}: {rows:?}");
 }
 

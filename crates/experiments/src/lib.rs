@@ -47,6 +47,7 @@ pub mod bh_threshold;
 pub mod idletime;
 pub mod load_bounds;
 pub mod process_aware;
+pub mod repeats;
 pub mod report;
 
 pub use report::{Report, Row, SCHEMA};

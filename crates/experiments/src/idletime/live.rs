@@ -21,6 +21,7 @@
 //! queue the gate cannot reach, as the NIC's transmit ring was below the
 //! dissertation's scheduler.
 
+use crate::repeats::Spread;
 use crate::report::{Report, Row};
 use irqlab_analysis::idletime::{self as model, BaselineTable, ModelParams, ServiceTime, T_MAX_NS};
 use irqlab_analysis::{format_ns, Nanos};
@@ -47,18 +48,27 @@ pub struct Config {
     pub net: bool,
 }
 
-/// One run of the two processes.
+/// One setup at one foreground intensity: its runs, one per round, and
+/// their means.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
     pub setup: String,
     pub intensity: f64,
     pub p_ns: Option<Nanos>,
+    /// Means over the runs.
     pub foreground_per_s: f64,
     pub background_per_s: f64,
-    /// Foreground throughput over r(i) measured alone.
+    /// Each round's run.
+    pub foreground_runs: Vec<f64>,
+    pub background_runs: Vec<f64>,
+    /// The foreground's mean over r(i), the mean of its runs alone at i.
     pub foreground_share: f64,
+    /// The standard error of that share (the runs' spread and the runs
+    /// alone's); `None` from a single run.
+    pub foreground_share_se: Option<f64>,
     pub model_foreground_per_s: Option<f64>,
     pub model_background_per_s: Option<f64>,
+    /// Means over the runs of each run's figure.
     pub gate_open_fraction: Option<f64>,
     pub gate_close_reaction_p50_ns: Option<u64>,
     /// From the interval's end to the gate open (p50).
@@ -79,10 +89,20 @@ pub struct Part {
     /// The device and the workload.
     pub setup: String,
     pub unit: String,
-    /// r(i): (intensity, throughput) of the foreground alone.
+    /// r(i): (intensity, throughput) of the foreground alone, the model's
+    /// input; at the intensities the setups run at, the mean of every run
+    /// alone there ([`Part::alone`]).
     pub baseline: Vec<(f64, f64)>,
+    /// The foreground's runs alone at the setups' intensities: r(i)'s own
+    /// first, then one at the start of each round.
+    pub alone: Vec<(f64, Vec<f64>)>,
     pub r_max: f64,
     pub service_ns: f64,
+    /// A TCP foreground's smoothed round-trip time, the mean over its runs
+    /// alone at the setups' intensities: the dissertation's landmark for
+    /// TCP (ineffective below the RTT, §6.2.2.1), where the service time is
+    /// the UDP's and the disk's.
+    pub tcp_rtt_ns: Option<f64>,
     pub background_alone_per_s: f64,
     pub points: Vec<Point>,
 }
@@ -91,6 +111,9 @@ pub struct Part {
 pub struct Details {
     pub disk: disk::Disk,
     pub seconds_per_run: f64,
+    /// Every setup runs once per round; the rounds are interleaved so a
+    /// drift of the host's disk or link reaches the baseline and every setup.
+    pub rounds: usize,
     pub parts: Vec<Part>,
     pub notes: Vec<String>,
 }
@@ -118,8 +141,14 @@ fn load(cfg: &Config, args: &[&str], seconds: f64) -> Result<Child> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| Error::io(format!("starting {} load", cfg.exe.display()), e))
 }
 
-/// Work per second a load process reported, times `scale`.
-fn per_s(child: Child, scale: f64) -> Result<f64> {
+/// What a load process reported: its work per second, times `scale`,
+/// and for a TCP sender the connection's smoothed round-trip time.
+struct Done {
+    per_s: f64,
+    tcp_rtt_us: Option<f64>,
+}
+
+fn finished(child: Child, scale: f64) -> Result<Done> {
     let out = child.wait_with_output().map_err(|e| Error::io("waiting for a load process", e))?;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
         let why = String::from_utf8_lossy(&out.stderr);
@@ -133,7 +162,12 @@ fn per_s(child: Child, scale: f64) -> Result<f64> {
     if elapsed <= 0.0 {
         return Err(Error::Failed(format!("a load process reported no time: {doc}")));
     }
-    Ok(scale * work / (elapsed / 1e9))
+    Ok(Done { per_s: scale * work / (elapsed / 1e9), tcp_rtt_us: doc["tcp_rtt_us"].as_f64() })
+}
+
+/// Work per second a load process reported, times `scale`.
+fn per_s(child: Child, scale: f64) -> Result<f64> {
+    Ok(finished(child, scale)?.per_s)
 }
 
 /// BFQ's idle class for process `pid` (ioprio_set, IOPRIO_CLASS_IDLE).
@@ -226,25 +260,21 @@ impl Bench<'_> {
         Ok((per_s(fg, w.scale)?, per_s(bg, w.scale)?, report))
     }
 
-    /// r(i), the background alone, then every setup at each foreground intensity.
+    /// r(i), the background alone, then the rounds: in each, at each
+    /// foreground intensity, the foreground alone and every setup.
     fn part(&self, w: &Workload, progress: &mut dyn FnMut(&str)) -> Result<Part> {
         let quick = self.cfg.quick;
         let intensities: Vec<f64> = if quick { vec![0.1, 0.3, 0.5, 0.7, 1.0] } else { (1..=10).map(|k| f64::from(k) / 10.0).collect() };
-        let mut baseline = Vec::new();
+        let mut curve = Vec::new();
         for &i in &intensities {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
             progress(&format!("{}: baseline, the foreground alone at intensity {:.0}%", w.name, i * 100.0));
-            baseline.push((i, per_s(self.start(&w.fg_args, Some(i))?, w.scale)?));
+            curve.push((i, per_s(self.start(&w.fg_args, Some(i))?, w.scale)?));
         }
         progress(&format!("{}: the background alone", w.name));
         let background_alone_per_s = per_s(self.start(&w.bg_args, None)?, w.scale)?;
-        let table = BaselineTable { name: w.setup.clone(), unit: w.unit.into(), points: baseline.clone() };
-        let r_max = table.r_max();
-        let service = ServiceTime::Fixed((1e9 / (r_max * w.requests_per_unit).max(1e-9)).round() as Nanos);
-        let params = ModelParams { service, t_max_ns: T_MAX_NS, alpha: 1.0 };
-        let service_ns = params.service_ns(&table);
         let mut setups: Vec<(String, Setup)> = vec![("no control".into(), Setup::NoControl)];
         setups.extend(w.anchors.iter().map(|&(n, s)| (n.to_string(), s)));
         setups.extend(
@@ -252,57 +282,159 @@ impl Bench<'_> {
                 .into_iter()
                 .map(|p| (format!("idletime p = {}", if p == 0 { "0".into() } else { format_ns(p) }), Setup::Idletime(p))),
         );
-        let mut points = Vec::new();
         let fg_intensities: &[f64] = if quick { &[0.3] } else { &[0.3, 0.6] };
-        'sweep: for &i in fg_intensities {
-            let r_i = table.r(i);
-            for (name, setup) in &setups {
+        let mut alone: Vec<(f64, Vec<f64>)> =
+            fg_intensities.iter().map(|&i| (i, curve.iter().filter(|c| c.0 == i).map(|c| c.1).collect())).collect();
+        let mut runs = Vec::new();
+        let mut rtts_us = Vec::new();
+        let rounds = rounds(quick);
+        'rounds: for round in 1..=rounds {
+            for (k, &i) in fg_intensities.iter().enumerate() {
+                let at = |what: &str| format!("{} round {round}/{rounds}, intensity {:.0}%: {what}", w.name, i * 100.0);
                 if self.stop.load(Ordering::SeqCst) {
-                    break 'sweep;
+                    break 'rounds;
                 }
-                progress(&format!("{} intensity {:.0}%: {name}", w.name, i * 100.0));
-                let _bfq = match setup {
-                    Setup::BfqIdle => Some(bfq_on(&w.spec)?),
-                    _ => None,
-                };
-                let (fg, bg, report) = self.pair(w, i, *setup)?;
-                let p_ns = match setup {
-                    Setup::Idletime(p) => Some(*p),
-                    _ => None,
-                };
-                let close_p50 = report.as_ref().and_then(|r| r.gate.close_reaction.as_ref().and_then(|s| s.p50_ns));
-                let open_p50 = report.as_ref().and_then(|r| r.gate.open_lateness.as_ref().and_then(|s| s.p50_ns));
-                points.push(Point {
-                    setup: name.clone(),
-                    intensity: i,
-                    p_ns,
-                    foreground_per_s: fg,
-                    background_per_s: bg,
-                    foreground_share: if r_i > 0.0 { fg / r_i } else { 0.0 },
-                    model_foreground_per_s: p_ns.map(|p| model::foreground_throughput(&table, &params, i, p)),
-                    model_background_per_s: p_ns.map(|p| model::background_throughput(&table, &params, i, p)),
-                    gate_open_fraction: report.as_ref().map(|r| r.gate.open_fraction),
-                    gate_close_reaction_p50_ns: close_p50,
-                    gate_open_lateness_p50_ns: open_p50,
-                    measured_model_background_per_s: p_ns.map(|p| {
-                        let gate = GateReaction { open_ns: open_p50.unwrap_or(0), close_ns: close_p50.unwrap_or(0) };
-                        measured_background(&table, &params, i, p, background_alone_per_s, gate)
-                    }),
-                });
+                progress(&at("the foreground alone"));
+                let done = finished(self.start(&w.fg_args, Some(i))?, w.scale)?;
+                alone[k].1.push(done.per_s);
+                rtts_us.extend(done.tcp_rtt_us);
+                for (index, (name, setup)) in setups.iter().enumerate() {
+                    if self.stop.load(Ordering::SeqCst) {
+                        break 'rounds;
+                    }
+                    progress(&at(name));
+                    let _bfq = match setup {
+                        Setup::BfqIdle => Some(bfq_on(&w.spec)?),
+                        _ => None,
+                    };
+                    let (fg, bg, report) = self.pair(w, i, *setup)?;
+                    runs.push(Run {
+                        intensity: i,
+                        setup: index,
+                        fg,
+                        bg,
+                        open_fraction: report.as_ref().map(|r| r.gate.open_fraction),
+                        close_p50_ns: report.as_ref().and_then(|r| r.gate.close_reaction.as_ref().and_then(|s| s.p50_ns)),
+                        open_p50_ns: report.as_ref().and_then(|r| r.gate.open_lateness.as_ref().and_then(|s| s.p50_ns)),
+                    });
+                }
             }
         }
+        let table = BaselineTable { name: w.setup.clone(), unit: w.unit.into(), points: with_means(&curve, &alone) };
+        let r_max = table.r_max();
+        let service = ServiceTime::Fixed((1e9 / (r_max * w.requests_per_unit).max(1e-9)).round() as Nanos);
+        let params = ModelParams { service, t_max_ns: T_MAX_NS, alpha: 1.0 };
+        let points = points_of(&runs, &setups, &alone, &table, &params, background_alone_per_s);
         Ok(Part {
             resource: w.resource().into(),
             name: w.name.into(),
             setup: w.setup.clone(),
             unit: w.unit.into(),
-            baseline,
+            baseline: table.points.clone(),
+            alone,
             r_max,
-            service_ns,
+            service_ns: params.service_ns(&table),
+            tcp_rtt_ns: (!rtts_us.is_empty()).then(|| Spread::of(&rtts_us).mean * 1e3),
             background_alone_per_s,
             points,
         })
     }
+}
+
+/// How many times each setup runs (each a round; quick: two, so that a
+/// quick run has a spread too).
+pub fn rounds(quick: bool) -> usize {
+    if quick {
+        2
+    } else {
+        3
+    }
+}
+
+/// One run of the two processes under one setup.
+#[derive(Debug, Clone)]
+struct Run {
+    intensity: f64,
+    /// Index into the setups.
+    setup: usize,
+    fg: f64,
+    bg: f64,
+    open_fraction: Option<f64>,
+    close_p50_ns: Option<u64>,
+    open_p50_ns: Option<u64>,
+}
+
+/// r(i) for the model: the curve, with each intensity the setups ran at
+/// replaced by the mean of every run alone there.
+fn with_means(curve: &[(f64, f64)], alone: &[(f64, Vec<f64>)]) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = curve.to_vec();
+    for (i, runs) in alone.iter().filter(|(_, runs)| !runs.is_empty()) {
+        let mean = Spread::of(runs).mean;
+        match points.iter_mut().find(|p| p.0 == *i) {
+            Some(p) => p.1 = mean,
+            None => points.push((*i, mean)),
+        }
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}
+
+/// The runs grouped by intensity and setup (in the order they ran), their
+/// means, and the model's predictions beside them.
+fn points_of(
+    runs: &[Run],
+    setups: &[(String, Setup)],
+    alone: &[(f64, Vec<f64>)],
+    table: &BaselineTable,
+    params: &ModelParams,
+    background_alone_per_s: f64,
+) -> Vec<Point> {
+    let mut keys: Vec<(u64, usize)> = Vec::new();
+    for r in runs {
+        let key = (r.intensity.to_bits(), r.setup);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(bits, index)| {
+            let i = f64::from_bits(bits);
+            let these: Vec<&Run> = runs.iter().filter(|r| r.intensity == i && r.setup == index).collect();
+            let (fg, bg): (Vec<f64>, Vec<f64>) = these.iter().map(|r| (r.fg, r.bg)).unzip();
+            let (fg_spread, bg_spread) = (Spread::of(&fg), Spread::of(&bg));
+            let base = alone.iter().find(|a| a.0 == i).map_or_else(|| Spread::of(&[table.r(i)]), |a| Spread::of(&a.1));
+            let mean_of = |f: &dyn Fn(&Run) -> Option<f64>| {
+                let v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
+                (!v.is_empty()).then(|| Spread::of(&v).mean)
+            };
+            let close_p50 = mean_of(&|r| r.close_p50_ns.map(|n| n as f64)).map(|n| n.round() as u64);
+            let open_p50 = mean_of(&|r| r.open_p50_ns.map(|n| n as f64)).map(|n| n.round() as u64);
+            let p_ns = match setups[index].1 {
+                Setup::Idletime(p) => Some(p),
+                _ => None,
+            };
+            Point {
+                setup: setups[index].0.clone(),
+                intensity: i,
+                p_ns,
+                foreground_per_s: fg_spread.mean,
+                background_per_s: bg_spread.mean,
+                foreground_share: if base.mean > 0.0 { fg_spread.mean / base.mean } else { 0.0 },
+                foreground_share_se: fg_spread.ratio_se(&base),
+                foreground_runs: fg,
+                background_runs: bg,
+                model_foreground_per_s: p_ns.map(|p| model::foreground_throughput(table, params, i, p)),
+                model_background_per_s: p_ns.map(|p| model::background_throughput(table, params, i, p)),
+                gate_open_fraction: mean_of(&|r| r.open_fraction),
+                gate_close_reaction_p50_ns: close_p50,
+                gate_open_lateness_p50_ns: open_p50,
+                measured_model_background_per_s: p_ns.map(|p| {
+                    let gate = GateReaction { open_ns: open_p50.unwrap_or(0), close_ns: close_p50.unwrap_or(0) };
+                    measured_background(table, params, i, p, background_alone_per_s, gate)
+                }),
+            }
+        })
+        .collect()
 }
 
 /// How late the real gate follows the decisions (p50s of one run).
@@ -502,7 +634,7 @@ pub fn reproduce(cfg: &Config, stop: &AtomicBool, mut progress: impl FnMut(&str)
             .into(),
         format!("network: {LINK_QDISC} on irqlab-a (the link), senders' SO_SNDBUF {SNDBUF}; a UDP and a TCP foreground, each against a greedy UDP background"),
     ];
-    let details = Details { disk, seconds_per_run: bench.seconds, parts, notes };
+    let details = Details { disk, seconds_per_run: bench.seconds, rounds: rounds(cfg.quick), parts, notes };
     Ok(Report::new("idletime", cfg.quick, complete, 0, rows, details))
 }
 
@@ -539,13 +671,34 @@ fn relations(part: &Part) -> Vec<Row> {
         let at: Vec<&Point> = points.iter().filter(|p| p.intensity == i).collect();
         let s_i = (1.0 - i) * T_MAX_NS as f64;
         let pct = i * 100.0;
-        let effective: Vec<&&Point> = at.iter().filter(|p| p.p_ns.is_some_and(|p| p as f64 >= service_ns)).collect();
+        // The dissertation's landmark: idletime is ineffective below the
+        // service time, and for a TCP foreground below its round-trip time
+        // (§6.2.2.1: its pauses for ACKs end the interval inside a burst).
+        let landmark_ns = part.tcp_rtt_ns.map_or(service_ns, |rtt| rtt.max(service_ns));
+        for p in at.iter().filter(|p| p.p_ns.is_some_and(|p| p as f64 >= service_ns && (p as f64) < landmark_ns)) {
+            rows.push(
+                Row::info(
+                    format!(
+                        "{res} i={pct:.0}% p={}: below the TCP round-trip time ({}), foreground share of r(i){} (not checked: \
+                         the dissertation's landmark, ineffective below the RTT)",
+                        format_ns(p.p_ns.unwrap_or(0)),
+                        format_ns(landmark_ns.round() as Nanos),
+                        share_note(p, part)
+                    ),
+                    "ineffective below the RTT (§6.2.2.1)",
+                    f64::NAN,
+                    "share",
+                )
+                .with_live(p.foreground_share),
+            );
+        }
+        let effective: Vec<&&Point> = at.iter().filter(|p| p.p_ns.is_some_and(|p| p as f64 >= landmark_ns)).collect();
         for p in &effective {
             let label = format_ns(p.p_ns.unwrap_or(0));
             let model_fg = p.model_foreground_per_s.unwrap_or(0.0) / table.r(i);
             rows.push(
                 Row::check(
-                    format!("{res} i={pct:.0}% p={label}: foreground share of r(i)"),
+                    format!("{res} i={pct:.0}% p={label}: foreground share of r(i){}", share_note(p, part)),
                     claim,
                     model_fg,
                     "share",
@@ -559,7 +712,7 @@ fn relations(part: &Part) -> Vec<Row> {
                 let err = (p.background_per_s - model_bg).abs() / model_bg;
                 rows.push(
                     Row::check(
-                        format!("{res} i={pct:.0}% p={label}: background {unit} (model within 15%)"),
+                        format!("{res} i={pct:.0}% p={label}: background {unit} (model within 15%){}", background_note(p)),
                         "model within 15% (§4.4)",
                         model_bg,
                         unit,
@@ -571,7 +724,10 @@ fn relations(part: &Part) -> Vec<Row> {
                     let err = (p.background_per_s - m).abs() / m;
                     rows.push(
                         Row::check(
-                            format!("{res} i={pct:.0}% p={label}: background {unit} (model with measured inputs within 15%)"),
+                            format!(
+                                "{res} i={pct:.0}% p={label}: background {unit} (model with measured inputs within 15%){}",
+                                background_note(p)
+                            ),
                             "the same model, background alone and gate reaction measured",
                             m,
                             unit,
@@ -598,7 +754,10 @@ fn relations(part: &Part) -> Vec<Row> {
         {
             rows.push(
                 Row::check(
-                    format!("{res} i={pct:.0}%: without control the foreground keeps less than under idletime (p ≥ service)"),
+                    format!(
+                        "{res} i={pct:.0}%: without control the foreground keeps less than under idletime (p ≥ {})",
+                        if part.tcp_rtt_ns.is_some() { "the RTT" } else { "service" }
+                    ),
                     "less",
                     worst,
                     "share",
@@ -619,6 +778,21 @@ fn relations(part: &Part) -> Vec<Row> {
         }
     }
     rows
+}
+
+/// How a foreground share was measured: the runs behind the two means
+/// and the share's standard error.
+fn share_note(p: &Point, part: &Part) -> String {
+    let alone = part.alone.iter().find(|a| a.0 == p.intensity).map_or(0, |a| a.1.len());
+    let se = p.foreground_share_se.map_or(String::new(), |se| format!(", standard error {se:.2}"));
+    format!(" (mean of {} runs over the mean of {alone} alone{se})", p.foreground_runs.len())
+}
+
+/// The runs behind a background mean and their standard error.
+fn background_note(p: &Point) -> String {
+    let spread = Spread::of(&p.background_runs);
+    let se = spread.se().map_or(String::new(), |se| format!(", standard error {se:.0}"));
+    format!(" (mean of {} runs{se})", spread.n)
 }
 
 #[cfg(test)]
@@ -661,5 +835,85 @@ mod tests {
         assert!((both - b).abs() < 1e-6);
         // Past s(i) nothing is left.
         assert_eq!(measured_background(&table, &params, 0.3, 80_000_000, table.r_max(), ideal), 0.0);
+    }
+
+    #[test]
+    fn the_setups_intensities_take_the_mean_of_every_run_alone() {
+        let curve = vec![(0.1, 100.0), (0.3, 300.0), (0.6, 600.0)];
+        let alone = vec![(0.3, vec![300.0, 330.0, 270.0, 320.0]), (0.6, Vec::new())];
+        assert_eq!(with_means(&curve, &alone), vec![(0.1, 100.0), (0.3, 305.0), (0.6, 600.0)]);
+    }
+
+    #[test]
+    fn the_runs_of_a_setup_become_one_point_with_their_means() {
+        let (table, params) = linear();
+        let setups = vec![("no control".to_string(), Setup::NoControl), ("idletime p = 10ms".to_string(), Setup::Idletime(10_000_000))];
+        let run = |setup, fg, bg, close| Run {
+            intensity: 0.3,
+            setup,
+            fg,
+            bg,
+            open_fraction: (setup == 1).then_some(0.5),
+            close_p50_ns: close,
+            open_p50_ns: close,
+        };
+        // Two rounds, in the order they ran.
+        let runs = vec![
+            run(0, 2000.0, 5000.0, None),
+            run(1, 2900.0, 6000.0, Some(100_000)),
+            run(0, 2200.0, 5200.0, None),
+            run(1, 3100.0, 7000.0, Some(300_000)),
+        ];
+        let alone = vec![(0.3, vec![3000.0, 2900.0, 3100.0])];
+        let points = points_of(&runs, &setups, &alone, &table, &params, table.r_max());
+        assert_eq!(points.len(), 2);
+        let (none, idle) = (&points[0], &points[1]);
+        assert_eq!((none.setup.as_str(), none.p_ns), ("no control", None));
+        assert_eq!(none.foreground_runs, vec![2000.0, 2200.0]);
+        assert!((none.foreground_share - 2100.0 / 3000.0).abs() < 1e-12);
+        assert_eq!((idle.foreground_per_s, idle.background_per_s), (3000.0, 6500.0));
+        assert!((idle.foreground_share - 1.0).abs() < 1e-12);
+        assert_eq!(idle.gate_close_reaction_p50_ns, Some(200_000));
+        let se = idle.foreground_share_se.unwrap();
+        let expected = Spread::of(&[2900.0, 3100.0]).ratio_se(&Spread::of(&[3000.0, 2900.0, 3100.0])).unwrap();
+        assert!((se - expected).abs() < 1e-12 && se > 0.0);
+        assert!(idle.model_background_per_s.is_some() && none.model_background_per_s.is_none());
+        // One run has no spread to report.
+        assert_eq!(points_of(&runs[..2], &setups, &alone, &table, &params, 1.0)[1].foreground_share_se, None);
+    }
+
+    #[test]
+    fn a_tcp_foreground_is_checked_from_its_round_trip_time() {
+        let (table, params) = linear();
+        let setups: Vec<(String, Setup)> =
+            [1_000_000, 5_000_000].iter().map(|&p| (format!("idletime p = {}", format_ns(p)), Setup::Idletime(p))).collect();
+        let run =
+            |setup, fg| Run { intensity: 0.3, setup, fg, bg: 1000.0, open_fraction: Some(0.5), close_p50_ns: None, open_p50_ns: None };
+        let alone = vec![(0.3, vec![3000.0])];
+        let points = points_of(&[run(0, 2000.0), run(1, 2950.0)], &setups, &alone, &table, &params, table.r_max());
+        let part = |rtt| Part {
+            resource: "net".into(),
+            name: "net tcp/udp".into(),
+            setup: String::new(),
+            unit: "Mb/s".into(),
+            baseline: table.points.clone(),
+            alone: alone.clone(),
+            r_max: table.r_max(),
+            service_ns: 100_000.0,
+            tcp_rtt_ns: rtt,
+            background_alone_per_s: table.r_max(),
+            points: points.clone(),
+        };
+        let share_rows = |part: &Part| -> Vec<(String, Option<bool>)> {
+            relations(part).into_iter().filter(|r| r.metric.contains("foreground share")).map(|r| (r.metric, r.holds)).collect()
+        };
+        // With a 2 ms RTT, p = 1 ms is below the landmark: shown, not checked.
+        let rows = share_rows(&part(Some(2_000_000.0)));
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(rows[0].0.contains("p=1ms: below the TCP round-trip time (2ms)") && rows[0].1.is_none(), "{rows:?}");
+        assert!(rows[1].0.contains("p=5ms") && rows[1].1 == Some(true), "{rows:?}");
+        // Without one (UDP), both are checked and the 67% fails.
+        let rows = share_rows(&part(None));
+        assert_eq!(rows.iter().map(|r| r.1).collect::<Vec<_>>(), vec![Some(false), Some(true)], "{rows:?}");
     }
 }

@@ -67,18 +67,27 @@ pub struct LoadReport {
     pub work: u64,
     pub unit: String,
     pub detail: String,
+    /// `sends --tcp`: the connection's mean smoothed round-trip time at the
+    /// bursts' ends (TCP_INFO), in microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rtt_us: Option<f64>,
 }
 
 /// Runs the load for `duration_ns` or until `stop`.
 pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadReport> {
     let start = std::time::Instant::now();
+    let mut tcp_rtt_us = None;
     let (work, unit, detail) = match kind {
         LoadKind::Cpu { sched_idle } => cpu::run(*sched_idle, duration_ns, stop)?,
         LoadKind::Net(n) => n.run(duration_ns, stop)?,
         LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
         LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
         LoadKind::Reads(r) => r.run(duration_ns, stop)?,
-        LoadKind::Sends(s) => s.run(duration_ns, stop)?,
+        LoadKind::Sends(s) => {
+            let (work, unit, detail, rtt) = s.run(duration_ns, stop)?;
+            tcp_rtt_us = rtt;
+            (work, unit, detail)
+        }
     };
     let elapsed_ns = start.elapsed().as_nanos() as u64;
     Ok(LoadReport {
@@ -90,6 +99,7 @@ pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadR
         work,
         unit: unit.into(),
         detail,
+        tcp_rtt_us,
     })
 }
 

@@ -58,7 +58,10 @@ impl Sends {
         Ok(())
     }
 
-    pub fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+    /// Sends until `duration_ns` or `stop`: the bytes sent, their unit, a
+    /// line saying what was sent, and for TCP the mean smoothed round-trip
+    /// time at the bursts' ends (without an intensity: at the end).
+    pub fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String, Option<f64>)> {
         self.check()?;
         let bed = Testbed::up()?;
         let target = SocketAddrV4::new(bed.host_addr(self.to), self.port);
@@ -73,6 +76,11 @@ impl Sends {
         // after the sender sleeps; for UDP the memory of the datagrams the
         // device has not yet sent.
         let mut left: Vec<u64> = Vec::new();
+        // TCP's smoothed round-trip time (TCP_INFO) at each burst's end:
+        // the link's queue and the receiver's ACKs as the sender sees them,
+        // the idletime dissertation's landmark for a TCP foreground.
+        let tcp = self.protocol == Protocol::Tcp;
+        let mut rtts_us: Vec<u32> = Vec::new();
         while super::running(deadline, stop) {
             match send(&buf) {
                 Ok(n) => bytes += n as u64,
@@ -81,9 +89,16 @@ impl Sends {
                 Err(e) => return Err(Error::io(format!("sending to {target}"), e)),
             }
             if let Some(p) = &pacing {
-                p.pace_then(|| left.extend(outq(fd)));
+                p.pace_then(|| {
+                    left.extend(outq(fd));
+                    rtts_us.extend(tcp.then(|| rtt_us(fd)).flatten());
+                });
             }
         }
+        if tcp && rtts_us.is_empty() {
+            rtts_us.extend(rtt_us(fd));
+        }
+        let rtt = (!rtts_us.is_empty()).then(|| rtts_us.iter().map(|&r| f64::from(r)).sum::<f64>() / rtts_us.len() as f64);
         let secs = start.elapsed().as_secs_f64().max(1e-9);
         let at_burst_end = match left.len() {
             0 => String::new(),
@@ -94,8 +109,9 @@ impl Sends {
                 left.iter().max().copied().unwrap_or(0) as f64 / 1e3
             ),
         };
+        let rtt_text = rtt.map_or(String::new(), |r| format!("; smoothed RTT {:.2} ms (mean of {})", r / 1e3, rtts_us.len()));
         let detail = format!(
-            "{} to {target} through {}{}, {:.2} Mb/s sent{at_burst_end}",
+            "{} to {target} through {}{}, {:.2} Mb/s sent{at_burst_end}{rtt_text}",
             match self.protocol {
                 Protocol::Udp => format!("{}-byte UDP datagrams", self.size),
                 Protocol::Tcp => format!("TCP writes of {} bytes", self.size),
@@ -104,7 +120,7 @@ impl Sends {
             self.intensity.map_or(String::new(), |i| format!(" at intensity {:.0}%", i * 100.0)),
             bytes as f64 * 8.0 / secs / 1e6
         );
-        Ok((bytes, "bytes", detail))
+        Ok((bytes, "bytes", detail, rtt))
     }
 
     /// A blocking send of one buffer to `target`, and the socket's descriptor
@@ -137,6 +153,17 @@ fn outq(fd: RawFd) -> Option<u64> {
     // SAFETY: SIOCOUTQ writes one int; `fd` is a socket of this process.
     let rc = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) };
     (rc == 0 && n >= 0).then_some(n as u64)
+}
+
+/// TCP_INFO's smoothed round-trip time (tcpi_rtt, microseconds) of a
+/// connected TCP socket.
+fn rtt_us(fd: RawFd) -> Option<u32> {
+    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes
+    // of it for a socket of this process.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&raw mut info).cast(), &mut len) };
+    (rc == 0 && info.tcpi_rtt > 0).then_some(info.tcpi_rtt)
 }
 
 impl Sends {

@@ -196,14 +196,16 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
     let stop = stop_flag();
     eprintln!(
         "idletime on this machine's disk, then over a 100 Mbit/s link on the testbed: per resource the foreground alone at {} \
-         intensities, the background alone, then both under {} setups, {} s each...",
+         intensities, the background alone, then {} rounds of the foreground alone and both under {} setups, {} s each...",
         if args.quick { 5 } else { 10 },
+        live::rounds(args.quick),
         if args.quick { "6-7" } else { "20-22" },
         if args.quick { 2 } else { 5 }
     );
     let report = live::reproduce(&config, &stop, |what| eprintln!("live: {what}"))?;
     let d = &report.details;
-    let mut details = format!("disk {} ({}:{}), {} s per run\n", d.disk.name, d.disk.major, d.disk.minor, d.seconds_per_run);
+    let mut details =
+        format!("disk {} ({}:{}), {} s per run, {} rounds\n", d.disk.name, d.disk.major, d.disk.minor, d.seconds_per_run, d.rounds);
     for part in &d.parts {
         details.push_str(&part_text(part));
     }
@@ -233,14 +235,19 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
 fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
     let u = &part.unit;
     let mut text = format!(
-        "{}: {}; r(i): {}; r_max {:.1} {u}, service 1/r_max {}; background alone {:.1} {u}\n",
+        "{}: {}; r(i): {}; r_max {:.1} {u}, service 1/r_max {}{}; background alone {:.1} {u}\n",
         part.name,
         part.setup,
         part.baseline.iter().map(|(i, r)| format!("{:.0}% {:.1}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
         part.r_max,
         format_ns(part.service_ns.round() as Nanos),
+        part.tcp_rtt_ns.map_or(String::new(), |rtt| format!(", the TCP foreground's round-trip time {}", format_ns(rtt.round() as Nanos))),
         part.background_alone_per_s
     );
+    for (i, runs) in &part.alone {
+        let runs: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
+        text.push_str(&format!("{} i={:.0}% the foreground alone (r(i) here is their mean): {}\n", part.name, i * 100.0, runs.join(", ")));
+    }
     for p in &part.points {
         let model = match (p.model_foreground_per_s, p.model_background_per_s) {
             (Some(f), Some(b)) => format!(
@@ -258,14 +265,16 @@ fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
                 p50(p.gate_open_lateness_p50_ns)
             )
         });
+        let se = p.foreground_share_se.map_or(String::new(), |se| format!(" ± {:.0}", se * 100.0));
         text.push_str(&format!(
-            "{} i={:.0}% {:<22} foreground {:>7.1} {u} ({:.0}% of r(i)), background {:>7.1} {u}{model}{gate}\n",
+            "{} i={:.0}% {:<22} foreground {:>7.1} {u} ({:.0}%{se} of r(i)), background {:>7.1} {u}{model}{gate}; runs {}\n",
             part.name,
             p.intensity * 100.0,
             p.setup,
             p.foreground_per_s,
             p.foreground_share * 100.0,
-            p.background_per_s
+            p.background_per_s,
+            p.foreground_runs.iter().zip(&p.background_runs).map(|(f, b)| format!("{f:.1}/{b:.1}")).collect::<Vec<_>>().join(", ")
         ));
     }
     text

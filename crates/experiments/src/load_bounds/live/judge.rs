@@ -18,54 +18,6 @@ pub struct RepeatSummary {
     pub sustained_up_to_e2_ns: Nanos,
 }
 
-/// Mean and sample standard deviation of a count over the repeats.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Spread {
-    pub mean: f64,
-    pub sd: f64,
-    pub n: usize,
-}
-
-impl Spread {
-    pub fn of(values: &[f64]) -> Spread {
-        let n = values.len();
-        let mean = if n == 0 { f64::NAN } else { values.iter().sum::<f64>() / n as f64 };
-        let sd = if n < 2 { 0.0 } else { (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt() };
-        Spread { mean, sd, n }
-    }
-
-    /// How far `other`'s mean may lie on the wrong side of this one's
-    /// before the difference is more than the repeats' own noise: the 95%
-    /// two-sided t quantile times the standard error of the difference
-    /// (Welch's, with the pooled degrees of freedom); 0 when the noise
-    /// was not measured (a single repeat).
-    pub fn tolerance(&self, other: &Spread) -> f64 {
-        let df = (self.n + other.n).saturating_sub(2);
-        if self.n < 2 || other.n < 2 {
-            return 0.0;
-        }
-        t_975(df) * (self.sd.powi(2) / self.n as f64 + other.sd.powi(2) / other.n as f64).sqrt()
-    }
-
-    /// This mean is at most `other`'s, or above it by no more than the
-    /// measured noise.
-    pub fn at_most(&self, other: &Spread) -> bool {
-        self.mean <= other.mean + self.tolerance(other)
-    }
-}
-
-/// The two-sided 95% quantile of Student's t with `df` degrees of freedom.
-pub(super) fn t_975(df: usize) -> f64 {
-    const T: [f64; 10] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
-    match df {
-        0 => f64::INFINITY,
-        1..=10 => T[df - 1],
-        11..=20 => 2.145,
-        21..=60 => 2.042,
-        _ => 1.96,
-    }
-}
-
 /// One configuration's sweep, summed up.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {

@@ -70,10 +70,11 @@ mod analysis;
 mod judge;
 mod rows;
 
+pub use crate::repeats::Spread;
 use analysis::*;
 pub use analysis::{robust_maxima, Curves, Execution, Prediction};
 use judge::*;
-pub use judge::{allowed_misses, RepeatSummary, Spread, Summary};
+pub use judge::{allowed_misses, RepeatSummary, Summary};
 pub use rows::relations;
 use rows::*;
 
