@@ -29,6 +29,14 @@ fn settings_are_read_from_the_running_kernel() {
     }
     let budget = std::fs::read_to_string("/proc/sys/net/core/netdev_budget").unwrap();
     assert!(doctor_setting(&doc, "NET_RX budget").starts_with(&format!("{} packets", budget.trim())));
+    // The lockdown level, as securityfs shows it when it is mounted (doctor
+    // mounts nothing).
+    let lockdown = doctor_setting(&doc, "kernel lockdown");
+    assert!(["none", "integrity", "confidentiality", "unknown"].iter().any(|l| lockdown.starts_with(l)), "{lockdown}");
+    if let Ok(levels) = std::fs::read_to_string("/sys/kernel/security/lockdown") {
+        let current = levels.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap();
+        assert!(lockdown.starts_with(&format!("{current} (")), "{lockdown} vs {levels}");
+    }
 
     // The text form shows every command and setting line.
     let text = irqlab(&["doctor"]);

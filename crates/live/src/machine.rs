@@ -85,14 +85,32 @@ impl Machine {
     pub fn settings(&self) -> Vec<Setting> {
         settings(self)
     }
+
+    /// The kernel's lockdown and what it leaves of debugfs, read now
+    /// (mounts nothing).
+    pub fn lockdown(&self) -> Lockdown {
+        let debugfs = debugfs_access();
+        let securityfs = read(SECURITYFS_LOCKDOWN);
+        let log = kernel_log();
+        let (level, source) = lockdown_level(securityfs.as_deref(), log.as_deref(), self.config.as_deref(), &self.cmdline, &debugfs);
+        Lockdown { level, source, debugfs }
+    }
 }
 
 fn settings(m: &Machine) -> Vec<Setting> {
+    let lockdown = m.lockdown();
     vec![
         Setting {
             name: "preemption",
-            value: preemption(m),
+            value: preemption(m, &lockdown),
             why: "how long a woken high-priority task can wait for the kernel to reach a preemption point",
+        },
+        Setting {
+            name: "kernel lockdown",
+            value: lockdown.describe(),
+            why: "debugfs alone holds sched/features (HRTICK_DL: SCHED_DEADLINE runtimes enforced by an hrtimer, not the tick), \
+                  sched/fair_server (the fair class's deadline server) and sched/preempt; under lockdown (integrity or \
+                  confidentiality) every debugfs file refuses reads and writes",
         },
         Setting {
             name: "threaded IRQs",
@@ -191,14 +209,19 @@ fn boot_param<'a>(cmdline: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
-fn preemption(m: &Machine) -> String {
-    preemption_from(m, read("/sys/kernel/realtime").as_deref(), read("/sys/kernel/debug/sched/preempt").as_deref())
+fn preemption(m: &Machine, lockdown: &Lockdown) -> String {
+    let modes = match &lockdown.debugfs {
+        Debugfs::Readable { mount } => read(Path::new(mount).join("sched/preempt")),
+        _ => None,
+    };
+    preemption_from(m, read("/sys/kernel/realtime").as_deref(), modes.as_deref(), &lockdown.debugfs_unread())
 }
 
 /// The preemption model from /sys/kernel/realtime and debugfs's
 /// sched/preempt when the machine has them, else from the configuration,
-/// boot options and version string.
-fn preemption_from(m: &Machine, realtime: Option<&str>, debugfs_modes: Option<&str>) -> String {
+/// boot options and version string. `unread`: why debugfs was not read
+/// (the run-time mode shows only there).
+fn preemption_from(m: &Machine, realtime: Option<&str>, debugfs_modes: Option<&str>, unread: &str) -> String {
     if realtime == Some("1") {
         return "PREEMPT_RT: fully preemptible, interrupt handlers threaded".into();
     }
@@ -216,12 +239,321 @@ fn preemption_from(m: &Machine, realtime: Option<&str>, debugfs_modes: Option<&s
     let dynamic = m.config("PREEMPT_DYNAMIC") == Some("y") || m.version.contains("PREEMPT_DYNAMIC");
     match (m.boot_param("preempt"), built, dynamic) {
         (Some(mode), _, true) => format!("{mode} (dynamic, boot option preempt={mode})"),
-        (None, Some(mode), true) => format!("{mode} (dynamic, the built-in default; debugfs would show a change)"),
+        (None, Some(mode), true) => {
+            format!(
+                "{mode} (dynamic, the built-in default); a change at run time would show only in debugfs's sched/preempt, unread: {unread}"
+            )
+        }
         (_, Some(mode), false) => mode.to_string(),
         (_, None, _) if m.version.contains("PREEMPT_RT") => "rt".into(),
-        (_, None, true) => "dynamic, mode unknown (no kernel config, debugfs not mounted)".into(),
+        (_, None, true) => format!("dynamic, mode unknown (no kernel config); debugfs's sched/preempt unread: {unread}"),
         (_, None, false) => "unknown (no kernel config)".into(),
     }
+}
+
+/// Where securityfs shows the lockdown level ("none [integrity]
+/// confidentiality"), when securityfs is mounted.
+const SECURITYFS_LOCKDOWN: &str = "/sys/kernel/security/lockdown";
+
+/// The kernel lockdown level (kernel_lockdown(7)). Integrity and
+/// confidentiality both shut debugfs: its files refuse every open (EPERM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockdownLevel {
+    None,
+    Integrity,
+    Confidentiality,
+    /// Locked down, the level not shown (at least integrity).
+    LockedDown,
+    Unknown,
+}
+
+impl LockdownLevel {
+    fn parse(word: &str) -> Option<LockdownLevel> {
+        match word {
+            "none" => Some(LockdownLevel::None),
+            "integrity" => Some(LockdownLevel::Integrity),
+            "confidentiality" => Some(LockdownLevel::Confidentiality),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LockdownLevel::None => "none",
+            LockdownLevel::Integrity => "integrity",
+            LockdownLevel::Confidentiality => "confidentiality",
+            LockdownLevel::LockedDown => "integrity or confidentiality",
+            LockdownLevel::Unknown => "unknown",
+        }
+    }
+
+    /// Whether debugfs's files refuse reads and writes (None: unknown).
+    pub fn shuts_debugfs(self) -> Option<bool> {
+        match self {
+            LockdownLevel::None => Some(false),
+            LockdownLevel::Unknown => None,
+            _ => Some(true),
+        }
+    }
+}
+
+/// debugfs as found, without mounting it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Debugfs {
+    NotMounted,
+    /// Mounted, and sched/features could be opened.
+    Readable {
+        mount: String,
+    },
+    /// Mounted, and opening sched/features failed with EPERM: lockdown.
+    Refused {
+        mount: String,
+    },
+    /// Mounted, and opening sched/features failed otherwise.
+    Unreadable {
+        mount: String,
+        error: String,
+    },
+}
+
+impl Debugfs {
+    /// What opening `<mount>/sched/features` said.
+    fn from_open(mount: &str, opened: std::io::Result<()>) -> Debugfs {
+        let mount = mount.to_string();
+        match opened {
+            Ok(()) => Debugfs::Readable { mount },
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Debugfs::Refused { mount },
+            Err(e) => Debugfs::Unreadable { mount, error: e.to_string() },
+        }
+    }
+}
+
+/// The kernel lockdown and debugfs: whether the scheduler knobs that only
+/// debugfs holds (sched/features' HRTICK_DL, sched/fair_server,
+/// sched/preempt) can be read or set here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lockdown {
+    pub level: LockdownLevel,
+    /// Where the level was read.
+    pub source: String,
+    pub debugfs: Debugfs,
+}
+
+impl Lockdown {
+    /// This machine's, now.
+    pub fn read() -> Lockdown {
+        Machine::read().lockdown()
+    }
+
+    /// Whether debugfs's files refuse reads and writes (None: unknown).
+    pub fn shuts_debugfs(&self) -> Option<bool> {
+        match &self.debugfs {
+            Debugfs::Refused { .. } => Some(true),
+            Debugfs::Readable { .. } => Some(false),
+            _ => self.level.shuts_debugfs(),
+        }
+    }
+
+    /// Why debugfs's scheduler files were not read: "debugfs is locked
+    /// down (lockdown=integrity)", "debugfs not mounted", ...
+    pub fn debugfs_unread(&self) -> String {
+        match (&self.debugfs, self.shuts_debugfs()) {
+            (Debugfs::Readable { mount }, _) => format!("debugfs at {mount} readable"),
+            (Debugfs::Unreadable { mount, error }, _) => format!("debugfs at {mount} not readable: {error}"),
+            (_, Some(true)) => format!("debugfs is locked down (lockdown={})", self.level.name()),
+            (_, _) => "debugfs not mounted".into(),
+        }
+    }
+
+    /// The `kernel lockdown` setting's value.
+    pub fn describe(&self) -> String {
+        let consequence = match self.shuts_debugfs() {
+            Some(true) => {
+                ": debugfs's sched/features (HRTICK_DL), sched/fair_server and sched/preempt cannot be read or set, so \
+                 SCHED_DEADLINE runtimes are enforced at the tick"
+            }
+            Some(false) => ": debugfs's scheduler knobs are open to root",
+            None => "",
+        };
+        let debugfs = match &self.debugfs {
+            Debugfs::NotMounted => "debugfs not mounted".to_string(),
+            Debugfs::Readable { mount } => format!("debugfs at {mount}, readable"),
+            Debugfs::Refused { mount } => format!("debugfs at {mount}, its files refuse reads (EPERM)"),
+            Debugfs::Unreadable { mount, error } => format!("debugfs at {mount}, not readable: {error}"),
+        };
+        format!("{} ({}){consequence}; {debugfs}", self.level.name(), self.source)
+    }
+}
+
+/// The bracketed (current) level of securityfs's lockdown file.
+fn securityfs_level(text: &str) -> Option<LockdownLevel> {
+    text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).and_then(LockdownLevel::parse)
+}
+
+/// What the kernel log says of lockdown.
+#[derive(Debug, Default, PartialEq)]
+struct LogLockdown {
+    /// Each "Kernel is locked down from <where>" message's where.
+    locked_from: Vec<String>,
+    /// "Lockdown: <comm>: debugfs access is restricted" messages.
+    debugfs_refusals: usize,
+    /// Whether the log reaches back to boot ("Linux version ...").
+    from_boot: bool,
+}
+
+/// Reads /dev/kmsg records ("6,123,104895,-;text") or dmesg/syslog(2)
+/// lines ("<5>[    0.104895] text"): the text after the prefix decides.
+fn log_lockdown(log: &str) -> LogLockdown {
+    let mut found = LogLockdown::default();
+    for line in log.lines() {
+        if let Some((_, rest)) = line.split_once("Kernel is locked down from ") {
+            found.locked_from.push(rest.split(';').next().unwrap_or(rest).trim().to_string());
+        } else if line.contains("Lockdown: ") && line.contains(": debugfs access is restricted") {
+            found.debugfs_refusals += 1;
+        } else if line.contains("Linux version ") {
+            found.from_boot = true;
+        }
+    }
+    found
+}
+
+/// The lockdown level and where it was read: securityfs's file when
+/// mounted; else the kernel log's "locked down from" messages (their level
+/// from CONFIG_LOCK_DOWN_KERNEL_FORCE_* or the lockdown= boot option);
+/// else what debugfs did; else a kernel built without the lockdown LSM, or
+/// a log since boot with no lockdown message in it; else (log unreadable or
+/// wrapped) CONFIG_LOCK_DOWN_KERNEL_FORCE_* or the lockdown= boot option.
+fn lockdown_level(
+    securityfs: Option<&str>,
+    log: Option<&str>,
+    config: Option<&str>,
+    cmdline: &str,
+    debugfs: &Debugfs,
+) -> (LockdownLevel, String) {
+    if let Some(level) = securityfs.and_then(securityfs_level) {
+        return (level, SECURITYFS_LOCKDOWN.into());
+    }
+    let have_log = log.is_some();
+    let log = log.map(log_lockdown).unwrap_or_default();
+    if !log.locked_from.is_empty() {
+        let mut sources = Vec::new();
+        let mut level = LockdownLevel::LockedDown;
+        for from in &log.locked_from {
+            let (stated, why) = match from.as_str() {
+                "Kernel configuration" => forced_level(config).unzip(),
+                "command line" => {
+                    let option = boot_param(cmdline, "lockdown");
+                    (option.and_then(LockdownLevel::parse), option.map(|l| format!("lockdown={l}")))
+                }
+                _ => (None, None),
+            };
+            sources.push(match why {
+                Some(why) => format!("\"locked down from {from}\", {why}"),
+                None => format!("\"locked down from {from}\""),
+            });
+            // Each message raised the level (the kernel never lowers it).
+            level = match (stated, level) {
+                (Some(stated), LockdownLevel::LockedDown) => stated,
+                (Some(stated), known) => stated.max(known),
+                (None, LockdownLevel::Integrity) => LockdownLevel::Confidentiality,
+                (None, known) => known,
+            };
+        }
+        return (level, format!("kernel log {}", sources.join("; ")));
+    }
+    match debugfs {
+        Debugfs::Readable { .. } => return (LockdownLevel::None, "debugfs readable".into()),
+        Debugfs::Refused { .. } => return (LockdownLevel::LockedDown, "debugfs refuses reads".into()),
+        _ => {}
+    }
+    if log.debugfs_refusals > 0 {
+        return (LockdownLevel::LockedDown, "kernel log: \"debugfs access is restricted\"".into());
+    }
+    if config.is_some_and(|c| config_value(c, "SECURITY_LOCKDOWN_LSM") != Some("y")) {
+        return (LockdownLevel::None, "built without CONFIG_SECURITY_LOCKDOWN_LSM".into());
+    }
+    if log.from_boot {
+        return (LockdownLevel::None, "no lockdown message in the kernel log since boot".into());
+    }
+    // The log unreadable or wrapped: what the kernel was told to do.
+    if let Some(forced) = forced_level(config) {
+        return forced;
+    }
+    if let Some(level) = boot_param(cmdline, "lockdown").and_then(LockdownLevel::parse) {
+        return (level, format!("boot option lockdown={}", level.name()));
+    }
+    let log = if have_log { "no lockdown message in the kernel log" } else { "kernel log not readable" };
+    (LockdownLevel::Unknown, format!("no {SECURITYFS_LOCKDOWN}, {log}"))
+}
+
+/// The level CONFIG_LOCK_DOWN_KERNEL_FORCE_* sets at boot, and its name.
+fn forced_level(config: Option<&str>) -> Option<(LockdownLevel, String)> {
+    let config = config?;
+    [
+        (LockdownLevel::Confidentiality, "LOCK_DOWN_KERNEL_FORCE_CONFIDENTIALITY"),
+        (LockdownLevel::Integrity, "LOCK_DOWN_KERNEL_FORCE_INTEGRITY"),
+    ]
+    .into_iter()
+    .find(|(_, key)| config_value(config, key) == Some("y"))
+    .map(|(level, key)| (level, format!("CONFIG_{key}")))
+}
+
+/// The first debugfs mount point in /proc/mounts' text.
+fn debugfs_mount(mounts: &str) -> Option<&str> {
+    mounts.lines().find_map(|l| {
+        let mut fields = l.split_whitespace();
+        let (_, mount, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+        (fstype == "debugfs").then_some(mount)
+    })
+}
+
+/// Whether debugfs is mounted and its scheduler files open (a read-only
+/// open of sched/features; mounts nothing).
+fn debugfs_access() -> Debugfs {
+    let mounts = read("/proc/mounts").unwrap_or_default();
+    let Some(mount) = debugfs_mount(&mounts) else { return Debugfs::NotMounted };
+    let mount = mount.replace("\\040", " ");
+    Debugfs::from_open(&mount, std::fs::File::open(Path::new(&mount).join("sched/features")).map(drop))
+}
+
+/// The kernel log as far back as its buffer goes: /dev/kmsg read without
+/// blocking (every record still held, none consumed), else syslog(2)'s
+/// READ_ALL (what dmesg prints). None when neither is permitted.
+fn kernel_log() -> Option<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut log = String::new();
+    if let Ok(mut kmsg) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg") {
+        let mut record = vec![0u8; 16 * 1024];
+        // One record per read; EAGAIN at the end, EPIPE for records
+        // overwritten while reading. The bound is a guard only.
+        for _ in 0..1_000_000 {
+            match kmsg.read(&mut record) {
+                Ok(0) => break,
+                Ok(n) => {
+                    log.push_str(&String::from_utf8_lossy(&record[..n]));
+                    if !log.ends_with('\n') {
+                        log.push('\n');
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) || e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        if !log.is_empty() {
+            return Some(log);
+        }
+    }
+    const SYSLOG_ACTION_READ_ALL: libc::c_int = 3;
+    const SYSLOG_ACTION_SIZE_BUFFER: libc::c_int = 10;
+    // SAFETY: SIZE_BUFFER ignores the buffer; READ_ALL writes at most
+    // `size` bytes into a buffer of that length.
+    let size = unsafe { libc::klogctl(SYSLOG_ACTION_SIZE_BUFFER, std::ptr::null_mut(), 0) };
+    if size <= 0 {
+        return None;
+    }
+    let mut buf = vec![0u8; size as usize];
+    let n = unsafe { libc::klogctl(SYSLOG_ACTION_READ_ALL, buf.as_mut_ptr().cast(), size) };
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
 }
 
 fn rt_throttling() -> String {
@@ -427,18 +759,127 @@ mod tests {
             cmdline: cmdline.into(),
             config: Some(config.into()),
         };
-        let preemption = |m: &Machine| preemption_from(m, None, None);
+        let preemption = |m: &Machine| preemption_from(m, None, None, "debugfs not mounted");
         assert_eq!(preemption(&machine("CONFIG_PREEMPT_VOLUNTARY=y\n", "", "#1 SMP")), "voluntary");
         let dynamic = "CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_PREEMPT_DYNAMIC=y\n";
         assert!(preemption(&machine(dynamic, "preempt=full", "#1 SMP PREEMPT_DYNAMIC")).starts_with("full (dynamic, boot option"));
         assert!(preemption(&machine(dynamic, "", "#1 SMP PREEMPT_DYNAMIC")).starts_with("voluntary (dynamic, the built-in default"));
+        // Why debugfs was not read is said.
+        let unread =
+            preemption_from(&machine(dynamic, "", "#1 SMP PREEMPT_DYNAMIC"), None, None, "debugfs is locked down (lockdown=integrity)");
+        assert!(unread.ends_with("sched/preempt, unread: debugfs is locked down (lockdown=integrity)"), "{unread}");
         assert_eq!(preemption(&machine("", "", "#1 SMP PREEMPT_RT")), "rt");
         // debugfs's current mode and /sys/kernel/realtime decide before the
         // configuration.
         let m = machine(dynamic, "preempt=full", "#1 SMP PREEMPT_DYNAMIC");
-        assert_eq!(preemption_from(&m, None, Some("none voluntary (full) lazy\n")), "full (dynamic, from debugfs)");
-        assert_eq!(preemption_from(&m, Some("0"), Some("(none) voluntary full\n")), "none (dynamic, from debugfs)");
-        assert!(preemption_from(&m, Some("1"), Some("none (voluntary) full")).starts_with("PREEMPT_RT"));
+        assert_eq!(preemption_from(&m, None, Some("none voluntary (full) lazy\n"), ""), "full (dynamic, from debugfs)");
+        assert_eq!(preemption_from(&m, Some("0"), Some("(none) voluntary full\n"), ""), "none (dynamic, from debugfs)");
+        assert!(preemption_from(&m, Some("1"), Some("none (voluntary) full"), "").starts_with("PREEMPT_RT"));
+    }
+
+    #[test]
+    fn lockdown_level_from_securityfs() {
+        assert_eq!(securityfs_level("none [integrity] confidentiality\n"), Some(LockdownLevel::Integrity));
+        assert_eq!(securityfs_level("[none] integrity confidentiality"), Some(LockdownLevel::None));
+        assert_eq!(securityfs_level("none integrity [confidentiality]"), Some(LockdownLevel::Confidentiality));
+        assert_eq!(securityfs_level(""), None);
+        // The file decides over everything else.
+        let (level, source) = lockdown_level(Some("none [integrity] confidentiality"), Some(""), None, "", &Debugfs::NotMounted);
+        assert_eq!((level, source.as_str()), (LockdownLevel::Integrity, SECURITYFS_LOCKDOWN));
+    }
+
+    #[test]
+    fn kernel_log_lockdown_messages() {
+        // /dev/kmsg records and dmesg lines alike.
+        let kmsg = "6,0,0,-;Linux version 6.18.44 (builder@sandboxing) #1 SMP PREEMPT_DYNAMIC\n\
+                    5,61,104895,-;Kernel is locked down from Kernel configuration; see man kernel_lockdown.7\n\
+                    6,62,254797,-;LSM: initializing lsm=lockdown,capability,landlock,bpf\n\
+                    5,900,50494071815,-;Lockdown: cat: debugfs access is restricted; see man kernel_lockdown.7\n\
+                    \x20SUBSYSTEM=lockdown\n";
+        let log = log_lockdown(kmsg);
+        assert_eq!(log.locked_from, ["Kernel configuration"]);
+        assert_eq!(log.debugfs_refusals, 1);
+        assert!(log.from_boot);
+        let dmesg = "[    0.104895] Kernel is locked down from command line; see man kernel_lockdown.7\n\
+                     [50495.909932] Lockdown: irqlab: debugfs access is restricted; see man kernel_lockdown.7\n\
+                     [50495.913924] Lockdown: cat: debugfs access is restricted; see man kernel_lockdown.7\n";
+        let log = log_lockdown(dmesg);
+        assert_eq!(log.locked_from, ["command line"]);
+        assert_eq!(log.debugfs_refusals, 2);
+        assert!(!log.from_boot);
+        // Other lockdown refusals are not debugfs's.
+        assert_eq!(log_lockdown("Lockdown: x: unsigned module loading is restricted\n"), LogLockdown::default());
+    }
+
+    #[test]
+    fn lockdown_level_from_the_kernel_log_and_its_cause() {
+        let none = Debugfs::NotMounted;
+        let forced = "CONFIG_SECURITY_LOCKDOWN_LSM=y\nCONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY=y\n";
+        let boot = "[0.000000] Linux version 6.18\n[0.104895] Kernel is locked down from Kernel configuration; see man\n";
+        let (level, source) = lockdown_level(None, Some(boot), Some(forced), "", &none);
+        assert_eq!(level, LockdownLevel::Integrity);
+        assert!(source.contains("CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY"), "{source}");
+        // The configuration unknown: locked down, level not known.
+        assert_eq!(lockdown_level(None, Some(boot), None, "", &none).0, LockdownLevel::LockedDown);
+        // The boot option gives the level of "from command line".
+        let cmdline = "[0.1] Kernel is locked down from command line; see man\n";
+        assert_eq!(lockdown_level(None, Some(cmdline), None, "quiet lockdown=confidentiality", &none).0, LockdownLevel::Confidentiality);
+        // A later raise through securityfs from integrity can only be to
+        // confidentiality.
+        let raised = format!("{boot}[9.0] Kernel is locked down from securityfs; see man\n");
+        assert_eq!(lockdown_level(None, Some(&raised), Some(forced), "", &none).0, LockdownLevel::Confidentiality);
+        // Only refusals in the log, or debugfs refusing: locked down.
+        let refusal = "[5.0] Lockdown: cat: debugfs access is restricted; see man kernel_lockdown.7\n";
+        assert_eq!(lockdown_level(None, Some(refusal), None, "", &none).0, LockdownLevel::LockedDown);
+        let refused = Debugfs::Refused { mount: "/sys/kernel/debug".into() };
+        assert_eq!(lockdown_level(None, None, None, "", &refused).0, LockdownLevel::LockedDown);
+        let readable = Debugfs::Readable { mount: "/sys/kernel/debug".into() };
+        assert_eq!(lockdown_level(None, None, None, "", &readable).0, LockdownLevel::None);
+        // No lockdown built, or a log since boot without a message: none.
+        assert_eq!(lockdown_level(None, None, Some("CONFIG_HZ=250\n"), "", &none).0, LockdownLevel::None);
+        assert_eq!(lockdown_level(None, Some("[0.0] Linux version 6.18\n"), Some(forced), "", &none).0, LockdownLevel::None);
+        // The log unreadable or wrapped: the configuration's forced level,
+        // or the boot option.
+        let (level, source) = lockdown_level(None, None, Some(forced), "", &none);
+        assert_eq!((level, source.as_str()), (LockdownLevel::Integrity, "CONFIG_LOCK_DOWN_KERNEL_FORCE_INTEGRITY"));
+        let lsm = Some("CONFIG_SECURITY_LOCKDOWN_LSM=y\n");
+        assert_eq!(lockdown_level(None, Some("[9.0] late\n"), lsm, "lockdown=confidentiality", &none).0, LockdownLevel::Confidentiality);
+        // Nothing to go by.
+        let (level, source) = lockdown_level(None, None, lsm, "", &none);
+        assert_eq!(level, LockdownLevel::Unknown);
+        assert!(source.ends_with("kernel log not readable"), "{source}");
+        assert_eq!(lockdown_level(None, Some("[9.0] late message\n"), None, "", &none).0, LockdownLevel::Unknown);
+    }
+
+    #[test]
+    fn debugfs_mount_and_access() {
+        let mounts = "proc /proc proc rw 0 0\nnone /sys/kernel/debug debugfs rw,relatime 0 0\n";
+        assert_eq!(debugfs_mount(mounts), Some("/sys/kernel/debug"));
+        assert_eq!(debugfs_mount("tracefs /sys/kernel/tracing tracefs rw 0 0\n"), None);
+        let eperm = Debugfs::from_open("/d", Err(std::io::Error::from_raw_os_error(libc::EPERM)));
+        assert_eq!(eperm, Debugfs::Refused { mount: "/d".into() });
+        assert!(matches!(Debugfs::from_open("/d", Err(std::io::Error::from_raw_os_error(libc::ENOENT))), Debugfs::Unreadable { .. }));
+        assert_eq!(Debugfs::from_open("/d", Ok(())), Debugfs::Readable { mount: "/d".into() });
+    }
+
+    #[test]
+    fn lockdown_descriptions() {
+        let locked = Lockdown { level: LockdownLevel::Integrity, source: "kernel log".into(), debugfs: Debugfs::NotMounted };
+        assert_eq!(locked.shuts_debugfs(), Some(true));
+        assert_eq!(locked.debugfs_unread(), "debugfs is locked down (lockdown=integrity)");
+        let text = locked.describe();
+        assert!(text.starts_with("integrity (kernel log): debugfs's sched/features (HRTICK_DL)"), "{text}");
+        assert!(text.ends_with("at the tick; debugfs not mounted"), "{text}");
+        // Unknown level: debugfs refusing decides.
+        let refused =
+            Lockdown { level: LockdownLevel::Unknown, source: "?".into(), debugfs: Debugfs::Refused { mount: "/sys/kernel/debug".into() } };
+        assert_eq!(refused.shuts_debugfs(), Some(true));
+        let open = Lockdown { level: LockdownLevel::None, source: "?".into(), debugfs: Debugfs::NotMounted };
+        assert_eq!(open.debugfs_unread(), "debugfs not mounted");
+        assert!(!open.describe().contains("cannot"));
+        let unknown = Lockdown { level: LockdownLevel::Unknown, source: "?".into(), debugfs: Debugfs::NotMounted };
+        assert_eq!(unknown.shuts_debugfs(), None);
+        assert_eq!(unknown.debugfs_unread(), "debugfs not mounted");
     }
 
     #[test]

@@ -28,10 +28,12 @@
 //!     the sampling period, changed in place each period (`sched_setattr`;
 //!     the journal restores the kthread's own setting at the end). The
 //!     kernel enforces a runtime at the scheduler tick unless the
-//!     HRTICK_DL scheduler feature is on (debugfs); on this machine (HZ=250,
-//!     no debugfs) a few hundred microseconds per 1 ms period are *not*
-//!     enforced (a `deadline:2ms/10ms` NAPI thread under a flood let a
-//!     3.9 ms run through). The report says which ([`DeadlineEnforcement`]);
+//!     HRTICK_DL scheduler feature is on (settable only in debugfs); on
+//!     this machine (HZ=250, kernel locked down in integrity mode, so
+//!     debugfs refuses every read and write and HRTICK_DL stays off) a few
+//!     hundred microseconds per 1 ms period are *not* enforced (a
+//!     `deadline:2ms/10ms` NAPI thread under a flood let a 3.9 ms run
+//!     through). The report says which ([`DeadlineEnforcement`]);
 //!     that is why `fifo` is the default.
 //!
 //! The pending proxy N(k), read at the end of each period: on veth, the
@@ -310,7 +312,8 @@ pub struct Trace {
 pub struct DeadlineEnforcement {
     /// CONFIG_HZ, when the kernel's configuration is readable.
     pub hz: Option<u64>,
-    /// Whether HRTICK_DL is on (None: debugfs not readable).
+    /// Whether HRTICK_DL is on (None: debugfs's sched/features not read,
+    /// `note` says why: not mounted, or locked down).
     pub hrtick_dl: Option<bool>,
     /// "hrtick" or "tick".
     pub granularity: &'static str,
@@ -320,8 +323,12 @@ pub struct DeadlineEnforcement {
 impl DeadlineEnforcement {
     pub fn read() -> Self {
         let hz = crate::machine::kernel_hz();
-        let hrtick_dl =
-            std::fs::read_to_string("/sys/kernel/debug/sched/features").ok().map(|f| f.split_whitespace().any(|w| w == "HRTICK_DL"));
+        let lockdown = crate::machine::Lockdown::read();
+        let features = match &lockdown.debugfs {
+            crate::machine::Debugfs::Readable { mount } => std::fs::read_to_string(std::path::Path::new(mount).join("sched/features")).ok(),
+            _ => None,
+        };
+        let hrtick_dl = features.map(|f| f.split_whitespace().any(|w| w == "HRTICK_DL"));
         let tick =
             hz.map_or("the scheduler tick".to_string(), |hz| format!("the scheduler tick ({} at HZ={hz})", format_ns(1_000_000_000 / hz)));
         let (granularity, note) = if hrtick_dl == Some(true) {
@@ -331,7 +338,13 @@ impl DeadlineEnforcement {
                 "tick",
                 format!(
                     "SCHED_DEADLINE runtimes are enforced only at {tick}: HRTICK_DL is {}; a runtime shorter than a tick is not held",
-                    if hrtick_dl.is_some() { "off" } else { "not readable (no debugfs), taken as off (the default)" }
+                    match hrtick_dl {
+                        Some(_) => "off".to_string(),
+                        None => match lockdown.shuts_debugfs() {
+                            Some(true) => format!("off, the default: {} and only debugfs switches it on", lockdown.debugfs_unread()),
+                            _ => format!("not read ({}), taken as off (the default)", lockdown.debugfs_unread()),
+                        },
+                    }
                 ),
             )
         };

@@ -9,10 +9,11 @@
 //!
 //! - SCHED_DEADLINE: the kernel checks the budget at the scheduler tick
 //!   unless HRTICK_DL is on (off by default, and only settable through
-//!   debugfs), so a budget Q can overrun by up to one tick before the
-//!   thread is throttled (it pays the overrun back later). It is analysed
-//!   as a deferrable server of budget Q + tick (load-bounds paper §2: it may
-//!   also run back to back across a period boundary).
+//!   debugfs, which a locked-down kernel such as this VM's shuts: doctor's
+//!   `kernel lockdown` line), so a budget Q can overrun by up to one tick
+//!   before the thread is throttled (it pays the overrun back later). It is
+//!   analysed as a deferrable server of budget Q + tick (load-bounds paper
+//!   §2: it may also run back to back across a period boundary).
 //! - irqlab's sporadic server: the controller drops the thread to its low
 //!   priority within its reaction time (tens of microseconds measured, see
 //!   `SPORADIC_REACTION_NS`), analysed as a sporadic server of budget

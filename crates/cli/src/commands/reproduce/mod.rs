@@ -95,7 +95,7 @@ fn machine_sentence() -> String {
     let cpus = irqlab_live::rt::online_cpus().map_or(0, |c| c.len());
     let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
     let date = civil_date(days as i64);
-    let pick = ["virtualised", "tick", "preemption", "IRQ time accounting", "RT throttling"];
+    let pick = ["virtualised", "tick", "preemption", "kernel lockdown", "IRQ time accounting", "RT throttling"];
     let settings: Vec<String> = pick.iter().filter_map(|k| m.settings.get(*k).map(|v| format!("{k}: {v}"))).collect();
     format!(" Measured {date} on this machine: {cpus} CPUs, kernel {}; {}.", m.kernel, settings.join("; "))
 }
