@@ -682,7 +682,7 @@ fn relations(part: &Part) -> Vec<Row> {
                         "{res} i={pct:.0}% p={}: below the TCP round-trip time ({}), foreground share of r(i){} (not checked: \
                          the dissertation's landmark, ineffective below the RTT)",
                         format_ns(p.p_ns.unwrap_or(0)),
-                        format_ns(landmark_ns.round() as Nanos),
+                        format_ns((landmark_ns / 1e3).round() as Nanos * 1000),
                         share_note(p, part)
                     ),
                     "ineffective below the RTT (§6.2.2.1)",

@@ -241,7 +241,10 @@ fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
         part.baseline.iter().map(|(i, r)| format!("{:.0}% {:.1}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
         part.r_max,
         format_ns(part.service_ns.round() as Nanos),
-        part.tcp_rtt_ns.map_or(String::new(), |rtt| format!(", the TCP foreground's round-trip time {}", format_ns(rtt.round() as Nanos))),
+        part.tcp_rtt_ns.map_or(String::new(), |rtt| format!(
+            ", the TCP foreground's round-trip time {}",
+            format_ns((rtt / 1e3).round() as Nanos * 1000)
+        )),
         part.background_alone_per_s
     );
     for (i, runs) in &part.alone {

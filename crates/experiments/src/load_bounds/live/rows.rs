@@ -183,53 +183,43 @@ pub(super) fn relation_checks(d: &Details) -> Vec<Row> {
     let flooded = || d.summaries.iter().filter(|s| s.setup != Setup::NoFlood && !s.repeats.is_empty());
     let sim_value = |c: Configuration, f: fn(&crate::load_bounds::ConfigResult) -> f64| sim(c).map_or(f64::NAN, f);
     let n = d.repeats;
-    let (bg_m, bg_h, fg_h) = (bg.tau2_misses_per_sweep, bg.heartbeats_missed_per_sweep, fg.heartbeats_missed_per_sweep);
     let neg = |s: Spread| Spread { mean: -s.mean, ..s };
-    // Background's misses at most every other's; its heartbeats lost at
-    // least every other's (at most, negated); Foreground's lost at most.
-    let (text, ok) = relation_of(
-        &bg_m,
-        least_of(&bg_m, flooded().filter(|s| s.setup != bg.setup).map(|s| (s, s.tau2_misses_per_sweep))),
-        &format!("tau2 misses per sweep, means of {n}"),
-    );
-    rows.push(
-        Row::check(
-            format!("live: Background has the fewest tau2 misses (Fig. 7; {text})"),
+    // "x has the fewest (or, `most`, the most) of `metric` among the
+    // flooded configurations", judged by [`least_of`] (the most: the
+    // fewest of the negated counts).
+    let order = |x: &Summary, metric: fn(&Summary) -> Spread, most: bool, claim: &str, what: &str| {
+        let signed = |s: Spread| if most { neg(s) } else { s };
+        let closest = least_of(&signed(metric(x)), flooded().filter(|s| s.setup != x.setup).map(|s| (s, signed(metric(s)))));
+        let closest = closest.map(|(s, o, tol, ok)| (s, signed(o), tol, ok));
+        let (text, ok) = relation_of(&metric(x), closest, &format!("{what}, means of {n}"));
+        (format!("live: {claim}; {text})"), ok, metric(x).mean)
+    };
+    let misses: fn(&Summary) -> Spread = |s| s.tau2_misses_per_sweep;
+    let heartbeats: fn(&Summary) -> Spread = |s| s.heartbeats_missed_per_sweep;
+    let checks = [
+        (
+            order(bg, misses, false, "Background has the fewest tau2 misses (Fig. 7", "tau2 misses per sweep"),
             "fewest misses",
             sim_value(Background, |c| c.points.iter().map(|p| p.tau2_misses as f64).sum()),
             "misses",
-            ok,
-        )
-        .with_live(bg_m.mean),
-    );
-    let most = least_of(&neg(bg_h), flooded().filter(|s| s.setup != bg.setup).map(|s| (s, neg(s.heartbeats_missed_per_sweep))));
-    let (text, ok) =
-        relation_of(&bg_h, most.map(|(s, o, tol, ok)| (s, neg(o), tol, ok)), &format!("polls without a heartbeat per sweep, means of {n}"));
-    rows.push(
-        Row::check(
-            format!("live: Background loses the most heartbeats (Fig. 8; {text})"),
+        ),
+        (
+            order(bg, heartbeats, true, "Background loses the most heartbeats (Fig. 8", "polls without a heartbeat per sweep"),
             "worst packet loss",
             sim_value(Background, |c| c.heartbeats_missed_total as f64),
             "polls without",
-            ok,
-        )
-        .with_live(bg_h.mean),
-    );
-    let (text, ok) = relation_of(
-        &fg_h,
-        least_of(&fg_h, flooded().filter(|s| s.setup != fg.setup).map(|s| (s, s.heartbeats_missed_per_sweep))),
-        &format!("polls without a heartbeat per sweep, means of {n}"),
-    );
-    rows.push(
-        Row::check(
-            format!("live: Foreground loses the fewest heartbeats (Fig. 8; {text})"),
+        ),
+        (
+            order(fg, heartbeats, false, "Foreground loses the fewest heartbeats (Fig. 8", "polls without a heartbeat per sweep"),
             "best heartbeat receipt",
             sim_value(Foreground, |c| c.heartbeats_missed_total as f64),
             "polls without",
-            ok,
-        )
-        .with_live(fg_h.mean),
-    );
+        ),
+    ];
+    for ((metric, ok, live), paper, simulated, unit) in checks {
+        rows.push(Row::check(metric, paper, simulated, unit, ok).with_live(live));
+    }
+    let (bg_m, bg_h, fg_h) = (bg.tau2_misses_per_sweep, bg.heartbeats_missed_per_sweep, fg.heartbeats_missed_per_sweep);
     limit_rows(d, step, &mut rows);
     for c in [Sporadic, Deadline] {
         let Some(s) = sum(c) else { continue };
