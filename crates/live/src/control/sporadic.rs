@@ -20,7 +20,6 @@ use crate::rt::monotonic_ns;
 use irqlab_policy::server::{Accounting, Decision, SporadicServer, Timers};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::sched::{self, SchedAttr};
@@ -356,7 +355,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
         let now = monotonic_ns();
         let next = served.values().filter(|s| !s.exited).filter_map(|s| s.server.next_action_at()).min();
         let wait = next.map_or(IDLE_WAIT_NS, |t| t.saturating_sub(now)).min(IDLE_WAIT_NS);
-        wait_readable(ring_fd, wait)?;
+        crate::monitor::wait_readable(ring_fd, wait)?;
         for Event { tid, kind, ts_ns, .. } in watch.drain()? {
             if let Some(s) = served.get_mut(&tid) {
                 let d = s.server.observe(kind, ts_ns);
@@ -393,20 +392,6 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
         })
         .collect();
     Ok(ServerReport { params, start_ns, end_ns, threads, lost_events })
-}
-
-/// Sleeps until `fd` is readable or `timeout_ns` passed (ns resolution:
-/// `ppoll`, not epoll's milliseconds).
-pub(crate) fn wait_readable(fd: i32, timeout_ns: u64) -> Result<()> {
-    use nix::poll::{ppoll, PollFd, PollFlags};
-    // SAFETY: the ring buffer (and its epoll fd) outlives this call.
-    let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    let timeout = nix::sys::time::TimeSpec::from_duration(std::time::Duration::from_nanos(timeout_ns));
-    match ppoll(&mut fds, Some(timeout), None) {
-        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
-        Err(e) => Err(Error::io("waiting for the thread-watch events", std::io::Error::from(e))),
-    }
 }
 
 #[cfg(test)]

@@ -430,7 +430,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
             next_scan = now + config.rescan_ns;
         }
         let wake = next_scan.min(config.duration_ns.map_or(u64::MAX, |d| run_start + d));
-        super::sporadic::wait_readable(fd, wake.saturating_sub(now).max(1))?;
+        crate::monitor::wait_readable(fd, wake.saturating_sub(now).max(1))?;
         let mut last_event_ns = None;
         for e in watch.drain()? {
             let tid = e.tid as i32;
