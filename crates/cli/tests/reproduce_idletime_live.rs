@@ -185,7 +185,7 @@ fn after_kill_9_during_the_network_part_the_link_is_named_and_reverted() {
     let args: Vec<&std::ffi::OsStr> =
         ["reproduce", "idletime", "--live", "--quick", "--resource", "net"].iter().map(std::ffi::OsStr::new).collect();
     let (mut child, rx) = start_with_stderr(&args);
-    wait_for_line(&rx, "net udp/udp intensity 30%: idletime p = 1ms", Duration::from_secs(120));
+    wait_for_line(&rx, "net udp/udp round 1/2, intensity 30%: idletime p = 1ms", Duration::from_secs(120));
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap();
     child.wait().unwrap();
