@@ -68,6 +68,9 @@ pub struct Point {
     pub foreground_share_se: Option<f64>,
     pub model_foreground_per_s: Option<f64>,
     pub model_background_per_s: Option<f64>,
+    /// The standard error of the model's background from its measured
+    /// inputs' (r(i)'s and r_max's runs alone): [`model_background_se`].
+    pub model_background_se: Option<f64>,
     /// Means over the runs of each run's figure.
     pub gate_open_fraction: Option<f64>,
     pub gate_close_reaction_p50_ns: Option<u64>,
@@ -93,8 +96,8 @@ pub struct Part {
     /// input; at the intensities the setups run at, the mean of every run
     /// alone there ([`Part::alone`]).
     pub baseline: Vec<(f64, f64)>,
-    /// The foreground's runs alone at the setups' intensities: r(i)'s own
-    /// first, then one at the start of each round.
+    /// The foreground's runs alone at the setups' intensities and at 100%
+    /// (r_max): r(i)'s own first, then one at the start of each round.
     pub alone: Vec<(f64, Vec<f64>)>,
     pub r_max: f64,
     pub service_ns: f64,
@@ -103,7 +106,10 @@ pub struct Part {
     /// TCP (ineffective below the RTT, §6.2.2.1), where the service time is
     /// the UDP's and the disk's.
     pub tcp_rtt_ns: Option<f64>,
+    /// The mean of the background's runs alone (the first before the
+    /// rounds, then one at the start of each).
     pub background_alone_per_s: f64,
+    pub background_alone_runs: Vec<f64>,
     pub points: Vec<Point>,
 }
 
@@ -274,7 +280,7 @@ impl Bench<'_> {
             curve.push((i, per_s(self.start(&w.fg_args, Some(i))?, w.scale)?));
         }
         progress(&format!("{}: the background alone", w.name));
-        let background_alone_per_s = per_s(self.start(&w.bg_args, None)?, w.scale)?;
+        let mut background_alone = vec![per_s(self.start(&w.bg_args, None)?, w.scale)?];
         let mut setups: Vec<(String, Setup)> = vec![("no control".into(), Setup::NoControl)];
         setups.extend(w.anchors.iter().map(|&(n, s)| (n.to_string(), s)));
         setups.extend(
@@ -283,12 +289,26 @@ impl Bench<'_> {
                 .map(|p| (format!("idletime p = {}", if p == 0 { "0".into() } else { format_ns(p) }), Setup::Idletime(p))),
         );
         let fg_intensities: &[f64] = if quick { &[0.3] } else { &[0.3, 0.6] };
+        // The runs alone at the setups' intensities and at 100% (r_max,
+        // the model's base: at i = 60% a tenth off r_max moves the
+        // background's prediction by a quarter, so it is measured in every
+        // round too).
         let mut alone: Vec<(f64, Vec<f64>)> =
-            fg_intensities.iter().map(|&i| (i, curve.iter().filter(|c| c.0 == i).map(|c| c.1).collect())).collect();
+            fg_intensities.iter().chain(&[1.0]).map(|&i| (i, curve.iter().filter(|c| c.0 == i).map(|c| c.1).collect())).collect();
         let mut runs = Vec::new();
         let mut rtts_us = Vec::new();
         let rounds = rounds(quick);
         'rounds: for round in 1..=rounds {
+            if self.stop.load(Ordering::SeqCst) {
+                break 'rounds;
+            }
+            progress(&format!("{} round {round}/{rounds}: the foreground alone at 100% (r_max)", w.name));
+            let r_max_run = per_s(self.start(&w.fg_args, Some(1.0))?, w.scale)?;
+            if let Some(a) = alone.iter_mut().find(|a| a.0 == 1.0) {
+                a.1.push(r_max_run);
+            }
+            progress(&format!("{} round {round}/{rounds}: the background alone", w.name));
+            background_alone.push(per_s(self.start(&w.bg_args, None)?, w.scale)?);
             for (k, &i) in fg_intensities.iter().enumerate() {
                 let at = |what: &str| format!("{} round {round}/{rounds}, intensity {:.0}%: {what}", w.name, i * 100.0);
                 if self.stop.load(Ordering::SeqCst) {
@@ -324,6 +344,7 @@ impl Bench<'_> {
         let r_max = table.r_max();
         let service = ServiceTime::Fixed((1e9 / (r_max * w.requests_per_unit).max(1e-9)).round() as Nanos);
         let params = ModelParams { service, t_max_ns: T_MAX_NS, alpha: 1.0 };
+        let background_alone_per_s = Spread::of(&background_alone).mean;
         let points = points_of(&runs, &setups, &alone, &table, &params, background_alone_per_s);
         Ok(Part {
             resource: w.resource().into(),
@@ -336,6 +357,7 @@ impl Bench<'_> {
             service_ns: params.service_ns(&table),
             tcp_rtt_ns: (!rtts_us.is_empty()).then(|| Spread::of(&rtts_us).mean * 1e3),
             background_alone_per_s,
+            background_alone_runs: background_alone,
             points,
         })
     }
@@ -389,17 +411,20 @@ fn points_of(
     params: &ModelParams,
     background_alone_per_s: f64,
 ) -> Vec<Point> {
-    let mut keys: Vec<(u64, usize)> = Vec::new();
+    // Groups in the order their first run ran.
+    let mut groups: Vec<Vec<&Run>> = Vec::new();
+    let mut group_of = std::collections::HashMap::new();
     for r in runs {
-        let key = (r.intensity.to_bits(), r.setup);
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
+        let g = *group_of.entry((r.intensity.to_bits(), r.setup)).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(r);
     }
-    keys.into_iter()
-        .map(|(bits, index)| {
-            let i = f64::from_bits(bits);
-            let these: Vec<&Run> = runs.iter().filter(|r| r.intensity == i && r.setup == index).collect();
+    groups
+        .into_iter()
+        .map(|these| {
+            let (i, index) = (these[0].intensity, these[0].setup);
             let (fg, bg): (Vec<f64>, Vec<f64>) = these.iter().map(|r| (r.fg, r.bg)).unzip();
             let (fg_spread, bg_spread) = (Spread::of(&fg), Spread::of(&bg));
             let base = alone.iter().find(|a| a.0 == i).map_or_else(|| Spread::of(&[table.r(i)]), |a| Spread::of(&a.1));
@@ -425,6 +450,7 @@ fn points_of(
                 background_runs: bg,
                 model_foreground_per_s: p_ns.map(|p| model::foreground_throughput(table, params, i, p)),
                 model_background_per_s: p_ns.map(|p| model::background_throughput(table, params, i, p)),
+                model_background_se: p_ns.and_then(|p| model_background_se(table, params, i, p, alone)),
                 gate_open_fraction: mean_of(&|r| r.open_fraction),
                 gate_close_reaction_p50_ns: close_p50,
                 gate_open_lateness_p50_ns: open_p50,
@@ -435,6 +461,31 @@ fn points_of(
             }
         })
         .collect()
+}
+
+/// The standard error the model's background takes from its two measured
+/// inputs, r(i) and r_max (each the mean of its runs alone, with the
+/// mean's standard error): each moved by its error in turn, the two
+/// changes added in quadrature (the model is linear in each). `None`
+/// unless both were repeated. The service time 1/r_max moves with r_max.
+fn model_background_se(table: &BaselineTable, params: &ModelParams, i: f64, p: Nanos, alone: &[(f64, Vec<f64>)]) -> Option<f64> {
+    let se_at = |at: f64| alone.iter().find(|a| a.0 == at).and_then(|a| Spread::of(&a.1).se());
+    let (se_i, se_max) = (se_at(i)?, se_at(1.0)?);
+    let base = model::background_throughput(table, params, i, p);
+    let moved = |at: f64, by: f64| {
+        let mut t = table.clone();
+        for point in t.points.iter_mut().filter(|q| q.0 == at) {
+            point.1 += by;
+        }
+        let mut params = *params;
+        if let ServiceTime::Fixed(ns) = params.service {
+            // 1/r_max, scaled as r_max moves.
+            let r_max = table.r_max();
+            params.service = ServiceTime::Fixed((ns as f64 * r_max / t.r_max().max(1e-9)).round() as Nanos);
+        }
+        model::background_throughput(&t, &params, i, p) - base
+    };
+    Some(moved(i, se_i).hypot(moved(1.0, se_max)))
 }
 
 /// How late the real gate follows the decisions (p50s of one run).
@@ -788,11 +839,13 @@ fn share_note(p: &Point, part: &Part) -> String {
     format!(" (mean of {} runs over the mean of {alone} alone{se})", p.foreground_runs.len())
 }
 
-/// The runs behind a background mean and their standard error.
+/// The runs behind a background mean and their standard error, and the
+/// model's (from r(i)'s and r_max's runs alone).
 fn background_note(p: &Point) -> String {
     let spread = Spread::of(&p.background_runs);
     let se = spread.se().map_or(String::new(), |se| format!(", standard error {se:.0}"));
-    format!(" (mean of {} runs{se})", spread.n)
+    let model = p.model_background_se.map_or(String::new(), |se| format!("; the model's standard error {se:.0}"));
+    format!(" (mean of {} runs{se}{model})", spread.n)
 }
 
 #[cfg(test)]
@@ -835,6 +888,21 @@ mod tests {
         assert!((both - b).abs() < 1e-6);
         // Past s(i) nothing is left.
         assert_eq!(measured_background(&table, &params, 0.3, 80_000_000, table.r_max(), ideal), 0.0);
+    }
+
+    #[test]
+    fn the_model_s_error_comes_from_r_i_s_and_r_max_s_runs() {
+        let (table, params) = linear();
+        let p = 10_000_000;
+        // r(0.3) = 3000 and r_max = 10000 with standard errors 100 and 200.
+        let alone = vec![(0.3, vec![2900.0, 3100.0]), (1.0, vec![9800.0, 10_200.0])];
+        let se = model_background_se(&table, &params, 0.3, p, &alone).unwrap();
+        // b = (r_max - r(i)) (s - p - service) / s, s = 70 ms, service 0.1 ms scaled by r_max.
+        let frac: f64 = (70e6 - 10e6 - 1e5) / 70e6;
+        let expected = (100.0 * frac).hypot(200.0 * frac);
+        assert!((se - expected).abs() / expected < 0.01, "{se} against {expected}");
+        // Without r_max's runs repeated there is no error to give.
+        assert_eq!(model_background_se(&table, &params, 0.3, p, &alone[..1]), None);
     }
 
     #[test]
@@ -902,6 +970,7 @@ mod tests {
             service_ns: 100_000.0,
             tcp_rtt_ns: rtt,
             background_alone_per_s: table.r_max(),
+            background_alone_runs: vec![table.r_max()],
             points: points.clone(),
         };
         let share_rows = |part: &Part| -> Vec<(String, Option<bool>)> {

@@ -235,7 +235,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
 fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
     let u = &part.unit;
     let mut text = format!(
-        "{}: {}; r(i): {}; r_max {:.1} {u}, service 1/r_max {}{}; background alone {:.1} {u}\n",
+        "{}: {}; r(i): {}; r_max {:.1} {u}, service 1/r_max {}{}; background alone {:.1} {u} (mean of {})\n",
         part.name,
         part.setup,
         part.baseline.iter().map(|(i, r)| format!("{:.0}% {:.1}", i * 100.0, r)).collect::<Vec<_>>().join(", "),
@@ -245,7 +245,8 @@ fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
             ", the TCP foreground's round-trip time {}",
             format_ns((rtt / 1e3).round() as Nanos * 1000)
         )),
-        part.background_alone_per_s
+        part.background_alone_per_s,
+        part.background_alone_runs.iter().map(|r| format!("{r:.1}")).collect::<Vec<_>>().join(", ")
     );
     for (i, runs) in &part.alone {
         let runs: Vec<String> = runs.iter().map(|r| format!("{r:.1}")).collect();
@@ -254,7 +255,8 @@ fn part_text(part: &irqlab_experiments::idletime::live::Part) -> String {
     for p in &part.points {
         let model = match (p.model_foreground_per_s, p.model_background_per_s) {
             (Some(f), Some(b)) => format!(
-                " (model {f:.1} / {b:.1}; background with measured inputs {})",
+                " (model {f:.1} / {b:.1}{}; background with measured inputs {})",
+                p.model_background_se.map_or(String::new(), |se| format!(" ± {se:.1}")),
                 p.measured_model_background_per_s.map_or("-".into(), |m| format!("{m:.1}"))
             ),
             _ => String::new(),
