@@ -52,7 +52,7 @@ pub fn examine() -> Report {
     Report {
         schema: SCHEMA,
         kernel: machine.kernel(),
-        commands: commands(),
+        commands: commands(&machine),
         settings: machine.settings(),
         leftovers: crate::control::journal::leftovers()
             .into_iter()
@@ -74,7 +74,7 @@ fn readiness(command: &'static str, check: Result<()>, note: Option<String>) -> 
     Readiness { command, missing: check.err().map(|e| e.to_string()), note }
 }
 
-fn commands() -> Vec<Readiness> {
+fn commands(machine: &Machine) -> Vec<Readiness> {
     let accounting_check = accounting::check_prerequisites().and_then(|()| accounting::check_required_tracepoints());
     let skipped = match accounting::missing_optional_tracepoints() {
         Ok(missing) if !missing.is_empty() => Some(format!("not measured (tracepoints missing): {}", missing.join(", "))),
@@ -99,7 +99,11 @@ fn commands() -> Vec<Readiness> {
         ),
         Readiness { command: "stimulus respond", ..realtime },
         readiness("comparisons with cyclictest and oslat (rt-tests)", rt_tests, None),
-        readiness("control bh-budget", crate::control::bh_budget::check_prerequisites(), crate::control::bh_budget::readiness_note()),
+        readiness(
+            "control bh-budget",
+            crate::control::bh_budget::check_prerequisites(),
+            crate::control::bh_budget::readiness_note(machine),
+        ),
         readiness(
             "SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)",
             crate::control::root_domain::check_prerequisites(),

@@ -26,7 +26,11 @@ pub struct MachineContext {
 impl MachineContext {
     /// The context of this machine, now.
     pub fn read() -> MachineContext {
-        let machine = Machine::read();
+        MachineContext::of(&Machine::read())
+    }
+
+    /// The context of `machine`, its settings read now.
+    pub fn of(machine: &Machine) -> MachineContext {
         MachineContext {
             kernel: machine.kernel(),
             settings: machine.settings().into_iter().map(|s| (s.name.to_string(), s.value)).collect(),
@@ -51,18 +55,20 @@ pub struct Machine {
     /// The kernel's build configuration, when /proc/config.gz or
     /// /boot/config-<release> is readable.
     config: Option<String>,
+    /// Read with the rest: it copies the whole kernel log and probes
+    /// debugfs, too slow to repeat for every settings list.
+    lockdown: Lockdown,
 }
 
 impl Machine {
-    /// Reads the kernel's identity, command line and configuration.
+    /// Reads the kernel's identity, command line, configuration and
+    /// lockdown (mounts nothing).
     pub fn read() -> Machine {
         let release = read("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
-        Machine {
-            version: read("/proc/sys/kernel/version").unwrap_or_default(),
-            cmdline: read("/proc/cmdline").unwrap_or_default(),
-            config: kernel_config(&release),
-            release,
-        }
+        let cmdline = read("/proc/cmdline").unwrap_or_default();
+        let config = kernel_config(&release);
+        let lockdown = Lockdown::read(config.as_deref(), &cmdline);
+        Machine { version: read("/proc/sys/kernel/version").unwrap_or_default(), cmdline, config, lockdown, release }
     }
 
     /// Release and build string of the running kernel.
@@ -81,19 +87,21 @@ impl Machine {
         boot_param(&self.cmdline, key)
     }
 
-    /// Every setting that shapes what the live commands measure, read now.
+    /// Every setting that shapes what the live commands measure, read now
+    /// (the lockdown as read with the machine).
     pub fn settings(&self) -> Vec<Setting> {
         settings(self)
     }
 
-    /// The kernel's lockdown and what it leaves of debugfs, read now
-    /// (mounts nothing).
-    pub fn lockdown(&self) -> Lockdown {
-        let debugfs = debugfs_access();
-        let securityfs = read(SECURITYFS_LOCKDOWN);
-        let log = kernel_log();
-        let (level, source) = lockdown_level(securityfs.as_deref(), log.as_deref(), self.config.as_deref(), &self.cmdline, &debugfs);
-        Lockdown { level, source, debugfs }
+    /// The kernel's lockdown and what it leaves of debugfs, as read with
+    /// the machine.
+    pub fn lockdown(&self) -> &Lockdown {
+        &self.lockdown
+    }
+
+    /// The kernel's tick rate (CONFIG_HZ), when its configuration is readable.
+    pub fn hz(&self) -> Option<u64> {
+        self.config("HZ")?.parse().ok()
     }
 }
 
@@ -102,7 +110,7 @@ fn settings(m: &Machine) -> Vec<Setting> {
     vec![
         Setting {
             name: "preemption",
-            value: preemption(m, &lockdown),
+            value: preemption(m, lockdown),
             why: "how long a woken high-priority task can wait for the kernel to reach a preemption point",
         },
         Setting {
@@ -340,9 +348,14 @@ pub struct Lockdown {
 }
 
 impl Lockdown {
-    /// This machine's, now.
-    pub fn read() -> Lockdown {
-        Machine::read().lockdown()
+    /// This machine's, now, given its kernel configuration and command
+    /// line (mounts nothing).
+    fn read(config: Option<&str>, cmdline: &str) -> Lockdown {
+        let debugfs = debugfs_access();
+        let securityfs = read(SECURITYFS_LOCKDOWN);
+        let log = kernel_log();
+        let (level, source) = lockdown_level(securityfs.as_deref(), log.as_deref(), config, cmdline, &debugfs);
+        Lockdown { level, source, debugfs }
     }
 
     /// Whether debugfs's files refuse reads and writes (None: unknown).
@@ -687,11 +700,6 @@ fn tsc_flags_ok(cpuinfo: &str) -> Result<(), String> {
     }
 }
 
-/// The kernel's tick rate (CONFIG_HZ), when its configuration is readable.
-pub fn kernel_hz() -> Option<u64> {
-    Machine::read().config("HZ")?.parse().ok()
-}
-
 /// Clock ticks per second, the unit of utime/stime.
 pub fn ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -758,6 +766,7 @@ mod tests {
             version: version.into(),
             cmdline: cmdline.into(),
             config: Some(config.into()),
+            lockdown: Lockdown { level: LockdownLevel::Unknown, source: "?".into(), debugfs: Debugfs::NotMounted },
         };
         let preemption = |m: &Machine| preemption_from(m, None, None, "debugfs not mounted");
         assert_eq!(preemption(&machine("CONFIG_PREEMPT_VOLUNTARY=y\n", "", "#1 SMP")), "voluntary");

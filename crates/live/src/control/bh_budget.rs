@@ -59,6 +59,7 @@ use super::sched::{self, SchedAttr};
 use super::threads::Thread;
 use crate::error::{Error, Result};
 use crate::latency::stats::{LatencyStats, StatsSummary};
+use crate::machine::{Debugfs, Machine, MachineContext};
 use crate::monitor::napi::{NapiWatch, Polls};
 use crate::monitor::thread::ThreadWatch;
 use crate::privilege::{self, Capability};
@@ -321,11 +322,12 @@ pub struct DeadlineEnforcement {
 }
 
 impl DeadlineEnforcement {
-    pub fn read() -> Self {
-        let hz = crate::machine::kernel_hz();
-        let lockdown = crate::machine::Lockdown::read();
+    /// On `machine`, its debugfs's sched/features read now.
+    pub fn of(machine: &Machine) -> Self {
+        let hz = machine.hz();
+        let lockdown = machine.lockdown();
         let features = match &lockdown.debugfs {
-            crate::machine::Debugfs::Readable { mount } => std::fs::read_to_string(std::path::Path::new(mount).join("sched/features")).ok(),
+            Debugfs::Readable { mount } => std::fs::read_to_string(std::path::Path::new(mount).join("sched/features")).ok(),
             _ => None,
         };
         let hrtick_dl = features.map(|f| f.split_whitespace().any(|w| w == "HRTICK_DL"));
@@ -517,7 +519,7 @@ pub struct Report {
     pub overhead: Overhead,
     pub ended_by: &'static str,
     pub complete: bool,
-    pub machine: crate::machine::MachineContext,
+    pub machine: MachineContext,
 }
 
 /// The controller's own cost: the CPU time of its thread (the monitor's
@@ -546,9 +548,9 @@ pub fn check_prerequisites() -> Result<()> {
     privilege::require_bpf("watch the NAPI kthreads (sched_switch, napi_poll)")
 }
 
-/// Doctor's note: how `--enforce deadline` would be enforced here.
-pub fn readiness_note() -> Option<String> {
-    let d = DeadlineEnforcement::read();
+/// Doctor's note: how `--enforce deadline` would be enforced on `machine`.
+pub fn readiness_note(machine: &Machine) -> Option<String> {
+    let d = DeadlineEnforcement::of(machine);
     (d.granularity == "tick").then(|| format!("--enforce deadline is tick-enforced here ({}); the default, fifo, is not", d.note))
 }
 
@@ -578,7 +580,8 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
             guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr })?);
         }
     }
-    let machine = crate::machine::MachineContext::read();
+    let machine = Machine::read();
+    let context = MachineContext::of(&machine);
     let started = monotonic_ns();
     let looped = std::thread::scope(|scope| {
         scope
@@ -629,7 +632,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         initial_ns: config.initial(),
         threads,
         enforce: config.enforce,
-        deadline_enforcement: DeadlineEnforcement::read(),
+        deadline_enforcement: DeadlineEnforcement::of(&machine),
         pending_proxy: proxy,
         switched_threaded_on,
         figures,
@@ -644,7 +647,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         },
         ended_by: looped.ended_by,
         complete,
-        machine,
+        machine: context,
     };
     Ok(Outcome { report, trace })
 }

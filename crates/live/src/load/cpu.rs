@@ -4,7 +4,7 @@
 use crate::error::Result;
 use std::sync::atomic::AtomicBool;
 
-pub fn run(sched_idle: bool, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+pub fn run(sched_idle: bool, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
     let cpus = crate::rt::online_cpus()?;
     let deadline = super::deadline(duration_ns);
     let loops: u64 = std::thread::scope(|s| {
@@ -31,5 +31,5 @@ pub fn run(sched_idle: bool, duration_ns: u64, stop: &AtomicBool) -> Result<(u64
         workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
     });
     let class = if sched_idle { "SCHED_IDLE" } else { "SCHED_OTHER" };
-    Ok((loops, "spin loops of 10000 multiplications", format!("{} CPUs, {class}", cpus.len())))
+    Ok(super::Done::new(loops, "spin loops of 10000 multiplications", format!("{} CPUs, {class}", cpus.len())))
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 const BLOCK: usize = 1 << 20;
 const BLOCKS: u64 = 16;
 
-pub fn run(dir: &Path, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+pub fn run(dir: &Path, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
     let mut file = tempfile::tempfile_in(dir).map_err(|e| Error::io(format!("creating a scratch file in {}", dir.display()), e))?;
     let block = vec![0x5au8; BLOCK];
     let deadline = super::deadline(duration_ns);
@@ -24,5 +24,5 @@ pub fn run(dir: &Path, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'st
         file.sync_data().map_err(io)?;
         written += 1;
     }
-    Ok((written, "MiB written and synced", format!("scratch file in {}", dir.display())))
+    Ok(super::Done::new(written, "MiB written and synced", format!("scratch file in {}", dir.display())))
 }

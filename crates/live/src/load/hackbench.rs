@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 const MESSAGE: usize = 100;
 
-pub fn run(groups: usize, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+pub fn run(groups: usize, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
     if groups == 0 {
         return Err(Error::Invalid("hackbench-like load needs at least one group".into()));
     }
@@ -46,5 +46,5 @@ pub fn run(groups: usize, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &
             .collect();
         workers.into_iter().map(|w| w.join().unwrap_or(0)).sum()
     });
-    Ok((messages, "round trips", format!("{groups} thread pairs over Unix sockets")))
+    Ok(super::Done::new(messages, "round trips", format!("{groups} thread pairs over Unix sockets")))
 }

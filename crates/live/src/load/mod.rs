@@ -73,21 +73,31 @@ pub struct LoadReport {
     pub tcp_rtt_us: Option<f64>,
 }
 
+/// What one load did: the report's fields that differ by kind.
+struct Done {
+    work: u64,
+    unit: &'static str,
+    detail: String,
+    tcp_rtt_us: Option<f64>,
+}
+
+impl Done {
+    /// `work` units of `unit` done, `detail` saying how; no RTT.
+    fn new(work: u64, unit: &'static str, detail: String) -> Done {
+        Done { work, unit, detail, tcp_rtt_us: None }
+    }
+}
+
 /// Runs the load for `duration_ns` or until `stop`.
 pub fn run(kind: &LoadKind, duration_ns: u64, stop: &AtomicBool) -> Result<LoadReport> {
     let start = std::time::Instant::now();
-    let mut tcp_rtt_us = None;
-    let (work, unit, detail) = match kind {
+    let Done { work, unit, detail, tcp_rtt_us } = match kind {
         LoadKind::Cpu { sched_idle } => cpu::run(*sched_idle, duration_ns, stop)?,
         LoadKind::Net(n) => n.run(duration_ns, stop)?,
         LoadKind::Disk { dir } => disk::run(dir, duration_ns, stop)?,
         LoadKind::Hackbench { groups } => hackbench::run(*groups, duration_ns, stop)?,
         LoadKind::Reads(r) => r.run(duration_ns, stop)?,
-        LoadKind::Sends(s) => {
-            let (work, unit, detail, rtt) = s.run(duration_ns, stop)?;
-            tcp_rtt_us = rtt;
-            (work, unit, detail)
-        }
+        LoadKind::Sends(s) => s.run(duration_ns, stop)?,
     };
     let elapsed_ns = start.elapsed().as_nanos() as u64;
     Ok(LoadReport {

@@ -33,7 +33,7 @@ impl NetLoad {
         NetLoad { via_testbed: None, size: 64, threads: 1, interval_ns: 2_000 }
     }
 
-    pub(super) fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+    pub(super) fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
         let plan = |target| Plan {
             kind: Kind::Udp { port: DISCARD_PORT },
             target,
@@ -52,7 +52,7 @@ impl NetLoad {
                     .map(|h| h.join().map_err(|_| Error::Failed("a net load sender panicked".into()))?.map(|c| c.sent))
                     .sum::<Result<u64>>()
             })?;
-            return Ok((sent, "datagrams", format!("{} thread(s), loopback to 127.0.0.1", self.threads)));
+            return Ok(super::Done::new(sent, "datagrams", format!("{} thread(s), loopback to 127.0.0.1", self.threads)));
         };
         let bed = Testbed::up()?;
         let target = bed.root_addr(side);
@@ -70,6 +70,6 @@ impl NetLoad {
         for h in handles {
             sent += h.join().map_err(|_| Error::Failed("a net load sender panicked".into()))??.sent;
         }
-        Ok((sent, "datagrams", format!("{} thread(s) from {} to {target}", self.threads, side.netns())))
+        Ok(super::Done::new(sent, "datagrams", format!("{} thread(s) from {} to {target}", self.threads, side.netns())))
     }
 }

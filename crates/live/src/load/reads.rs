@@ -82,7 +82,7 @@ impl Reads {
         Ok(size)
     }
 
-    pub fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String)> {
+    pub(super) fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
         let size = self.check()?;
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -130,6 +130,6 @@ impl Reads {
             ms(latency.quantile_ns(0.5)),
             ms(latency.quantile_ns(0.99))
         );
-        Ok((reads, "reads", detail))
+        Ok(super::Done::new(reads, "reads", detail))
     }
 }

@@ -58,10 +58,10 @@ impl Sends {
         Ok(())
     }
 
-    /// Sends until `duration_ns` or `stop`: the bytes sent, their unit, a
-    /// line saying what was sent, and for TCP the mean smoothed round-trip
-    /// time at the bursts' ends (without an intensity: at the end).
-    pub fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<(u64, &'static str, String, Option<f64>)> {
+    /// Sends until `duration_ns` or `stop`: the bytes sent, a line saying
+    /// what was sent, and for TCP the mean smoothed round-trip time at the
+    /// bursts' ends (without an intensity: at the end).
+    pub(super) fn run(&self, duration_ns: u64, stop: &AtomicBool) -> Result<super::Done> {
         self.check()?;
         let bed = Testbed::up()?;
         let target = SocketAddrV4::new(bed.host_addr(self.to), self.port);
@@ -120,7 +120,7 @@ impl Sends {
             self.intensity.map_or(String::new(), |i| format!(" at intensity {:.0}%", i * 100.0)),
             bytes as f64 * 8.0 / secs / 1e6
         );
-        Ok((bytes, "bytes", detail, rtt))
+        Ok(super::Done { tcp_rtt_us: rtt, ..super::Done::new(bytes, "bytes", detail) })
     }
 
     /// A blocking send of one buffer to `target`, and the socket's descriptor
