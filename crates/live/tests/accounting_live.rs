@@ -6,7 +6,10 @@
 //!
 //! Runs only with IRQLAB_LIVE_TESTS=1 (as root: CAP_BPF + CAP_PERFMON).
 
-use irqlab_live::accounting::{names::NET_RX, Options, Report, Session, Storage};
+use irqlab_live::accounting::names::{softirq_name, NET_RX, SOFTIRQ_NAMES};
+use irqlab_live::accounting::procfs;
+use irqlab_live::accounting::raw::{RawSnapshot, ReferenceCpu};
+use irqlab_live::accounting::{Options, Report, Session, Storage};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,6 +36,10 @@ fn thread_cpu_ns() -> u64 {
 struct Load {
     spinner_tid: u32,
     spinner_cpu_ns: u64,
+    /// Wall time of the spinner thread's life outside its two CPU-clock
+    /// reads (from before its spawn to after its join): run time the
+    /// accounting sees and `spinner_cpu_ns` does not.
+    spinner_outside_ns: u64,
     receiver_tid: u32,
     received: u64,
 }
@@ -66,10 +73,11 @@ fn run_load(d: Duration) -> Load {
             std::thread::sleep(Duration::from_micros(200));
         }
     });
+    let spawned = Instant::now();
     let spinner = std::thread::spawn(move || {
         let tid = gettid();
-        let t0 = Instant::now();
         let c0 = thread_cpu_ns();
+        let t0 = Instant::now();
         let mut x = 1u64;
         while t0.elapsed() < d {
             for _ in 0..10_000 {
@@ -77,21 +85,54 @@ fn run_load(d: Duration) -> Load {
             }
             std::hint::black_box(x);
         }
-        (tid, thread_cpu_ns() - c0)
+        let inside = t0.elapsed();
+        (tid, thread_cpu_ns() - c0, inside)
     });
-    let (spinner_tid, spinner_cpu_ns) = spinner.join().unwrap();
+    let (spinner_tid, spinner_cpu_ns, inside) = spinner.join().unwrap();
+    let spinner_outside_ns = spawned.elapsed().saturating_sub(inside).as_nanos() as u64;
     stop.store(true, Ordering::Relaxed);
     sender.join().unwrap();
     let receiver_tid = receiver.join().unwrap();
-    Load { spinner_tid, spinner_cpu_ns, receiver_tid, received: received.load(Ordering::Relaxed) }
+    Load { spinner_tid, spinner_cpu_ns, spinner_outside_ns, receiver_tid, received: received.load(Ordering::Relaxed) }
 }
 
-fn measure(d: Duration) -> (Report, Load) {
+fn measure(d: Duration) -> (Report, RawSnapshot, Load) {
     let mut storage = Storage::default();
     let mut session = Session::start(&mut storage, Options { reference_softirq_sum: true }).expect("start accounting");
     let load = run_load(d);
-    let report = session.report(true).expect("snapshot");
-    (report, load)
+    let raw = session.snapshot().expect("snapshot");
+    let report = session.report_from(&raw, true);
+    (report, raw, load)
+}
+
+/// How far the accounting's softirq time in `vectors` may legitimately
+/// lie from the plain entry/exit sum, over `cpus`: (below, above).
+///
+/// Programs on a tracepoint run in the order they were attached: at each
+/// softirq boundary the plain sum reads the clock first, the accounting
+/// after it and the plain sum's second pair of programs last
+/// (softirq_sum.bpf.c). Read at that last position, the same plain sum
+/// would move by window_out - window_in: the measured noise of the plain
+/// sum against itself across the place where the accounting reads the
+/// clock, and the tolerance. (Entries cost the programs in between more
+/// than exits: on the 2-vCPU VM the second position reads 0.6-0.8% less,
+/// the accounting 0.10-0.21% less, over ~250,000 softirqs; a fixed 1%
+/// once failed in CI at 1.04%.) The accounting reading the clock inside
+/// the windows also bounds it by -window_in..+window_out, far looser.
+/// Besides, one softirq per CPU may run across the start (the two objects'
+/// start times are set one after the other) and one across the cut, where
+/// the accounting's CPU states and the plain sum were read within
+/// `cut_ns`; a softirq whose windows were not seen counts whole. `nested`
+/// is hard-IRQ time inside softirqs, which the plain sum has in each
+/// vector and the accounting reports only in total.
+fn softirq_bounds(cpus: &[ReferenceCpu], vectors: std::ops::Range<usize>, cut_ns: u64, nested_ns: u64) -> (u64, u64) {
+    let window = |f: fn(&ReferenceCpu) -> &[u64; 16]| cpus.iter().map(|c| f(c)[vectors.clone()].iter().sum::<u64>()).sum::<u64>();
+    let spread = window(|c| &c.window_in_ns).abs_diff(window(|c| &c.window_out_ns));
+    let edges: u64 = cpus
+        .iter()
+        .map(|c| (2 + c.count.saturating_sub(c.windows)) * c.max_ns[vectors.clone()].iter().copied().max().unwrap_or(0) + cut_ns)
+        .sum();
+    (spread + nested_ns + edges, spread + edges)
 }
 
 #[test]
@@ -99,15 +140,24 @@ fn accounting_is_consistent_on_this_kernel() {
     if !live() {
         return;
     }
-    let (report, load) = measure(Duration::from_secs(3));
+    let (report, raw, load) = measure(Duration::from_secs(3));
     eprintln!("missing tracepoints: {:?}", report.missing_tracepoints);
     assert!(load.received > 1000, "loopback flood delivered only {} datagrams", load.received);
+    // The snapshot closed every CPU's open segment (sync_cpu) and read the
+    // maps within this span.
+    let span_ns = raw.read_ns - raw.synced_ns;
 
-    // 1. Per CPU: run + idle + hard IRQ + softirq = wall, within 1%.
+    // 1. Per CPU: run + idle + hard IRQ + softirq = wall. The segments
+    // tile each CPU's timeline, so only the cut can differ: an event after
+    // `taken_ns` and before its CPU was read is counted beyond wall time,
+    // and a segment charged while its CPU's state was being copied is torn
+    // (read in one field, not yet in the other); each is no longer than
+    // the snapshot's span, since sync_cpu closed the segments at its start.
+    let cut_ns = 2 * span_ns;
     for c in &report.cpus {
         let err = c.unaccounted_ns.unsigned_abs() as f64 / c.wall_ns as f64;
         eprintln!(
-            "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%) anomalies {} hidden switches {}",
+            "cpu{}: wall {} run {} idle {} hardirq {} softirq {} unaccounted {} ({:.4}%, bound {} ns = 2 x snapshot span) anomalies {} hidden switches {}",
             c.cpu,
             c.wall_ns,
             c.time.run_ns,
@@ -116,42 +166,87 @@ fn accounting_is_consistent_on_this_kernel() {
             c.time.softirq_ns,
             c.unaccounted_ns,
             err * 100.0,
+            cut_ns,
             c.anomalies,
             c.hidden_switches
         );
         assert!(c.wall_ns >= 3_000_000_000, "cpu{} wall {} shorter than the load", c.cpu, c.wall_ns);
-        assert!(err < 0.01, "cpu{}: {:.3}% of wall time unaccounted", c.cpu, err * 100.0);
+        assert!(
+            c.unaccounted_ns.unsigned_abs() <= cut_ns,
+            "cpu{}: {} ns of wall time unaccounted, more than the cut allows ({cut_ns} ns)",
+            c.cpu,
+            c.unaccounted_ns
+        );
     }
 
-    // 2. Softirq total vs the plain entry/exit sum (which includes hard
-    // IRQs nested in softirqs; the accounting reports those separately).
-    let reference = report.totals.reference_softirq_ns.expect("reference ran");
-    let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
-    let ours = report.totals.time.softirq_ns + nested;
-    let err = (ours as f64 - reference as f64).abs() / reference as f64;
-    eprintln!(
-        "softirq: accounting {} + nested hardirq {} vs plain sum {} ({:.4}%)",
-        report.totals.time.softirq_ns,
-        nested,
-        reference,
-        err * 100.0
-    );
+    // 2. Softirq time vs the plain entry/exit sum (which includes hard
+    // IRQs nested in softirqs; the accounting reports those separately),
+    // per CPU, in total and per vector, within what the two can
+    // legitimately differ by (softirq_bounds).
+    let reference = raw.reference_cpus.as_deref().expect("reference ran");
     assert!(report.totals.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0) > 0, "the UDP flood caused no NET_RX time");
-    assert!(err < 0.01, "softirq totals differ by {:.3}%", err * 100.0);
+    let check = |what: &str, ours: u64, plain: u64, (below, above): (u64, u64)| {
+        let gap = ours as i64 - plain as i64;
+        eprintln!(
+            "softirq {what}: accounting {ours} vs plain sum {plain}: gap {gap} ns ({:.4}%), allowed -{below}..+{above} ns",
+            gap as f64 * 100.0 / plain.max(1) as f64
+        );
+        assert!(
+            ours + below >= plain && ours <= plain + above,
+            "softirq {what}: accounting {ours} ns vs plain sum {plain} ns, outside -{below}..+{above} ns"
+        );
+    };
+    let cut_ns = raw.read_ns - raw.taken_ns;
+    let all = 0..SOFTIRQ_NAMES.len();
+    for (c, r) in report.cpus.iter().zip(reference) {
+        eprintln!(
+            "cpu{}: {} softirqs ({} windowed), longest {} ns, entry windows {} ns, exit windows {} ns, nested hard IRQ {} ns, cut {cut_ns} ns",
+            c.cpu,
+            r.count,
+            r.windows,
+            r.longest_ns(),
+            r.window_in_total_ns(),
+            r.window_out_total_ns(),
+            c.hardirq_in_softirq_ns
+        );
+        let bounds = softirq_bounds(std::slice::from_ref(r), all.clone(), cut_ns, 0);
+        check(&format!("cpu{}", c.cpu), c.time.softirq_ns + c.hardirq_in_softirq_ns, r.total_ns(), bounds);
+    }
+    let nested: u64 = report.cpus.iter().map(|c| c.hardirq_in_softirq_ns).sum();
+    let plain: u64 = reference.iter().map(ReferenceCpu::total_ns).sum();
+    check("total", report.totals.time.softirq_ns + nested, plain, softirq_bounds(reference, all.clone(), cut_ns, 0));
+    // By vector the accounting leaves nested hard IRQs out: a vector may
+    // be below its plain sum by all of them.
+    for v in all {
+        let plain: u64 = reference.iter().map(|c| c.sum_ns[v]).sum();
+        let ours = report.totals.softirq_by_vector_ns.get(&softirq_name(v)).copied().unwrap_or(0);
+        if plain == 0 && ours == 0 {
+            continue;
+        }
+        check(&softirq_name(v), ours, plain, softirq_bounds(reference, v..v + 1, cut_ns, nested));
+    }
 
     // 3. The spinner: what it ran plus what was stolen while it was current
-    // is what the scheduler charged its thread CPU clock.
+    // is what the scheduler charged its thread CPU clock. Legitimately
+    // apart: hypervisor steal, which the accounting's wall-clock segments
+    // contain and the scheduler's clock leaves out (paravirt steal time;
+    // /proc/stat has it in ticks, so up to one tick more per CPU), and the
+    // thread's life outside its two clock reads (spawn, exit).
     let spinner = report.task(load.spinner_tid).expect("spinner accounted");
     let seen = spinner.time.run_ns + spinner.time.stolen_ns;
-    let err = (seen as f64 - load.spinner_cpu_ns as f64).abs() / load.spinner_cpu_ns as f64;
+    let tick_ns = 1_000_000_000 / procfs::ticks_per_second().max(1);
+    let steal_ns: u64 = report.cpus.iter().map(|c| c.steal_ns + tick_ns).sum();
+    let allowed = steal_ns + load.spinner_outside_ns;
+    let gap = seen as i64 - load.spinner_cpu_ns as i64;
     eprintln!(
-        "spinner: run {} stolen {} vs thread cputime {} ({:.3}%)",
+        "spinner: run {} stolen {} vs thread cputime {}: gap {gap} ns ({:.3}%), allowed {allowed} ns (steal + ticks {steal_ns}, outside its clock reads {})",
         spinner.time.run_ns,
         spinner.time.stolen_ns,
         load.spinner_cpu_ns,
-        err * 100.0
+        gap as f64 * 100.0 / load.spinner_cpu_ns as f64,
+        load.spinner_outside_ns
     );
-    assert!(err < 0.02, "spinner run+stolen differs from its CPU clock by {:.2}%", err * 100.0);
+    assert!(gap.unsigned_abs() <= allowed, "spinner run+stolen differs from its CPU clock by {gap} ns, more than {allowed} ns");
     assert!(spinner.exited, "the spinner thread has exited by the time of the report");
 
     // 4. The receiver was served most of the NET_RX work.

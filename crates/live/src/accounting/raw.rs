@@ -86,6 +86,43 @@ pub struct CpuTotals {
     pub socket_events_outside: u64,
 }
 
+/// One CPU's plain softirq_entry/exit sum (`struct sum_state` of
+/// softirq_sum.bpf.c).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReferenceCpu {
+    /// By vector.
+    pub sum_ns: [u64; VECTOR_SLOTS],
+    /// Softirqs summed.
+    pub count: u64,
+    /// The longest of them, by vector.
+    pub max_ns: [u64; VECTOR_SLOTS],
+    /// Softirqs whose windows were summed (all of `count`, unless the
+    /// second pair of programs missed one).
+    pub windows: u64,
+    /// By vector: how much later than the plain sum's own programs the
+    /// programs attached after the accounting read the clock, at softirq
+    /// entry and at exit; the accounting reads it in between (see
+    /// softirq_sum.bpf.c).
+    pub window_in_ns: [u64; VECTOR_SLOTS],
+    pub window_out_ns: [u64; VECTOR_SLOTS],
+}
+
+impl ReferenceCpu {
+    pub fn total_ns(&self) -> u64 {
+        self.sum_ns.iter().sum()
+    }
+    pub fn window_in_total_ns(&self) -> u64 {
+        self.window_in_ns.iter().sum()
+    }
+    pub fn window_out_total_ns(&self) -> u64 {
+        self.window_out_ns.iter().sum()
+    }
+    /// The longest softirq of any vector.
+    pub fn longest_ns(&self) -> u64 {
+        self.max_ns.iter().copied().max().unwrap_or(0)
+    }
+}
+
 /// Everything read from the maps at one instant.
 #[derive(Debug, Clone, Default)]
 pub struct RawSnapshot {
@@ -102,6 +139,16 @@ pub struct RawSnapshot {
     pub task_irqs: BTreeMap<(u32, i32), Vec<u64>>,
     /// Plain softirq_entry/exit sum per vector, when the reference program ran.
     pub reference_softirq_ns: Option<Vec<u64>>,
+    /// The same per CPU (same indexing as `cpus`), with its counts and
+    /// clock windows.
+    pub reference_cpus: Option<Vec<ReferenceCpu>>,
+    /// CLOCK_MONOTONIC right before each CPU's open segment was closed
+    /// (`sync_cpu`) and after the last map (the reference's) was read: the
+    /// maps were read within this span, so it bounds where a CPU's
+    /// timeline is cut; the CPU states and the reference were read within
+    /// `taken_ns`..`read_ns`.
+    pub synced_ns: u64,
+    pub read_ns: u64,
 }
 
 impl RawSnapshot {

@@ -13,7 +13,7 @@
 //! ```
 
 use super::procfs::{self, TaskKind};
-use super::raw::{CpuState, CpuTotals, RawSnapshot, SlotCharges, TaskCounters, VECTOR_SLOTS};
+use super::raw::{CpuState, CpuTotals, RawSnapshot, ReferenceCpu, SlotCharges, TaskCounters, VECTOR_SLOTS};
 use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
 use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
 use crate::error::{Error, Result};
@@ -50,6 +50,9 @@ const REQUIRED: &[&str] = &["irq_handler_entry", "irq_handler_exit", "softirq_en
 pub struct Session<'obj> {
     skel: AccountingSkel<'obj>,
     reference: Option<SoftirqSumSkel<'obj>>,
+    /// The reference's last_entry/last_exit, attached after the accounting
+    /// (detached when dropped).
+    reference_last: Vec<libbpf_rs::Link>,
     start_ns: u64,
     online: Vec<usize>,
     /// utime+stime ticks of every thread alive at the start.
@@ -230,7 +233,10 @@ impl<'obj> Session<'obj> {
         let mut skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
         let reference = if options.reference_softirq_sum {
-            let open = SoftirqSumSkelBuilder::default().open(reference).map_err(bpf_err("opening the softirq-sum BPF object"))?;
+            let mut open = SoftirqSumSkelBuilder::default().open(reference).map_err(bpf_err("opening the softirq-sum BPF object"))?;
+            // Attached by hand after the accounting (see softirq_sum.bpf.c).
+            open.progs.last_entry.set_autoattach(false);
+            open.progs.last_exit.set_autoattach(false);
             Some(open.load().map_err(bpf_err("loading the softirq-sum BPF program"))?)
         } else {
             None
@@ -243,6 +249,7 @@ impl<'obj> Session<'obj> {
         let mut session = Session {
             skel,
             reference,
+            reference_last: Vec::new(),
             start_ns: 0,
             online: crate::rt::online_cpus()?,
             baseline_ticks: HashMap::new(),
@@ -257,6 +264,14 @@ impl<'obj> Session<'obj> {
             r.attach().map_err(bpf_err("attaching the softirq-sum program"))?;
         }
         session.skel.attach().map_err(bpf_err("attaching the accounting programs"))?;
+        // The plain sum's entry and exit programs run before the
+        // accounting's at every softirq boundary (a tracepoint runs its
+        // programs in the order they were attached), its last pair after.
+        if let Some(r) = session.reference.as_ref() {
+            for prog in [&r.progs.last_entry, &r.progs.last_exit] {
+                session.reference_last.push(prog.attach().map_err(bpf_err("attaching the softirq-sum program"))?);
+            }
+        }
         // Counting starts now that every hook is in, for the accounting and
         // its reference alike, and /proc's charges are taken at the same
         // moment.
@@ -360,6 +375,7 @@ impl<'obj> Session<'obj> {
     /// every few ms and call [`Session::refresh_service_threads`] now and
     /// then themselves.
     pub fn read_snapshot(&mut self) -> Result<RawSnapshot> {
+        let synced_ns = crate::rt::monotonic_ns();
         self.sync_every_cpu();
         let mut attempt = 0;
         loop {
@@ -372,9 +388,30 @@ impl<'obj> Session<'obj> {
             if raced && attempt < 20 {
                 continue;
             }
-            let reference_softirq_ns = self.read_reference()?;
+            let reference_cpus = self.read_reference()?;
+            let read_ns = crate::rt::monotonic_ns();
+            let reference_softirq_ns = reference_cpus.as_ref().map(|cpus| {
+                let mut sum = vec![0u64; VECTOR_SLOTS];
+                for c in cpus {
+                    for (acc, v) in sum.iter_mut().zip(c.sum_ns) {
+                        *acc += v;
+                    }
+                }
+                sum
+            });
             let cpus = after.into_iter().zip(totals).collect();
-            let mut raw = RawSnapshot { start_ns: self.start_ns, taken_ns, cpus, tasks, identity, task_irqs, reference_softirq_ns };
+            let mut raw = RawSnapshot {
+                start_ns: self.start_ns,
+                taken_ns,
+                cpus,
+                tasks,
+                identity,
+                task_irqs,
+                reference_softirq_ns,
+                reference_cpus,
+                synced_ns,
+                read_ns,
+            };
             raw.close_open_segments();
             return Ok(raw);
         }
@@ -424,18 +461,27 @@ impl<'obj> Session<'obj> {
         Ok((states, totals))
     }
 
-    fn read_reference(&self) -> Result<Option<Vec<u64>>> {
+    /// A plain softirq sum's per-CPU state, online CPUs only.
+    fn read_reference(&self) -> Result<Option<Vec<ReferenceCpu>>> {
         let Some(r) = &self.reference else { return Ok(None) };
         let zero = 0u32.to_ne_bytes();
         let per_cpu = r.maps.softirq_sums.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading softirq_sums"))?.unwrap_or_default();
-        let mut sum = vec![0u64; VECTOR_SLOTS];
-        for bytes in self.online_values(per_cpu) {
-            let s: sum_types::sum_state = pod(&bytes);
-            for (acc, v) in sum.iter_mut().zip(s.sum_ns) {
-                *acc += v;
-            }
-        }
-        Ok(Some(sum))
+        let cpus = self
+            .online_values(per_cpu)
+            .iter()
+            .map(|bytes| {
+                let s: sum_types::sum_state = pod(bytes);
+                ReferenceCpu {
+                    sum_ns: s.sum_ns,
+                    count: s.count,
+                    max_ns: s.max_ns,
+                    windows: s.windows,
+                    window_in_ns: s.window_in_ns,
+                    window_out_ns: s.window_out_ns,
+                }
+            })
+            .collect();
+        Ok(Some(cpus))
     }
 
     #[allow(clippy::type_complexity)]
