@@ -137,10 +137,8 @@ pub struct RawSnapshot {
     pub identity: BTreeMap<u32, (u32, String)>,
     /// (tid, irq) -> hard IRQ ns per CPU.
     pub task_irqs: BTreeMap<(u32, i32), Vec<u64>>,
-    /// Plain softirq_entry/exit sum per vector, when the reference program ran.
-    pub reference_softirq_ns: Option<Vec<u64>>,
-    /// The same per CPU (same indexing as `cpus`), with its counts and
-    /// clock windows.
+    /// The plain softirq_entry/exit sum per CPU (same indexing as `cpus`),
+    /// with its counts and clock windows, when the reference program ran.
     pub reference_cpus: Option<Vec<ReferenceCpu>>,
     /// CLOCK_MONOTONIC right before each CPU's open segment was closed
     /// (`sync_cpu`) and after the last map (the reference's) was read: the
@@ -152,6 +150,20 @@ pub struct RawSnapshot {
 }
 
 impl RawSnapshot {
+    /// The plain softirq sum per vector over every CPU, when the
+    /// reference program ran.
+    pub fn reference_softirq_ns(&self) -> Option<Vec<u64>> {
+        self.reference_cpus.as_ref().map(|cpus| {
+            let mut sum = vec![0u64; VECTOR_SLOTS];
+            for c in cpus {
+                for (acc, v) in sum.iter_mut().zip(c.sum_ns) {
+                    *acc += v;
+                }
+            }
+            sum
+        })
+    }
+
     /// Adds to each task what it was charged on each CPU and the BPF side
     /// still holds in that CPU's task slots, then charges the open segment
     /// [last_ts, taken_ns) to the context running it, as the next boundary

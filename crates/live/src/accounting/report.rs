@@ -227,6 +227,7 @@ impl Report {
                 *acc += v;
             }
         }
+        let reference = raw.reference_softirq_ns();
         let totals = Totals {
             wall_ns: wall_ns * ncpus as u64,
             time: CpuTime {
@@ -238,8 +239,8 @@ impl Report {
             softirq_by_vector_ns: by_vector(&vec_total),
             served_softirq_ns: tasks.iter().map(TaskReport::served_softirq_ns).sum(),
             steal_ns: cpus.iter().map(|c| c.steal_ns).sum(),
-            reference_softirq_ns: raw.reference_softirq_ns.as_ref().map(|v| v.iter().sum()),
-            reference_softirq_by_vector_ns: raw.reference_softirq_ns.as_deref().map(by_vector),
+            reference_softirq_ns: reference.as_ref().map(|v| v.iter().sum()),
+            reference_softirq_by_vector_ns: reference.as_deref().map(by_vector),
         };
 
         let mut notes = Vec::new();

@@ -13,7 +13,7 @@
 //! ```
 
 use super::procfs::{self, TaskKind};
-use super::raw::{CpuState, CpuTotals, RawSnapshot, ReferenceCpu, SlotCharges, TaskCounters, VECTOR_SLOTS};
+use super::raw::{CpuState, CpuTotals, RawSnapshot, ReferenceCpu, SlotCharges, TaskCounters};
 use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
 use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
 use crate::error::{Error, Result};
@@ -390,28 +390,9 @@ impl<'obj> Session<'obj> {
             }
             let reference_cpus = self.read_reference()?;
             let read_ns = crate::rt::monotonic_ns();
-            let reference_softirq_ns = reference_cpus.as_ref().map(|cpus| {
-                let mut sum = vec![0u64; VECTOR_SLOTS];
-                for c in cpus {
-                    for (acc, v) in sum.iter_mut().zip(c.sum_ns) {
-                        *acc += v;
-                    }
-                }
-                sum
-            });
             let cpus = after.into_iter().zip(totals).collect();
-            let mut raw = RawSnapshot {
-                start_ns: self.start_ns,
-                taken_ns,
-                cpus,
-                tasks,
-                identity,
-                task_irqs,
-                reference_softirq_ns,
-                reference_cpus,
-                synced_ns,
-                read_ns,
-            };
+            let mut raw =
+                RawSnapshot { start_ns: self.start_ns, taken_ns, cpus, tasks, identity, task_irqs, reference_cpus, synced_ns, read_ns };
             raw.close_open_segments();
             return Ok(raw);
         }
