@@ -144,8 +144,11 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         assert!(status.success(), "p = {interval}, {gate}: {status}");
         let r = json(&out);
         eprintln!(
-            "p = {interval}, {gate}: fg {} completed, bg {:.1} MB/s, gate open {:.2}, closes {}, reaction p50 {} ns, counters {}",
+            "p = {interval}, {gate}: fg {} completed ({} taken when the disk was idle, {} of them late), bg {:.1} MB/s, gate open {:.2}, \
+             closes {}, reaction p50 {} ns, counters {}",
             r["foreground"]["completed"],
+            r["foreground"]["completions_disk_idle"],
+            r["foreground"]["completions_late"],
             r["background"]["bytes_per_s"].as_f64().unwrap() / 1e6,
             r["gate"]["open_fraction"],
             r["gate"]["closes"],
@@ -163,6 +166,12 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         // Closed at each foreground burst, opened again after each interval.
         assert!(g["closes"].as_u64().unwrap() > 100 && g["opens"].as_u64().unwrap() > 100, "{g}");
         assert!(r["counters"]["P[t]"].as_u64().unwrap() > 100 && r["counters"]["B[f]"].as_u64().unwrap() > 100, "{}", r["counters"]);
+        // Of each foreground cycle (a 2 ms gap plus the read), the gate is
+        // closed for the interval (0.5 ms) and its opening's lateness (p99
+        // under 1 ms here): open about half the time or more (85-89% on
+        // this VM). A foreground completion that ran no BPF program once
+        // held it closed for a second (open 16% in a CI run), until the
+        // disk's own in-flight count was asked.
         assert!(g["open_fraction"].as_f64().unwrap() > 0.3, "{g}");
     }
     let bg = |r: &serde_json::Value| r["background"]["bytes_per_s"].as_f64().unwrap();
