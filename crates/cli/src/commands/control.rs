@@ -219,6 +219,11 @@ pub struct IdletimeArgs {
     /// Print every gate step on stderr
     #[arg(long)]
     verbose: bool,
+    /// A network device: no background band (by default the background's
+    /// packets go to a low-priority class below the device's token bucket,
+    /// so that queued background packets do not delay the foreground's)
+    #[arg(long)]
+    no_band: bool,
     /// Write the irqlab/idletime-control/v1 report ("-": to stdout, instead of the text)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -523,6 +528,7 @@ fn idletime_run(args: IdletimeArgs) -> Result<Status, CliError> {
         mechanism: args.gate,
         duration_ns: args.duration,
         record: args.record.is_some(),
+        band: !args.no_band,
     };
     if config.interval_ns == 0 {
         eprintln!("note: --interval 0: a plain two-class priority (background whenever no foreground request is in the device)");
@@ -586,6 +592,18 @@ fn idletime_summary(r: &idletime::Report) -> String {
         ns(&g.open_lateness, |s| s.p99_ns),
         g.background_issued_while_closed
     ));
+    if let Some(b) = &r.band {
+        text.push_str(&format!(
+            "band below {} on {}: foreground class {} packets ({:.2} MB), background class {} packets ({:.2} MB; {} classified)\n",
+            b.parent,
+            b.dev,
+            b.foreground_packets,
+            b.foreground_bytes as f64 / 1e6,
+            b.background_packets,
+            b.background_bytes as f64 / 1e6,
+            b.classified_background
+        ));
+    }
     let counters: Vec<String> = r.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
     text.push_str(&format!("X[e]: {}\n", counters.join(", ")));
     for n in &r.notes {

@@ -259,6 +259,7 @@ impl Bench<'_> {
                     mechanism: Mechanism::Freezer,
                     duration_ns: Some((self.seconds * 1e9) as u64),
                     record: false,
+                    band: true,
                 };
                 Some(control::run(&config, self.stop, |_| {})?)
             }

@@ -210,8 +210,15 @@ int BPF_PROG(on_net_queue, struct sk_buff *skb)
 
 	// A socket not sent on yet (the first datagram, a TCP SYN): the
 	// queueing process's class, as that is its own context.
-	if (!class)
+	if (!class) {
 		class = bpf_map_lookup_elem(&classes, &tgid);
+		// Learned now, so that the band's classifier (below), which
+		// runs next in the qdisc, knows this first packet's socket.
+		if (class && sk) {
+			__u8 learned = *class;
+			bpf_map_update_elem(&sockets, &sk, &learned, BPF_ANY);
+		}
+	}
 	if (!class)
 		return 0;
 	__u64 key = (__u64)skb;
@@ -327,4 +334,45 @@ int BPF_PROG(on_skb_drop, struct sk_buff *skb)
 {
 	packet_left((__u64)skb, IO_DROPPED);
 	return 0;
+}
+
+// ---- The background band: the class of each background packet. ----
+//
+// `irqlab control idletime --resource net` puts a two-class strict
+// priority (an HTB qdisc) below the device's token bucket: the idletime
+// dissertation's network scheduler takes the foreground's packets first at
+// the dequeue point (§5.4), so the background's packets already queued do
+// not delay a foreground burst. This program runs at every socket's IP
+// egress (attached to the cgroup v2 root; the link goes with the watch)
+// and gives the packets of sockets the watch knows as background, bound
+// for the watched device, the low class as their priority: HTB takes a
+// packet whose skb->priority names one of its leaf classes straight to
+// it. (A cls_bpf filter in direct-action mode, the only mode libbpf
+// attaches, can return a class's minor only, which HTB does not take.)
+
+// The background class (major:minor), set before loading.
+const volatile __u32 band_classid;
+// Packets given the background class.
+volatile __u64 band_background_packets;
+
+SEC("cgroup_skb/egress")
+int band_classify(struct __sk_buff *skb)
+{
+	if (skb->ifindex != net_ifindex)
+		return 1;
+	struct bpf_sock *sk = skb->sk;
+
+	if (!sk)
+		return 1;
+	// The socket's address, as the tracepoints above key it (the pointer
+	// is the kernel's struct sock; reading it as a number needs
+	// CAP_PERFMON, which the watch has).
+	__u64 key = (__u64)sk;
+	__u8 *class = bpf_map_lookup_elem(&sockets, &key);
+
+	if (class && *class == IO_BACKGROUND) {
+		skb->priority = band_classid;
+		__sync_fetch_and_add(&band_background_packets, 1);
+	}
+	return 1;
 }

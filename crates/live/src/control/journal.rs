@@ -63,6 +63,10 @@ pub enum Object {
     /// burst 3000 latency 200ms`), or `default` (the one the kernel gives
     /// a device: set back by deleting the root qdisc).
     RootQdisc { dev: String },
+    /// The qdisc below a class of a device's qdisc (`parent`, e.g.
+    /// `8044:1`, a token bucket's one class), as `tc` takes it
+    /// (`bfifo limit 2503000b`, the bucket's own FIFO).
+    ChildQdisc { dev: String, parent: String },
 }
 
 impl std::fmt::Display for Object {
@@ -78,6 +82,7 @@ impl std::fmt::Display for Object {
             Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
             Object::IoScheduler { disk } => write!(f, "I/O scheduler of {disk}"),
             Object::RootQdisc { dev } => write!(f, "root qdisc of {dev}"),
+            Object::ChildQdisc { dev, parent } => write!(f, "qdisc below {parent} on {dev}"),
         }
     }
 }
@@ -96,6 +101,7 @@ impl Object {
             Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
             Object::IoScheduler { disk } => format!("iosched-{disk}"),
             Object::RootQdisc { dev } => format!("qdisc-{dev}"),
+            Object::ChildQdisc { dev, parent } => format!("qdisc-{dev}-{}", parent.replace(':', "_")),
         }
     }
 
@@ -111,6 +117,8 @@ impl Object {
             Object::IoScheduler { disk } => Path::new(&format!("/sys/block/{disk}/queue/scheduler")).exists(),
             // A testbed device goes with the testbed.
             Object::RootQdisc { dev } => Path::new(&format!("/sys/class/net/{dev}")).exists(),
+            // The parent goes with its qdisc (a link's token bucket taken off).
+            Object::ChildQdisc { dev, parent } => tc(&["qdisc", "show", "dev", dev]).is_ok_and(|show| has_qdisc(&show, parent)),
         }
     }
 }
@@ -165,11 +173,40 @@ pub fn read(object: &Object) -> Result<Value> {
             Ok(Value::Text { text: selected })
         }
         Object::RootQdisc { dev } => Ok(Value::Text { text: root_qdisc_spec(&tc(&["qdisc", "show", "dev", dev, "root"])?) }),
+        Object::ChildQdisc { dev, parent } => {
+            let show = tc(&["qdisc", "show", "dev", dev, "invisible"])?;
+            let text = child_qdisc_spec(&show, parent).ok_or_else(|| Error::Failed(format!("{dev} has no qdisc below {parent}")))?;
+            Ok(Value::Text { text })
+        }
     }
 }
 
+/// Whether `tc qdisc show` lists a qdisc whose handle is `parent`'s major.
+fn has_qdisc(show: &str, parent: &str) -> bool {
+    let Some((major, _)) = parent.split_once(':') else { return false };
+    show.lines().any(|l| l.split_whitespace().nth(2) == Some(&format!("{major}:")))
+}
+
+/// The qdisc below `parent` in `tc qdisc show dev DEV invisible` as `tc
+/// qdisc replace` takes it back (`bfifo limit 2503000b`): its kind and
+/// options, its handle only when it had one of its own.
+fn child_qdisc_spec(show: &str, parent: &str) -> Option<String> {
+    show.lines().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["qdisc", kind, handle, "parent", p, rest @ ..] if *p == parent => {
+                let mut spec: Vec<&str> = if *handle == "0:" { vec![] } else { vec!["handle", handle] };
+                spec.push(kind);
+                spec.extend(rest);
+                Some(spec.join(" "))
+            }
+            _ => None,
+        }
+    })
+}
+
 /// Runs iproute2's `tc` with `args`; its output, or an error naming the command.
-fn tc(args: &[&str]) -> Result<String> {
+pub(crate) fn tc(args: &[&str]) -> Result<String> {
     let out = std::process::Command::new("tc").args(args).output().map_err(|e| Error::io("running tc (iproute2)", e))?;
     if !out.status.success() {
         return Err(Error::Failed(format!("tc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
@@ -232,6 +269,11 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         }
         (Object::RootQdisc { dev }, Value::Text { text }) => {
             let mut args = vec!["qdisc", "replace", "dev", dev, "root"];
+            args.extend(text.split_whitespace());
+            tc(&args).map(|_| ())
+        }
+        (Object::ChildQdisc { dev, parent }, Value::Text { text }) => {
+            let mut args = vec!["qdisc", "replace", "dev", dev, "parent", parent];
             args.extend(text.split_whitespace());
             tc(&args).map(|_| ())
         }
@@ -581,6 +623,18 @@ mod tests {
             root_qdisc_spec("qdisc tbf 8001: root refcnt 2 rate 100Mbit burst 3000b lat 200ms \n"),
             "tbf rate 100Mbit burst 3000b lat 200ms"
         );
+    }
+
+    #[test]
+    fn child_qdisc_specs_read_back() {
+        let show = "qdisc tbf 8044: root refcnt 3 rate 100Mbit burst 3000b lat 200ms \n\
+                    qdisc bfifo 0: parent 8044:1 limit 2503000b \n";
+        assert_eq!(child_qdisc_spec(show, "8044:1").as_deref(), Some("bfifo limit 2503000b"));
+        assert_eq!(child_qdisc_spec(show, "8045:1"), None);
+        let show = "qdisc htb 1a: parent 8044:1 r2q 10 default 0x10 direct_packets_stat 0\n";
+        assert_eq!(child_qdisc_spec(show, "8044:1").as_deref(), Some("handle 1a: htb r2q 10 default 0x10 direct_packets_stat 0"));
+        assert!(has_qdisc("qdisc tbf 8044: root refcnt 3\n", "8044:1"));
+        assert!(!has_qdisc("qdisc noqueue 0: root refcnt 2\n", "8044:1"));
     }
 
     #[test]

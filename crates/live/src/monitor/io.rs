@@ -118,13 +118,33 @@ fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
 
 /// The programs of each half of the object (`io_watch.bpf.c`).
 const DISK_PROGRAMS: &[&str] = &["on_bio_queue", "on_rq_issue", "on_rq_complete"];
-const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "on_skb_consume", "on_skb_drop"];
+const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "on_skb_consume", "on_skb_drop", BAND_PROGRAM];
+/// The background band's classifier: loaded only for a band, attached by
+/// [`IoWatch::attach_band`].
+const BAND_PROGRAM: &str = "band_classify";
 
 /// A running watch of one disk's requests or one device's packets.
 pub struct IoWatch<'obj> {
     skel: IoWatchSkel<'obj>,
     ring: RingBuffer<'static>,
     received: Rc<RefCell<Vec<IoEvent>>>,
+    band_link: Option<libbpf_rs::Link>,
+}
+
+/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup/unified`
+/// beside v1 controllers, or `/sys/fs/cgroup`).
+fn cgroup2_root() -> Result<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/mounts").map_err(|e| Error::io("reading /proc/mounts", e))?;
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
+        })
+        .ok_or_else(|| Error::MissingKernelFeature {
+            feature: "a mounted cgroup v2 hierarchy".into(),
+            detail: "the background band's classifier attaches at its root (mount -t cgroup2 none /sys/fs/cgroup/unified)".into(),
+        })
 }
 
 impl<'obj> IoWatch<'obj> {
@@ -132,7 +152,11 @@ impl<'obj> IoWatch<'obj> {
     /// by a foreground issue `wake_gap_ns` or more after the previous one;
     /// it must look at the ring on its own timer otherwise. Exit 3 naming
     /// what is missing.
-    pub fn start(storage: &'obj mut Storage, target: Target, wake_gap_ns: u64) -> Result<IoWatch<'obj>> {
+    ///
+    /// `band_classid` (a network device only): load the background band's
+    /// classifier, which sends background packets to that class
+    /// (major:minor) of the qdisc it is attached to.
+    pub fn start(storage: &'obj mut Storage, target: Target, wake_gap_ns: u64, band_classid: Option<u32>) -> Result<IoWatch<'obj>> {
         crate::privilege::require_bpf("load and attach the block-request and packet BPF programs")?;
         let mut open = IoWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the block-request BPF object"))?;
         let rodata =
@@ -149,8 +173,10 @@ impl<'obj> IoWatch<'obj> {
                 DISK_PROGRAMS
             }
         };
+        rodata.band_classid = band_classid.unwrap_or(0);
+        let band = band_classid.is_some() && matches!(target, Target::Net { .. });
         for mut prog in open.open_object_mut().progs_mut() {
-            if unused.iter().any(|u| prog.name() == *u) {
+            if unused.iter().any(|u| prog.name() == *u) || (prog.name() == BAND_PROGRAM && !band) {
                 prog.set_autoload(false);
             }
         }
@@ -175,7 +201,7 @@ impl<'obj> IoWatch<'obj> {
                 "attaching the packet programs (net_dev_queue, sock_send_length, net_dev_start_xmit, consume_skb, kfree_skb)"
             }
         }))?;
-        Ok(IoWatch { skel, ring, received })
+        Ok(IoWatch { skel, ring, received, band_link: None })
     }
 
     /// Classes the requests process `tgid` queues from now on.
@@ -199,6 +225,28 @@ impl<'obj> IoWatch<'obj> {
         // wait for this).
         self.ring.consume().map_err(bpf_err("reading the block-request events"))?;
         Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// Attaches the band's classifier (loaded by [`IoWatch::start`] with a
+    /// class) at the IP egress of every socket (the cgroup v2 root): the
+    /// background's packets to the watched device get the class as their
+    /// priority. It stays attached while the watch lives.
+    pub fn attach_band(&mut self) -> Result<()> {
+        let root = cgroup2_root()?;
+        let dir = std::fs::File::open(&root).map_err(|e| Error::io(format!("opening {}", root.display()), e))?;
+        let link = self
+            .skel
+            .progs
+            .band_classify
+            .attach_cgroup(std::os::fd::AsRawFd::as_raw_fd(&dir))
+            .map_err(bpf_err("attaching the background band's classifier (cgroup_skb/egress at the cgroup v2 root)"))?;
+        self.band_link = Some(link);
+        Ok(())
+    }
+
+    /// Packets the band's classifier gave the background class.
+    pub fn band_background_packets(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.band_background_packets)
     }
 
     /// Events the kernel could not deliver because user space fell behind.
