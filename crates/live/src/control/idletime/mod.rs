@@ -569,6 +569,25 @@ impl Controller<'_> {
     }
 }
 
+/// What the report says about the foreground completions irqlab did not see.
+fn completion_notes(fg: &ClassCount, notes: &mut Vec<String>) {
+    let unseen = fg.inferred + fg.disk_idle + fg.assumed;
+    if unseen > 0 {
+        notes.push(format!(
+            "{unseen} of {} foreground completions ran no BPF program ({} inferred when the struct request or sk_buff was reused, {} taken \
+             when the disk had nothing in flight, {} assumed after ten times the p99 service time in the device): the gate stayed closed \
+             until then",
+            fg.issued, fg.inferred, fg.disk_idle, fg.assumed
+        ));
+    }
+    // (The background's guesses only count its requests; the gate does
+    // not follow them.)
+    if fg.late > 0 {
+        notes
+            .push(format!("{} foreground requests completed after irqlab had taken them as complete: the gate opened early then", fg.late));
+    }
+}
+
 /// Where a disk counts its requests in flight, if it does: with
 /// `queue/iostats` off the count stays 0 and says nothing.
 fn disk_inflight_file(disk: &disk::Disk) -> Option<PathBuf> {
@@ -754,21 +773,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let band_figures = band
         .as_ref()
         .and_then(|b| b.figures(watch.band_background_packets()).map_err(|e| notes.push(format!("the band's class counts: {e}"))).ok());
-    let unseen = fg.inferred + fg.disk_idle + fg.assumed;
-    if unseen > 0 {
-        notes.push(format!(
-            "{unseen} of {} foreground completions ran no BPF program ({} inferred when the struct request or sk_buff was reused, {} taken \
-             when the disk had nothing in flight, {} assumed after ten times the p99 service time in the device): the gate stayed closed \
-             until then",
-            fg.issued, fg.inferred, fg.disk_idle, fg.assumed
-        ));
-    }
-    // (The background's guesses only count its requests; the gate does
-    // not follow them.)
-    if fg.late > 0 {
-        notes
-            .push(format!("{} foreground requests completed after irqlab had taken them as complete: the gate opened early then", fg.late));
-    }
+    completion_notes(&fg, &mut notes);
     if lost_events > 0 {
         notes
             .push(format!("{lost_events} request events were lost (the ring was full): decisions after them may differ from the kernel's"));
