@@ -375,7 +375,12 @@ fn the_band_puts_the_background_below_the_foreground_under_a_token_bucket() {
     eprintln!("band: {b}; background {} packets", r["background"]["completed"]);
     // The band's classes counted what the classifier chose: the
     // background's packets (but the first of its socket) in the low class.
-    assert_eq!(b["background_packets"], b["classified_background"], "{b}");
+    // The classifier's count is read after the classes' (tc, a process,
+    // a few ms): it is the larger by the packets still queued in the low
+    // class then (at most the sender's 32 KB buffer, 22 datagrams) and
+    // those sent in between (100 Mbit/s: 9 per ms; 5 ms allowed).
+    let (sent, classified) = (b["background_packets"].as_u64().unwrap(), b["classified_background"].as_u64().unwrap());
+    assert!(classified >= sent && classified - sent <= 22 + 5 * 9, "{b}");
     let bg_packets = r["background"]["completed"].as_u64().unwrap();
     assert!(b["background_packets"].as_u64().unwrap() + 10 >= bg_packets && bg_packets > 1000, "{b} against {bg_packets}");
     assert!(b["foreground_packets"].as_u64().unwrap() >= r["foreground"]["completed"].as_u64().unwrap(), "{b}");

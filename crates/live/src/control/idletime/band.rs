@@ -71,7 +71,8 @@ pub struct BandFigures {
     pub foreground_bytes: u64,
     pub background_packets: u64,
     pub background_bytes: u64,
-    /// Packets the classifier sent to the background class.
+    /// Packets the classifier sent to the background class, read after
+    /// the classes' counts.
     pub classified_background: u64,
 }
 
@@ -120,8 +121,8 @@ impl Band {
         Ok(Band { dev: dev.into(), parent: parent.into(), qdisc })
     }
 
-    /// The classes' counts so far.
-    pub fn figures(&self, classified_background: u64) -> Result<BandFigures> {
+    /// The classes' counts so far (`classified_background` is the caller's).
+    pub fn figures(&self) -> Result<BandFigures> {
         // tc prints no JSON for HTB's classes.
         let show = journal::tc(&["-s", "class", "show", "dev", &self.dev])?;
         let counts = |minor: u32| sent_by_class(&show, &format!("{MAJOR:x}:{minor:x}")).unwrap_or((0, 0));
@@ -133,7 +134,7 @@ impl Band {
             foreground_bytes: fb,
             background_packets: bp,
             background_bytes: bb,
-            classified_background,
+            classified_background: 0,
         })
     }
 

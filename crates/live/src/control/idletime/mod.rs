@@ -770,9 +770,12 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let figures = ctl.figures(held_ns);
     let lost_events = watch.lost_events();
     // Figures are not worth losing the run's report over.
-    let band_figures = band
-        .as_ref()
-        .and_then(|b| b.figures(watch.band_background_packets()).map_err(|e| notes.push(format!("the band's class counts: {e}"))).ok());
+    // The classifier's count after the classes' (every packet the low
+    // class sent was classed before).
+    let band_figures = band.as_ref().and_then(|b| {
+        let figures = b.figures().map_err(|e| notes.push(format!("the band's class counts: {e}"))).ok()?;
+        Some(band::BandFigures { classified_background: watch.band_background_packets(), ..figures })
+    });
     completion_notes(&fg, &mut notes);
     if lost_events > 0 {
         notes
