@@ -10,18 +10,31 @@ use std::path::{Path, PathBuf};
 /// The mount point of the v1 hierarchy that has `controller` (from
 /// /proc/self/mounts); exit 3 naming the controller when there is none.
 pub fn hierarchy_root(controller: &str) -> Result<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(|e| Error::io("reading /proc/self/mounts", e))?;
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && f[2] == "cgroup" && f[3].split(',').any(|o| o == controller)).then(|| PathBuf::from(f[1]))
-        })
-        .next()
-        .ok_or_else(|| Error::MissingKernelFeature {
+    mount_point(|kind, options| kind == "cgroup" && options.split(',').any(|o| o == controller)).ok_or_else(|| {
+        Error::MissingKernelFeature {
             feature: format!("the cgroup v1 {controller} controller"),
             detail: format!("no cgroup v1 hierarchy with {controller} is mounted (/proc/self/mounts)"),
-        })
+        }
+    })
+}
+
+/// The mount point of the cgroup v2 hierarchy (`/sys/fs/cgroup/unified`
+/// beside v1 controllers, or `/sys/fs/cgroup`); exit 3 when none is mounted.
+pub fn v2_root() -> Result<PathBuf> {
+    mount_point(|kind, _| kind == "cgroup2").ok_or_else(|| Error::MissingKernelFeature {
+        feature: "a mounted cgroup v2 hierarchy".into(),
+        detail: "none in /proc/self/mounts (mount -t cgroup2 none /sys/fs/cgroup/unified)".into(),
+    })
+}
+
+/// The first mount in /proc/self/mounts whose file system type and
+/// options `matches`.
+fn mount_point(matches: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 4 && matches(f[2], f[3])).then(|| PathBuf::from(f[1]))
+    })
 }
 
 /// The cgroup of `controller`'s hierarchy that thread `tid` is in, as a

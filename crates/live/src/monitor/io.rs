@@ -131,22 +131,6 @@ pub struct IoWatch<'obj> {
     band_link: Option<libbpf_rs::Link>,
 }
 
-/// Where the cgroup v2 hierarchy is mounted (`/sys/fs/cgroup/unified`
-/// beside v1 controllers, or `/sys/fs/cgroup`).
-fn cgroup2_root() -> Result<std::path::PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/mounts").map_err(|e| Error::io("reading /proc/mounts", e))?;
-    mounts
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"cgroup2")).then(|| std::path::PathBuf::from(f[1]))
-        })
-        .ok_or_else(|| Error::MissingKernelFeature {
-            feature: "a mounted cgroup v2 hierarchy".into(),
-            detail: "the background band's classifier attaches at its root (mount -t cgroup2 none /sys/fs/cgroup/unified)".into(),
-        })
-}
-
 impl<'obj> IoWatch<'obj> {
     /// Loads and attaches the watch of `target`. The reader is woken only
     /// by a foreground issue `wake_gap_ns` or more after the previous one;
@@ -228,12 +212,12 @@ impl<'obj> IoWatch<'obj> {
     }
 
     /// Attaches the band's classifier (loaded by [`IoWatch::start`] with a
-    /// class) at the IP egress of every socket (the cgroup v2 root): the
-    /// background's packets to the watched device get the class as their
-    /// priority. It stays attached while the watch lives.
-    pub fn attach_band(&mut self) -> Result<()> {
-        let root = cgroup2_root()?;
-        let dir = std::fs::File::open(&root).map_err(|e| Error::io(format!("opening {}", root.display()), e))?;
+    /// class) at the IP egress of every socket: at `cgroup_root`, the
+    /// cgroup v2 hierarchy's root. The background's packets to the watched
+    /// device get the class as their priority. It stays attached while the
+    /// watch lives.
+    pub fn attach_band(&mut self, cgroup_root: &std::path::Path) -> Result<()> {
+        let dir = std::fs::File::open(cgroup_root).map_err(|e| Error::io(format!("opening {}", cgroup_root.display()), e))?;
         let link = self
             .skel
             .progs

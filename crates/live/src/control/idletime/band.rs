@@ -27,11 +27,6 @@ const BACKGROUND_MINOR: u32 = 0x20;
 /// priority acts; the token bucket above sets the link's rate.
 const CLASS_RATE: &str = "1gbit";
 
-/// The qdisc handle, as the kernel numbers it (major in the high half).
-pub const fn handle() -> u32 {
-    MAJOR << 16
-}
-
 /// The background class (major:minor).
 pub const fn background_classid() -> u32 {
     (MAJOR << 16) | BACKGROUND_MINOR
@@ -167,7 +162,6 @@ mod tests {
         assert_eq!(parent_below_root("qdisc htb 1: root refcnt 2 r2q 10 default 0x10\n"), None);
         assert_eq!(parent_below_root(""), None);
         assert_eq!(background_classid(), 0x001a_0020);
-        assert_eq!(handle(), 0x001a_0000);
     }
 
     #[test]

@@ -670,7 +670,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let band = match (&resource, band_parent) {
         (Resource::Net(n), Some(parent)) => {
             let band = band::Band::install(&n.name, &parent)?;
-            watch.attach_band()?;
+            watch.attach_band(&crate::control::cgroup::v2_root()?)?;
             Some(band)
         }
         _ => None,
