@@ -17,6 +17,8 @@ pub enum Status {
     Success,
     /// Exit 1: the analysis says "not schedulable", or a relation failed.
     Negative,
+    /// A command run elsewhere (`lab run`'s guest) ended with this status.
+    Exit(i32),
 }
 
 impl Status {
@@ -33,6 +35,7 @@ impl Status {
     pub fn exit_code(self) -> i32 {
         match self {
             Status::Success if !crate::signal::interrupted() => 0,
+            Status::Exit(code) if !crate::signal::interrupted() => code,
             _ => 1,
         }
     }
@@ -64,6 +67,17 @@ pub enum CliError {
 /// kernel feature, 2 for an argument the machine cannot honour, 1 otherwise.
 impl From<irqlab_live::Error> for CliError {
     fn from(err: irqlab_live::Error) -> Self {
+        let text = err.to_string();
+        match err.exit_code() {
+            3 => CliError::Privilege(text),
+            2 => CliError::Usage(text),
+            _ => CliError::Failed(text),
+        }
+    }
+}
+
+impl From<irqlab_lab::Error> for CliError {
+    fn from(err: irqlab_lab::Error) -> Self {
         let text = err.to_string();
         match err.exit_code() {
             3 => CliError::Privilege(text),

@@ -62,6 +62,10 @@ enum Command {
     /// policy), see what irqlab changed, undo what a killed run left
     #[command(subcommand)]
     Control(control::Command),
+    /// Boot the kernels irqlab's users run (Debian 6.1, 6.12, PREEMPT_RT) in
+    /// a QEMU guest and run irqlab inside
+    #[command(subcommand)]
+    Lab(lab::Command),
     /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions(completions::Args),
 }
@@ -94,6 +98,7 @@ fn main() {
         Command::Survey(a) => survey::run(a),
         Command::Export(a) => export::run(a),
         Command::Control(c) => control::run(c),
+        Command::Lab(c) => lab::run(c),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
     };
     let code = match result {

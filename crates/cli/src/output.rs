@@ -23,7 +23,27 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), CliError> {
-    crate::signal::writing(|| irqlab_report::write_json(path, value)).map_err(|e| CliError::io(path, e))
+    let value = WithLab::new(value);
+    crate::signal::writing(|| irqlab_report::write_json(path, &value)).map_err(|e| CliError::io(path, e))
+}
+
+/// A document written inside an `irqlab lab run` guest carries the guest's
+/// `lab` block (kernel, accel, icount; from `IRQLAB_LAB`), after its own
+/// fields: timings under emulation are not the hardware's, and a reader
+/// must be able to tell. Outside a guest the document is unchanged.
+#[derive(serde::Serialize)]
+struct WithLab<'a, T> {
+    #[serde(flatten)]
+    doc: &'a T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lab: Option<serde_json::Value>,
+}
+
+impl<'a, T: serde::Serialize> WithLab<'a, T> {
+    fn new(doc: &'a T) -> Self {
+        let lab = std::env::var("IRQLAB_LAB").ok().and_then(|text| serde_json::from_str(&text).ok());
+        WithLab { doc, lab }
+    }
 }
 
 pub fn write_text(path: &Path, text: &str) -> Result<(), CliError> {
@@ -42,7 +62,8 @@ pub fn text_on_stdout(json: Option<&Path>) -> bool {
 /// leaves the results on the terminal); no flag, only the summary.
 pub fn json_or_summary<T: serde::Serialize>(json: Option<&Path>, value: &T, summary: impl FnOnce(&T) -> String) -> Result<(), CliError> {
     if !text_on_stdout(json) {
-        let mut text = serde_json::to_string_pretty(value).map_err(|e| CliError::Failed(format!("serialising the document: {e}")))?;
+        let mut text =
+            serde_json::to_string_pretty(&WithLab::new(value)).map_err(|e| CliError::Failed(format!("serialising the document: {e}")))?;
         text.push('\n');
         return print(&text);
     }

@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod export;
 pub mod fit;
 pub mod idletime_model;
+pub mod lab;
 pub mod load;
 pub mod measure;
 pub mod measure_accounting;

@@ -1,0 +1,162 @@
+//! `irqlab lab kernels|fetch|run`: irqlab on the kernels its users run,
+//! each booted in a QEMU guest over this machine's root file system.
+
+use crate::error::{CliError, Status};
+use crate::flags;
+use crate::output::print;
+use irqlab_lab::accel::{self, Choice};
+use irqlab_lab::catalog::{KernelSpec, KNOWN};
+use irqlab_lab::{cache, fetch, run};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// The kernels irqlab knows, which are fetched and where, their
+    /// preemption model, and whether KVM or emulation would run them
+    Kernels {
+        /// Print the list as JSON (`irqlab/lab-kernels/v1`)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fetch and unpack a known kernel's newest Debian package into the cache
+    #[command(after_help = "Example:\n  irqlab lab fetch debian:6.12-rt")]
+    Fetch {
+        /// debian:6.1, debian:6.1-rt, debian:6.12 or debian:6.12-rt
+        kernel: String,
+    },
+    /// Boot a kernel in a guest and run COMMAND inside as root; exits with
+    /// COMMAND's exit status
+    #[command(after_help = "Examples:\n  irqlab lab run --kernel debian:6.1-rt -- irqlab measure accounting --duration 2s --json -\n  \
+                            irqlab lab run --kernel debian:6.12-rt --icount --disk /tmp/disk.img -- irqlab doctor")]
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// A known kernel (`irqlab lab kernels`; fetched on first use) or the
+    /// path of a kernel image (bzImage; modules in lib/modules above it)
+    #[arg(long)]
+    kernel: String,
+    /// Virtual CPUs of the guest
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    cpus: u32,
+    /// Memory of the guest (QEMU's -m: 512M, 2G)
+    #[arg(long, default_value = "2G")]
+    memory: String,
+    /// A file given to the guest as a block device (repeatable)
+    #[arg(long)]
+    disk: Vec<PathBuf>,
+    /// Drive the guest's clock by executed instructions (QEMU -icount
+    /// shift=2,sleep=off): deterministic timing, free of the host's stalls
+    #[arg(long)]
+    icount: bool,
+    /// Extra kernel command-line options (repeatable)
+    #[arg(long)]
+    append: Vec<String>,
+    /// Kill the guest after this long and report it
+    #[arg(long, default_value = "20min", value_parser = flags::positive)]
+    timeout: flags::Duration,
+    /// auto: KVM if a probe guest actually runs under it, emulation otherwise
+    #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
+    accel: AccelFlag,
+    /// The command to run inside, after `--`
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AccelFlag {
+    Auto,
+    Kvm,
+    Tcg,
+}
+
+pub fn run(command: Command) -> Result<Status, CliError> {
+    match command {
+        Command::Kernels { json } => kernels(json),
+        Command::Fetch { kernel } => {
+            let KernelSpec::Known(known) = KernelSpec::parse(&kernel)? else {
+                return Err(CliError::Usage(format!("lab fetch {kernel}: a kernel image given by path needs no fetch")));
+            };
+            let (manifest, dir) = fetch::fetch(&known, &mut |step| eprintln!("lab: {step}"))?;
+            print(&format!(
+                "{} = {} {} ({}) in {}\n",
+                known.name,
+                manifest.package,
+                manifest.package_version,
+                manifest.release,
+                dir.display()
+            ))?;
+            Ok(Status::Success)
+        }
+        Command::Run(args) => run_in_guest(args),
+    }
+}
+
+fn run_in_guest(args: RunArgs) -> Result<Status, CliError> {
+    let spec = KernelSpec::parse(&args.kernel)?;
+    let options = run::Options {
+        cpus: args.cpus,
+        memory: args.memory,
+        disks: args.disk,
+        icount: args.icount,
+        append: args.append,
+        timeout: std::time::Duration::from_nanos(args.timeout.0),
+        accel: match args.accel {
+            AccelFlag::Auto => Choice::Auto,
+            AccelFlag::Kvm => Choice::Kvm,
+            AccelFlag::Tcg => Choice::Tcg,
+        },
+    };
+    irqlab_lab::tools::check_all()?;
+    let guest = run::resolve(&spec, &mut |step| eprintln!("lab: {step}"))?;
+    let stop = crate::signal::stop_flag();
+    let outcome = run::run(&guest, &args.command, &options, &|| stop.load(Ordering::SeqCst), &mut |line| eprintln!("{line}"))?;
+    eprintln!("lab: {} exited {} after {:.0} s", guest.kernel, outcome.status, outcome.elapsed.as_secs_f64());
+    Ok(Status::Exit(outcome.status))
+}
+
+fn kernels(json: bool) -> Result<Status, CliError> {
+    let mut rows = Vec::new();
+    for known in KNOWN {
+        let manifest = cache::read_manifest(known)?;
+        rows.push(serde_json::json!({
+            "name": known.name,
+            "suite": known.suite,
+            "preemption": known.preemption.label(),
+            "fetched": manifest.as_ref().map(|m| serde_json::json!({
+                "package": m.package, "version": m.package_version, "release": m.release,
+                "image": m.image_path(&cache::kernel_dir(known)),
+            })),
+        }));
+    }
+    let accel = accel::cached();
+    if json {
+        let doc = serde_json::json!({
+            "schema": "irqlab/lab-kernels/v1",
+            "cache": cache::root(),
+            "kernels": rows,
+            "accel": accel,
+        });
+        print(&format!("{}\n", serde_json::to_string_pretty(&doc).map_err(|e| CliError::Failed(e.to_string()))?))?;
+        return Ok(Status::Success);
+    }
+    let mut out = format!("{:<16} {:<16} {:<19} {}\n", "KERNEL", "PREEMPTION", "SUITE", "FETCHED");
+    for (known, row) in KNOWN.iter().zip(&rows) {
+        let fetched = match &row["fetched"] {
+            serde_json::Value::Null => "no (`irqlab lab fetch` or the first `lab run` fetches it)".to_string(),
+            f => format!("{} {}", f["package"].as_str().unwrap_or(""), f["version"].as_str().unwrap_or("")),
+        };
+        out.push_str(&format!("{:<16} {:<16} {:<19} {fetched}\n", known.name, known.preemption.label(), known.suite));
+    }
+    out.push_str(&format!("cache: {}\n", cache::root().join("kernels").display()));
+    out.push_str(&match accel {
+        Some(d) => format!("guests run under {}: {}\n", d.accel.label(), d.reason),
+        None if std::fs::metadata("/dev/kvm").is_err() => "guests run under emulation (TCG): no /dev/kvm\n".to_string(),
+        None => "KVM or emulation: decided by a probe boot at the first `lab run` on this boot\n".to_string(),
+    });
+    out.push_str("also: any kernel image by path (`--kernel PATH/bzImage`)\n");
+    print(&out)?;
+    Ok(Status::Success)
+}

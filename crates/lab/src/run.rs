@@ -1,0 +1,317 @@
+//! `irqlab lab run`: one command as root in a guest of one kernel.
+//!
+//! The guest is virtme-ng's: this machine's root file system read-only
+//! over 9p, with writable overlays (`/etc`, `/tmp`, `/var`, ...) and
+//! tmpfs `/run`. The current directory is shared writable, so a command's
+//! output files land where the user asked. Under emulation virtme-ng
+//! cannot find its virtio-serial return port and exits 255 whatever the
+//! command did, so the command's stdout, stderr and exit status come back
+//! through a run directory shared with the guest; the host streams the
+//! two files as they grow.
+
+use crate::accel::{self, Accel, Choice, Decision};
+use crate::catalog::KernelSpec;
+use crate::image::{self, Preemption};
+use crate::{cache, fetch, tools, Error, Result};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The default `--timeout`: a PREEMPT_RT guest boots in 6-8 s under
+/// emulation, and the longest smoke suite runs a few minutes there.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+
+/// A kernel ready to boot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Guest {
+    /// `debian:6.1-rt` or the image's path.
+    pub kernel: String,
+    pub release: String,
+    pub preemption: Preemption,
+    /// The Debian package and version, for a known kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    #[serde(skip)]
+    pub image: PathBuf,
+}
+
+/// Finds the kernel's image, fetching a known kernel on first use.
+pub fn resolve(spec: &KernelSpec, progress: &mut dyn FnMut(&str)) -> Result<Guest> {
+    match spec {
+        KernelSpec::Known(known) => {
+            let dir = cache::kernel_dir(known);
+            let (manifest, dir) = match cache::read_manifest(known)? {
+                Some(m) if m.image_path(&dir).is_file() => (m, dir),
+                _ => {
+                    progress(&format!("{} is not fetched yet: fetching it", known.name));
+                    fetch::fetch(known, progress)?
+                }
+            };
+            let info = image::inspect(&manifest.image_path(&dir))?;
+            Ok(Guest {
+                kernel: known.name.to_string(),
+                release: info.release,
+                preemption: info.preemption,
+                package: Some(format!("{} {}", manifest.package, manifest.package_version)),
+                image: manifest.image_path(&dir),
+            })
+        }
+        KernelSpec::Path(path) => {
+            let info = image::inspect(path)?;
+            let image = std::fs::canonicalize(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+            Ok(Guest { kernel: path.display().to_string(), release: info.release, preemption: info.preemption, package: None, image })
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub cpus: u32,
+    pub memory: String,
+    pub disks: Vec<PathBuf>,
+    /// QEMU's `-icount shift=2,sleep=off`: the guest's clock follows
+    /// executed instructions (deterministic, free of the host's stalls).
+    pub icount: bool,
+    pub append: Vec<String>,
+    pub timeout: Duration,
+    pub accel: Choice,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cpus: 2,
+            memory: "2G".into(),
+            disks: Vec::new(),
+            icount: false,
+            append: Vec::new(),
+            timeout: DEFAULT_TIMEOUT,
+            accel: Choice::Auto,
+        }
+    }
+}
+
+/// What a run records of its guest: the `lab` block of every JSON
+/// document a command writes inside it (`IRQLAB_LAB` in its environment).
+#[derive(Debug, Clone, Serialize)]
+pub struct LabBlock {
+    pub kernel: String,
+    pub release: String,
+    pub preemption: Preemption,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    pub accel: Accel,
+    pub accel_reason: String,
+    pub icount: bool,
+    pub cpus: u32,
+    pub memory: String,
+    /// Timings inside are an emulated CPU's, not this hardware's.
+    pub emulated: bool,
+}
+
+pub struct Outcome {
+    /// The command's exit status inside the guest.
+    pub status: i32,
+    pub lab: LabBlock,
+    pub elapsed: Duration,
+}
+
+/// Boots `guest`, runs `command` inside as root, streams its output to
+/// this process's stdout/stderr, and returns its exit status. `stop` is
+/// polled: when it turns true the guest is killed (Ctrl-C).
+pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn() -> bool, notice: &mut dyn FnMut(&str)) -> Result<Outcome> {
+    if command.is_empty() {
+        return Err(Error::Usage("lab run: no command given (irqlab lab run --kernel K -- COMMAND...)".into()));
+    }
+    for disk in &options.disks {
+        if !disk.is_file() {
+            return Err(Error::Usage(format!("--disk {}: not a file (create one with `truncate -s 256M FILE`)", disk.display())));
+        }
+    }
+    let (qemu, vng) = tools::check_all()?;
+    let Decision { accel, reason } = accel::decide(options.accel, &qemu, &guest.image)?;
+    let lab = LabBlock {
+        kernel: guest.kernel.clone(),
+        release: guest.release.clone(),
+        preemption: guest.preemption,
+        package: guest.package.clone(),
+        accel,
+        accel_reason: reason.clone(),
+        icount: options.icount,
+        cpus: options.cpus,
+        memory: options.memory.clone(),
+        emulated: accel == Accel::Tcg,
+    };
+    notice(&format!(
+        "lab: {} ({}, {}) under {}{}: {reason}{}",
+        guest.kernel,
+        guest.release,
+        guest.preemption.label(),
+        accel.label(),
+        if options.icount { " with -icount" } else { "" },
+        if accel == Accel::Tcg { "; timings inside are an emulated CPU's, not this hardware's" } else { "" }
+    ));
+    let share = tempfile::Builder::new().prefix("irqlab-lab-").tempdir().map_err(|e| Error::Failed(format!("run directory: {e}")))?;
+    let cwd = std::env::current_dir().map_err(|e| Error::Failed(format!("current directory: {e}")))?;
+    write_guest_script(share.path(), &cwd, command, &lab)?;
+    let mut vng_command = vng_command(&vng, guest, options, accel, share.path(), &cwd);
+    let console = File::create(share.path().join("console.log")).map_err(|e| Error::Failed(format!("console log: {e}")))?;
+    let started = Instant::now();
+    let mut child = vng_command
+        .stdin(Stdio::null())
+        .stdout(console.try_clone().map_err(|e| Error::Failed(e.to_string()))?)
+        .stderr(console)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
+    let mut stdout = Tail::new(share.path().join("stdout"));
+    let mut stderr = Tail::new(share.path().join("stderr"));
+    let ended = loop {
+        stdout.forward(&mut std::io::stdout());
+        stderr.forward(&mut std::io::stderr());
+        if let Ok(Some(_)) = child.try_wait() {
+            break None;
+        }
+        if started.elapsed() > options.timeout {
+            break Some(format!("the guest was killed at --timeout {} s", options.timeout.as_secs()));
+        }
+        if stop() {
+            break Some("the guest was killed: interrupted".to_string());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if ended.is_some() {
+        // vng runs QEMU as a child of its own: the whole group goes.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+    }
+    stdout.forward(&mut std::io::stdout());
+    stderr.forward(&mut std::io::stderr());
+    let status = std::fs::read_to_string(share.path().join("status")).ok().and_then(|s| s.trim().parse::<i32>().ok());
+    match (status, ended) {
+        (Some(status), _) => Ok(Outcome { status, lab, elapsed: started.elapsed() }),
+        (None, why) => {
+            let why = why.unwrap_or_else(|| "the guest ended without the command's exit status (kernel panic, or the boot failed)".into());
+            Err(Error::Failed(format!("{why}; the guest's console, last lines:\n{}", console_tail(&share.path().join("console.log"), 15))))
+        }
+    }
+}
+
+/// The script the guest runs: the host's PATH and the user's IRQLAB_*
+/// settings, the command in the user's directory, its output and status
+/// into the shared run directory (status written last, by rename).
+fn write_guest_script(share: &Path, cwd: &Path, command: &[String], lab: &LabBlock) -> Result<()> {
+    let mut script = String::from("#!/bin/sh\n");
+    let mut export = |name: &str, value: &str| script.push_str(&format!("export {name}={}\n", sh_quote(value)));
+    for (name, value) in std::env::vars() {
+        let forwarded =
+            name.starts_with("IRQLAB_") || matches!(name.as_str(), "PATH" | "HOME" | "RUST_BACKTRACE" | "RUST_LOG" | "CARGO_TARGET_DIR");
+        if forwarded && name != "IRQLAB_LAB" {
+            export(&name, &value);
+        }
+    }
+    export("IRQLAB_LAB", &serde_json::to_string(lab).unwrap_or_default());
+    let dir = share.display().to_string();
+    script.push_str(&format!("cd {} || exit 97\n", sh_quote(&cwd.display().to_string())));
+    let words: Vec<String> = command.iter().map(|w| sh_quote(w)).collect();
+    script.push_str(&format!("{} >{q}/stdout 2>{q}/stderr </dev/null\n", words.join(" "), q = sh_quote(&dir)));
+    script.push_str(&format!("echo $? >{q}/status.tmp && mv {q}/status.tmp {q}/status\n", q = sh_quote(&dir)));
+    let path = share.join("guest.sh");
+    std::fs::write(&path, script).map_err(|e| Error::io("writing", &path, e))?;
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| Error::io("chmod", &path, e))
+}
+
+fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share: &Path, cwd: &Path) -> Command {
+    let mut command = Command::new(vng);
+    // vng calls virtme-run by name: its own bin directory goes first.
+    if let Some(bin) = vng.parent() {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let joined = std::env::join_paths(std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&path))).unwrap_or(path);
+        command.env("PATH", joined);
+    }
+    command.arg("--run").arg(&guest.image).args(["--disable-microvm", "--cpus", &options.cpus.to_string(), "--memory", &options.memory]);
+    if accel == Accel::Tcg {
+        command.arg("--disable-kvm");
+    }
+    command.arg("--rwdir").arg(share);
+    if cwd != Path::new("/") {
+        command.arg("--rwdir").arg(cwd);
+    }
+    for disk in &options.disks {
+        command.arg("--disk").arg(disk);
+    }
+    for append in &options.append {
+        command.arg("--append").arg(append);
+    }
+    if options.icount {
+        command.arg("--qemu-opts=-icount shift=2,sleep=off");
+    }
+    // The kernel's directory holds lib/modules: virtme-ng looks above the image.
+    if let Some(dir) = guest.image.parent() {
+        command.current_dir(dir);
+    }
+    command.arg("--").arg(share.join("guest.sh"));
+    command
+}
+
+/// A file the guest appends to, forwarded as it grows.
+struct Tail {
+    path: PathBuf,
+    offset: u64,
+}
+
+impl Tail {
+    fn new(path: PathBuf) -> Self {
+        Tail { path, offset: 0 }
+    }
+
+    fn forward(&mut self, out: &mut dyn Write) {
+        let Ok(mut file) = File::open(&self.path) else { return };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        if let Ok(n) = file.read_to_end(&mut bytes) {
+            self.offset += n as u64;
+            let _ = out.write_all(&bytes);
+            let _ = out.flush();
+        }
+    }
+}
+
+fn console_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).replace('\r', "")).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &all[all.len().saturating_sub(lines)..];
+    if tail.is_empty() {
+        "  (nothing)".into()
+    } else {
+        tail.iter().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// A word the shell reads back as exactly `word`.
+pub fn sh_quote(word: &str) -> String {
+    if !word.is_empty() && word.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:=,+@%".contains(&b)) {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_the_shell() {
+        let words = ["plain", "two words", "it's", "$HOME", "", "a\"b", "--json=-"];
+        for word in words {
+            let out = std::process::Command::new("sh").arg("-c").arg(format!("printf %s {}", sh_quote(word))).output().unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), word);
+        }
+    }
+}
