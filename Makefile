@@ -5,12 +5,17 @@ CARGO ?= cargo
 CARGO_FLAGS ?= --release --workspace
 OUT ?= out
 
-.PHONY: all deps build lint test test-python demo bench clean
+.PHONY: all deps lab-deps build lint test test-python test-kernels demo bench clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# What `irqlab lab` needs: QEMU, busybox, kmod, rtla, virtme-ng (.venv/lab),
+# and apt's bookworm-backports suite for Debian's 6.12 kernels.
+lab-deps:
+	@scripts/install-lab.sh
 
 build: deps
 	$(CARGO) build $(CARGO_FLAGS) --quiet
@@ -34,6 +39,17 @@ lint: deps
 test: lint
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast
 	@$(MAKE) --no-print-directory test-python
+	@$(MAKE) --no-print-directory test-kernels KERNELS="$(TEST_KERNELS)"
+
+# The kernel matrix: each kernel booted by `irqlab lab run` (QEMU; emulated
+# where KVM does not run guests), the live smoke suite run inside
+# (tests/kernels/smoke.py), the support table written to
+# docs/kernel-support.md and README.md. `make test` runs the two PREEMPT_RT
+# kernels (about 4 minutes each under emulation); this target, all four.
+KERNELS ?= debian:6.1 debian:6.1-rt debian:6.12 debian:6.12-rt
+TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
+test-kernels: build lab-deps
+	KERNELS="$(KERNELS)" OUT=$(OUT) scripts/test-kernels.sh
 
 # The Python package (python/): built and installed by pip into .venv/python
 # as a user would, then checked against the command's own documents (needs

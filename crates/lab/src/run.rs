@@ -79,6 +79,8 @@ pub struct Options {
     pub append: Vec<String>,
     pub timeout: Duration,
     pub accel: Choice,
+    /// Host directories the guest may write besides the current one.
+    pub rw_dirs: Vec<PathBuf>,
 }
 
 impl Default for Options {
@@ -91,6 +93,7 @@ impl Default for Options {
             append: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             accel: Choice::Auto,
+            rw_dirs: Vec::new(),
         }
     }
 }
@@ -127,11 +130,15 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
     if command.is_empty() {
         return Err(Error::Usage("lab run: no command given (irqlab lab run --kernel K -- COMMAND...)".into()));
     }
-    for disk in &options.disks {
+    let mut options = options.clone();
+    for disk in &mut options.disks {
         if !disk.is_file() {
             return Err(Error::Usage(format!("--disk {}: not a file (create one with `truncate -s 256M FILE`)", disk.display())));
         }
+        // vng runs in the kernel's directory: a relative path would not be found.
+        *disk = std::fs::canonicalize(&*disk).map_err(|e| Error::Usage(format!("--disk {}: {e}", disk.display())))?;
     }
+    let options = &options;
     let (qemu, vng) = tools::check_all()?;
     let Decision { accel, reason } = accel::decide(options.accel, &qemu, &guest.image)?;
     let lab = LabBlock {
@@ -240,6 +247,9 @@ fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share
     command.arg("--rwdir").arg(share);
     if cwd != Path::new("/") {
         command.arg("--rwdir").arg(cwd);
+    }
+    for dir in options.rw_dirs.iter().filter(|d| !d.starts_with(cwd)) {
+        command.arg("--rwdir").arg(dir);
     }
     for disk in &options.disks {
         command.arg("--disk").arg(disk);

@@ -11,6 +11,7 @@
 //!   recommendations (each shows its number and states its rule).
 //! - [`page`]: the one-page, self-contained HTML report.
 
+pub mod compare;
 pub mod doc;
 pub mod findings;
 pub mod loads;

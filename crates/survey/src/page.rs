@@ -66,7 +66,7 @@ pub fn write(survey: &Survey, links: &[(String, String)], path: &Path) -> Result
     irqlab_report::write_atomic(path, html.as_bytes()).map_err(|source| PageError::Write { path: path.to_path_buf(), source })
 }
 
-fn tone(severity: Severity) -> Tone {
+pub(crate) fn tone(severity: Severity) -> Tone {
     match severity {
         Severity::Ok => Tone::Ok,
         Severity::Note => Tone::Note,
@@ -161,7 +161,7 @@ fn recommendations(survey: &Survey) -> Section {
     section
 }
 
-fn findings(survey: &Survey) -> Section {
+pub(crate) fn findings(survey: &Survey) -> Section {
     let section = Section::new("Findings");
     if survey.findings.is_empty() {
         return section.paragraph("No findings: no rule found anything to report in what was measured (the steps below say what ran).");
@@ -177,7 +177,7 @@ fn findings(survey: &Survey) -> Section {
 }
 
 /// One small plot per CPU: max load per window, each load with its fit.
-fn interference(survey: &Survey) -> Result<Section, PageError> {
+pub(crate) fn interference(survey: &Survey) -> Result<Section, PageError> {
     let mut section = Section::new("Interference per CPU");
     if survey.cpus.iter().all(|c| c.curves.is_empty()) {
         return Ok(section.paragraph(why_missing(survey, "probe", "interference curves")));

@@ -30,6 +30,10 @@ pub enum Command {
     #[command(after_help = "Examples:\n  irqlab lab run --kernel debian:6.1-rt -- irqlab measure accounting --duration 2s --json -\n  \
                             irqlab lab run --kernel debian:6.12-rt --icount --disk /tmp/disk.img -- irqlab doctor")]
     Run(RunArgs),
+    /// Run the same survey in each kernel and write one page with the
+    /// kernels side by side (findings, curves, settings that differ)
+    #[command(after_help = "Example:\n  irqlab lab compare --kernel debian:6.1-rt --kernel debian:6.12-rt -- survey --quick")]
+    Compare(CompareArgs),
 }
 
 #[derive(clap::Args)]
@@ -38,6 +42,31 @@ pub struct RunArgs {
     /// path of a kernel image (bzImage; modules in lib/modules above it)
     #[arg(long)]
     kernel: String,
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// The command to run inside, after `--`
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// A kernel to compare (repeat: at least two)
+    #[arg(long = "kernel", required = true, num_args = 1)]
+    kernels: Vec<String>,
+    /// Directory for the page (index.html) and each kernel's survey and doctor documents
+    #[arg(long, default_value = "irqlab-lab-compare")]
+    out: PathBuf,
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// The survey to run in each kernel, after `--`: `survey [OPTIONS]`
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+/// How a guest is made: the same for `run` and `compare`.
+#[derive(clap::Args)]
+struct GuestArgs {
     /// Virtual CPUs of the guest
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     cpus: u32,
@@ -60,9 +89,25 @@ pub struct RunArgs {
     /// auto: KVM if a probe guest actually runs under it, emulation otherwise
     #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
     accel: AccelFlag,
-    /// The command to run inside, after `--`
-    #[arg(last = true, required = true, num_args = 1..)]
-    command: Vec<String>,
+}
+
+impl GuestArgs {
+    fn options(self) -> run::Options {
+        run::Options {
+            cpus: self.cpus,
+            memory: self.memory,
+            disks: self.disk,
+            icount: self.icount,
+            append: self.append,
+            timeout: std::time::Duration::from_nanos(self.timeout.0),
+            accel: match self.accel {
+                AccelFlag::Auto => Choice::Auto,
+                AccelFlag::Kvm => Choice::Kvm,
+                AccelFlag::Tcg => Choice::Tcg,
+            },
+            rw_dirs: Vec::new(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -91,24 +136,13 @@ pub fn run(command: Command) -> Result<Status, CliError> {
             Ok(Status::Success)
         }
         Command::Run(args) => run_in_guest(args),
+        Command::Compare(args) => compare(args),
     }
 }
 
 fn run_in_guest(args: RunArgs) -> Result<Status, CliError> {
     let spec = KernelSpec::parse(&args.kernel)?;
-    let options = run::Options {
-        cpus: args.cpus,
-        memory: args.memory,
-        disks: args.disk,
-        icount: args.icount,
-        append: args.append,
-        timeout: std::time::Duration::from_nanos(args.timeout.0),
-        accel: match args.accel {
-            AccelFlag::Auto => Choice::Auto,
-            AccelFlag::Kvm => Choice::Kvm,
-            AccelFlag::Tcg => Choice::Tcg,
-        },
-    };
+    let options = args.guest.options();
     irqlab_lab::tools::check_all()?;
     let guest = run::resolve(&spec, &mut |step| eprintln!("lab: {step}"))?;
     let stop = crate::signal::stop_flag();
@@ -159,4 +193,61 @@ fn kernels(json: bool) -> Result<Status, CliError> {
     out.push_str("also: any kernel image by path (`--kernel PATH/bzImage`)\n");
     print(&out)?;
     Ok(Status::Success)
+}
+
+/// Each kernel in turn: doctor's document and the survey, written by the
+/// guest into OUT/<kernel>/; then the page from what came back. A kernel
+/// whose guest failed keeps its column, saying why.
+fn compare(args: CompareArgs) -> Result<Status, CliError> {
+    if args.kernels.len() < 2 {
+        return Err(CliError::Usage("lab compare: give at least two --kernel".into()));
+    }
+    if args.command.first().map(String::as_str) != Some("survey") || args.command.iter().any(|w| w == "--out" || w.starts_with("--out=")) {
+        return Err(CliError::Usage("lab compare runs a survey in each kernel: -- survey [OPTIONS] (without --out: each kernel's goes to OUT/<kernel>/)".into()));
+    }
+    let specs = args.kernels.iter().map(|k| KernelSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
+    irqlab_lab::tools::check_all()?;
+    std::fs::create_dir_all(&args.out).map_err(|e| CliError::io(&args.out, e))?;
+    let out = std::fs::canonicalize(&args.out).map_err(|e| CliError::io(&args.out, e))?;
+    let exe = std::env::current_exe().map_err(|e| CliError::Failed(format!("this program's path: {e}")))?;
+    let mut options = args.guest.options();
+    options.rw_dirs.push(out.clone());
+    let stop = crate::signal::stop_flag();
+    let mut columns = Vec::new();
+    for spec in &specs {
+        let dir = out.join(spec.label().replace([':', '/'], "-"));
+        std::fs::create_dir_all(&dir).map_err(|e| CliError::io(&dir, e))?;
+        let irqlab = run::sh_quote(&exe.display().to_string());
+        let survey: Vec<String> = args.command.iter().map(|w| run::sh_quote(w)).collect();
+        let script = format!(
+            "{irqlab} doctor --json {d}/doctor.json >/dev/null; {irqlab} {} --out {d}",
+            survey.join(" "),
+            d = run::sh_quote(&dir.display().to_string())
+        );
+        let outcome = run::resolve(spec, &mut |step| eprintln!("lab: {step}"))
+            .and_then(|guest| run::run(&guest, &["sh".into(), "-c".into(), script], &options, &|| stop.load(Ordering::SeqCst), &mut |l| eprintln!("{l}")));
+        let missing = match &outcome {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => None,
+        };
+        columns.push(read_column(spec.label(), &dir, missing));
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    let html = irqlab_survey::compare::render(&columns).map_err(|e| CliError::Failed(e.to_string()))?;
+    let page = out.join("index.html");
+    crate::output::write_text(&page, &html)?;
+    let complete = columns.iter().filter(|c| c.survey.is_some()).count();
+    print(&format!("page: {}  ({complete} of {} kernels surveyed)\n", page.display(), args.kernels.len()))?;
+    Ok(Status::from_ok(complete == args.kernels.len()))
+}
+
+fn read_column(label: String, dir: &std::path::Path, missing: Option<String>) -> irqlab_survey::compare::Column {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let survey_json = read("survey.json");
+    let lab = survey_json.as_ref().and_then(|s| s.get("lab").cloned()).or_else(|| read("doctor.json").and_then(|d| d.get("lab").cloned()));
+    let survey = survey_json.and_then(|v| serde_json::from_value::<irqlab_survey::Survey>(v).ok());
+    let missing = missing.or_else(|| survey.is_none().then(|| format!("no readable survey.json in {}", dir.display())));
+    irqlab_survey::compare::Column { label, survey, missing, doctor: read("doctor.json"), lab }
 }

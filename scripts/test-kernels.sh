@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The kernel matrix: boots each kernel with `irqlab lab run` and runs the
+# live smoke suite (tests/kernels/smoke.py) inside, then writes the support
+# table (docs/kernel-support.md, and README's copy between its markers).
+#   KERNELS="debian:6.1-rt debian:6.12-rt" scripts/test-kernels.sh
+# Guests run under emulation on a machine without usable KVM: the suite
+# tests function there, never timing. Exit 1 if any check failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+KERNELS=${KERNELS:-debian:6.1 debian:6.1-rt debian:6.12 debian:6.12-rt}
+OUT=${OUT:-out}/kernels
+CARGO=${CARGO:-cargo}
+mkdir -p "$OUT"
+
+# The live tests the suite runs inside, built here (the guest sees this
+# checkout read-only): name -> executable.
+tests=(accounting_live)
+args=()
+for t in "${tests[@]}"; do args+=(--test "$t"); done
+$CARGO test --release --quiet -p irqlab-live "${args[@]}" --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys
+out = {}
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        out[m["target"]["name"]] = m["executable"]
+json.dump(out, sys.stdout)' > "$OUT/binaries.json" || { echo "error: building the live tests failed" >&2; exit 1; }
+
+# A block device for the checks that need a disk.
+disk="$OUT/disk.img"
+[ -f "$disk" ] || truncate -s 256M "$disk"
+
+status=0
+for k in $KERNELS; do
+  slug=${k//:/-}
+  echo "== $k" >&2
+  rm -f "$OUT/$slug/results.json"
+  target/release/irqlab lab run --kernel "$k" --disk "$disk" --timeout 30min -- \
+    python3 tests/kernels/smoke.py --irqlab target/release/irqlab --binaries "$OUT/binaries.json" --out "$OUT/$slug" \
+    || status=1
+  [ -f "$OUT/$slug/results.json" ] || { echo "error: $k wrote no results" >&2; status=1; }
+done
+python3 scripts/kernel-table.py "$OUT" docs/kernel-support.md README.md || status=1
+exit $status

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""The kernel matrix's live smoke suite, run as root inside an `irqlab lab run`
+guest by scripts/test-kernels.sh (never on the host: it changes the machine).
+
+Each check runs real irqlab commands (or one of the live tests' binaries,
+filtered to one test) and records pass / fail / n/a with what it saw.
+"n/a" is reserved for a feature this kernel lacks *and* `irqlab doctor`
+says so; a check that doctor calls ready and that fails is a failure: that
+is the promise "doctor yes means it runs". Timings in an emulated guest
+are not this hardware's: the checks test function, never speed.
+
+Writes OUT/results.json and ends with "N passed, N failed".
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+IRQLAB = None
+RESULTS = []
+
+
+def sh(args, timeout=180, **kw):
+    """Runs a command; returns (exit status, stdout, stderr)."""
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        return 124, e.stdout or "", f"timed out after {timeout} s"
+
+
+def tail(text, n=6):
+    lines = [l for l in (text or "").splitlines() if l.strip()]
+    return "\n".join(lines[-n:])
+
+
+def record(name, outcome, detail, started):
+    RESULTS.append({"check": name, "outcome": outcome, "detail": detail, "seconds": round(time.time() - started, 1)})
+    print(f"[{outcome:>4}] {name}: {detail.splitlines()[0] if detail else ''}", flush=True)
+
+
+def check(name):
+    def wrap(fn):
+        def run(*a):
+            started = time.time()
+            try:
+                outcome, detail = fn(*a)
+            except Exception as e:  # a check's own bug is a failure, named
+                outcome, detail = "fail", f"{type(e).__name__}: {e}"
+            record(name, outcome, detail, started)
+        return run
+    return wrap
+
+
+def doctor_row(doctor, command):
+    for row in doctor.get("commands", []):
+        if row["command"] == command:
+            return row
+    return None
+
+
+@check("doctor")
+def check_doctor(state):
+    code, out, err = sh([IRQLAB, "doctor", "--json", "-"])
+    if code not in (0, 1):
+        return "fail", f"exit {code}: {tail(err)}"
+    doc = json.loads(out)
+    state["doctor"] = doc
+    missing = [f"{r['command']}: {r['missing']}" for r in doc["commands"] if r.get("missing")]
+    return "pass", f"{len(doc['commands'])} commands, {len(missing)} not ready" + ("; " + "; ".join(missing) if missing else "")
+
+
+@check("measure accounting 2s")
+def check_accounting(state):
+    row = doctor_row(state["doctor"], "measure accounting")
+    code, out, err = sh([IRQLAB, "measure", "accounting", "--duration", "2s", "--json", "-"])
+    if code != 0:
+        if row and row.get("missing"):
+            return "n/a", f"doctor: {row['missing']}"
+        return "fail", f"exit {code} while doctor calls it ready: {tail(err)}"
+    doc = json.loads(out)
+    if doc.get("schema") != "irqlab/accounting/v1" or not doc.get("tasks"):
+        return "fail", f"schema {doc.get('schema')}, {len(doc.get('tasks', []))} task rows"
+    if "lab" not in doc:
+        return "fail", "the document has no lab block"
+    for cpu in doc["cpus"]:
+        parts = cpu["run_ns"] + cpu["idle_ns"] + cpu["hardirq_ns"] + cpu["softirq_ns"] + cpu.get("unaccounted_ns", 0)
+        if abs(parts - cpu["wall_ns"]) > cpu["wall_ns"] // 100:
+            return "fail", f"CPU {cpu['cpu']}: run+idle+irq+softirq = {parts} ns against wall {cpu['wall_ns']} ns"
+    return "pass", f"{len(doc['tasks'])} task rows; per-CPU parts sum to wall time"
+
+
+@check("probe (measure interference 1s)")
+def check_probe(state):
+    code, out, err = sh([IRQLAB, "measure", "interference", "--duration", "1s", "--json", "-"])
+    if code != 0:
+        return "fail", f"exit {code}: {tail(err)}"
+    doc = json.loads(out)
+    return ("pass" if doc.get("schema") == "irqlab/curve/v1" else "fail"), f"schema {doc.get('schema')}"
+
+
+@check("measure latency beside rtla timerlat")
+def check_latency(state):
+    code, out, err = sh([IRQLAB, "measure", "latency", "--duration", "2s", "--json", "-"])
+    if code != 0:
+        return "fail", f"irqlab measure latency: exit {code}: {tail(err)}"
+    doc = json.loads(out)
+    ours = f"irqlab: {doc.get('schema')}"
+    if not shutil.which("rtla"):
+        return "fail", f"{ours}; rtla is not installed (make lab-deps installs Debian's rtla)"
+    tracers = open("/sys/kernel/tracing/available_tracers").read().split() if os.path.exists("/sys/kernel/tracing/available_tracers") else []
+    if "timerlat" not in tracers:
+        return "pass", f"{ours}; rtla timerlat n/a: this kernel has no timerlat tracer ({' '.join(tracers) or 'no tracefs'})"
+    code, out, err = sh(["rtla", "timerlat", "top", "-d", "2s", "-q"], timeout=120)
+    if code != 0 or "IRQ" not in out + err:
+        return "fail", f"{ours}; rtla timerlat top: exit {code}: {tail(out + err)}"
+    return "pass", f"{ours}; rtla timerlat ran: {tail(out, 1)}"
+
+
+@check("testbed up/down")
+def check_testbed(state):
+    code, out, err = sh([IRQLAB, "testbed", "up"])
+    if code != 0:
+        return "fail", f"up: exit {code}: {tail(err)}"
+    code, out, err = sh([IRQLAB, "testbed", "down"])
+    if code != 0:
+        return "fail", f"down: exit {code}: {tail(err)}"
+    code, out, _ = sh(["ip", "netns", "list"])
+    if "irqlab-" in out:
+        return "fail", f"namespaces left after down: {out.strip()}"
+    return "pass", "up and down, nothing left"
+
+
+def policy_of(pid):
+    code, out, _ = sh(["chrt", "-p", str(pid)])
+    return out
+
+
+@check("control threads: kill -9, status, revert --all")
+def check_threads_kill(state):
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        ctl = subprocess.Popen([IRQLAB, "control", "threads", f"pid:{sleeper.pid}", "--policy", "fifo:10"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 60
+        while "SCHED_FIFO" not in policy_of(sleeper.pid) and time.time() < deadline:
+            time.sleep(0.2)
+        if "SCHED_FIFO" not in policy_of(sleeper.pid):
+            ctl.kill()
+            return "fail", f"the policy was never set: {policy_of(sleeper.pid).strip()}"
+        ctl.send_signal(signal.SIGKILL)
+        ctl.wait()
+        code, status, err = sh([IRQLAB, "control", "status"])
+        if str(sleeper.pid) not in status:
+            return "fail", f"control status does not name the leftover: {tail(status + err)}"
+        code, out, err = sh([IRQLAB, "control", "revert", "--all"])
+        if code != 0:
+            return "fail", f"revert --all: exit {code}: {tail(err)}"
+        after = policy_of(sleeper.pid)
+        if "SCHED_OTHER" not in after:
+            return "fail", f"after revert: {after.strip()}"
+        return "pass", "set SCHED_FIFO 10, killed, named by status, restored to SCHED_OTHER by revert --all"
+    finally:
+        sleeper.kill()
+
+
+def governed(name, args, state, doctor_command):
+    row = doctor_row(state["doctor"], doctor_command)
+    code, out, err = sh([IRQLAB, "testbed", "up"])
+    if code != 0:
+        return "fail", f"testbed up: exit {code}: {tail(err)}"
+    try:
+        code, out, err = sh([IRQLAB, "control", *args, "--json", "-"], timeout=240)
+        if code != 0:
+            if row and row.get("missing"):
+                return "n/a", f"doctor: {row['missing']}"
+            return "fail", f"exit {code}: {tail(err)}"
+        doc = json.loads(out)
+        code, status, _ = sh([IRQLAB, "control", "status"])
+        left = "" if "changed nothing" in status else f"; control status after: {tail(status, 3)}"
+        return ("pass" if not left else "fail"), f"{doc.get('schema')}, complete={doc.get('complete')}{left}"
+    finally:
+        sh([IRQLAB, "testbed", "down"])
+
+
+@check("control bh-budget 2s")
+def check_bh_budget(state):
+    return governed("bh-budget", ["bh-budget", "irqlab-b", "--duration", "2s"], state, "control bh-budget")
+
+
+@check("control process-aware 2s")
+def check_process_aware(state):
+    return governed("process-aware", ["process-aware", "irqlab-b", "--duration", "2s"], state, "control process-aware")
+
+
+def live_test(name, binary_key, test_filter, state):
+    """One of the live tests' own binaries (built on the host), one test."""
+    binaries = state["binaries"]
+    if binary_key not in binaries:
+        return "fail", f"test binary {binary_key} was not built (scripts/test-kernels.sh builds it)"
+    env = dict(os.environ, IRQLAB_LIVE_TESTS="1", RUST_BACKTRACE="0")
+    code, out, err = sh([binaries[binary_key], "--exact", test_filter, "--test-threads=1", "--nocapture"], timeout=900, env=env)
+    text = out + err
+    if code == 0 and "1 passed" in text:
+        return "pass", f"{binary_key}::{test_filter}"
+    return "fail", f"{binary_key}::{test_filter}: exit {code}: {tail(text, 8)}"
+
+
+@check("accounting attribution (live test)")
+def check_accounting_test(state):
+    return live_test("accounting", "accounting_live", "accounting_is_consistent_on_this_kernel", state)
+
+
+CHECKS = [check_doctor, check_accounting, check_accounting_test, check_probe, check_latency, check_testbed,
+          check_threads_kill, check_bh_budget, check_process_aware]
+
+
+def main():
+    global IRQLAB
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--irqlab", required=True)
+    ap.add_argument("--binaries", required=True, help="JSON: test name -> executable")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    IRQLAB = os.path.abspath(a.irqlab)
+    state = {"doctor": {}, "binaries": json.load(open(a.binaries))}
+    os.makedirs(a.out, exist_ok=True)
+    started = time.time()
+    for c in CHECKS:
+        c(state)
+    lab = json.loads(os.environ.get("IRQLAB_LAB", "{}"))
+    doc = {"schema": "irqlab/kernel-smoke/v1", "lab": lab, "uname": os.uname().release, "seconds": round(time.time() - started),
+           "date": time.strftime("%Y-%m-%d"), "results": RESULTS}
+    tmp = os.path.join(a.out, ".results.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+    os.replace(tmp, os.path.join(a.out, "results.json"))
+    passed = sum(r["outcome"] != "fail" for r in RESULTS)
+    failed = len(RESULTS) - passed
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
