@@ -34,8 +34,11 @@ def sh(args, timeout=180, **kw):
 
 
 def tail(text, n=6):
+    """The lines that say why, first: the program's own `error:` line (the
+    support table shows a failure's first line), then its last lines."""
     lines = [l for l in (text or "").splitlines() if l.strip()]
-    return "\n".join(lines[-n:])
+    errors = [l for l in lines if l.lstrip().startswith("error") or "Too large" in l or "panicked" in l]
+    return "\n".join(errors[:1] + lines[-n:])
 
 
 def record(name, outcome, detail, started):
