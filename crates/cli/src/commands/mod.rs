@@ -10,6 +10,7 @@ pub mod export;
 pub mod fit;
 pub mod idletime_model;
 pub mod load;
+pub mod man;
 pub mod measure;
 pub mod measure_accounting;
 pub mod measure_interference;
