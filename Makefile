@@ -66,7 +66,7 @@ install: man
 	target/release/irqlab completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_irqlab
 	target/release/irqlab completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/irqlab.fish
 
-# Speed and memory figures quoted in the README.
+# Speed and memory figures quoted in docs/performance.md.
 # Criterion benchmarks, then irqlab's simulator against SimSo on one task
 # set in one run (figures in docs/performance.md).
 bench: build
