@@ -68,10 +68,14 @@ pub fn render(cmd: &clap::Command, path: &str) -> std::io::Result<String> {
         text.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff_escape(line), roff_escape(what)));
     }
     text.push_str(".SH SEE ALSO\n");
-    let mut see = vec![String::from("irqlab(1)")];
-    if path.is_empty() {
-        see.clear();
-        see.extend(cmd.get_subcommands().filter(|s| !s.is_hide_set()).map(|s| format!("irqlab\\-{}(1)", s.get_name())));
+    // The parent's page, then the subcommands' pages.
+    let page_of = |words: &[&str]| std::iter::once("irqlab").chain(words.iter().copied()).collect::<Vec<_>>().join("\\-");
+    let words: Vec<&str> = path.split_whitespace().collect();
+    let mut see: Vec<String> = words.split_last().map(|(_, parent)| format!("{}(1)", page_of(parent))).into_iter().collect();
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let mut child = words.clone();
+        child.push(sub.get_name());
+        see.push(format!("{}(1)", page_of(&child)));
     }
     text.push_str(&see.join(", "));
     text.push_str("\n.PP\nREADME.md, ARCHITECTURE.md and docs/ in the irqlab sources.\n");
