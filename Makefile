@@ -5,7 +5,7 @@ CARGO ?= cargo
 CARGO_FLAGS ?= --release --workspace
 OUT ?= out
 
-.PHONY: all deps lab-deps build lint test test-python test-kernels demo bench clean
+.PHONY: all deps lab-deps build lint test test-python test-kernels demo bench clean man install
 
 all: build
 
@@ -62,9 +62,29 @@ test-python:
 demo: build
 	@OUT=$(OUT) scripts/demo.sh
 
-# Speed and memory figures quoted in the README.
+# Man pages of irqlab and every subcommand, from the clap definitions that
+# parse the flags (crates/cli/src/commands/man.rs), each with EXAMPLES.
+MANDIR ?= $(OUT)/man
+man: build
+	target/release/irqlab man --out $(MANDIR)
+
+# The binary, shell completions (bash, zsh, fish) and man pages under
+# $(DESTDIR)$(PREFIX) (packagers set DESTDIR; PREFIX=$$HOME/.local works too).
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 755 target/release/irqlab $(DESTDIR)$(PREFIX)/bin/irqlab
+	install -m 644 $(MANDIR)/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	target/release/irqlab completions bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/irqlab
+	target/release/irqlab completions zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_irqlab
+	target/release/irqlab completions fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/irqlab.fish
+
+# Speed and memory figures quoted in docs/performance.md.
 # Criterion benchmarks, then irqlab's simulator against SimSo on one task
-# set in one run (figures in README "## Performance").
+# set in one run (figures in docs/performance.md).
 bench: build
 	$(CARGO) bench --workspace
 	@scripts/install-bench-deps.sh

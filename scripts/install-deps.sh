@@ -4,10 +4,11 @@
 # (cyclictest, oslat) and bpftrace as references the tests compare against,
 # iproute2/ethtool for the network testbed, prometheus with promtool,
 # which the exporter's test runs against it, and chromium, in which the
-# survey page's test renders the page headless (screenshot, console errors).
+# survey page's test renders the page headless (screenshot, console errors),
+# and man-db, with which `man -l` reads the generated man pages (`make man`).
 set -euo pipefail
 
-packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps prometheus chromium)
+packages=(clang llvm libelf-dev zlib1g-dev pkg-config make bpftool rt-tests bpftrace iproute2 ethtool procps prometheus chromium man-db)
 
 missing=()
 for p in "${packages[@]}"; do

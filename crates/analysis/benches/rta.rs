@@ -1,5 +1,5 @@
 //! RTA of 1,000 periodic tasks below five tabulated (measured-style)
-//! interference curves: the figure in README "## Performance".
+//! interference curves: the figure in docs/performance.md.
 //!
 //! The set is synthetic and deterministic: curves sampled from periodic
 //! sources at 40 log-spaced windows (10 us .. 100 ms), total long-run load

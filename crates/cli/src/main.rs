@@ -4,12 +4,13 @@
 
 mod commands;
 mod error;
+mod examples;
 mod flags;
 mod output;
 mod progress;
 mod signal;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::*;
 
 /// Measure, model and simulate the CPU time that interrupts steal from
@@ -68,10 +69,15 @@ enum Command {
     Lab(lab::Command),
     /// Shell completion script (bash, zsh, fish, elvish, powershell) on stdout
     Completions(completions::Args),
+    /// Man pages of irqlab and every subcommand (`make man`)
+    #[command(hide = true)]
+    Man(man::Args),
 }
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    // Each command's `--help` ends with its examples (`examples.rs`).
+    let parsed = examples::attach(Cli::command()).try_get_matches().and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         // A bad flag value is echoed in single quotes: clipped like every
         // other echo, so a 100 KB value costs a line, not 100 KB (exit 2).
@@ -100,6 +106,7 @@ fn main() {
         Command::Control(c) => control::run(c),
         Command::Lab(c) => lab::run(c),
         Command::Completions(a) => completions::run(a, &mut Cli::command()),
+        Command::Man(a) => man::run(a, Cli::command()),
     };
     let code = match result {
         Ok(status) => status.exit_code(),

@@ -204,7 +204,7 @@ fn after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3() {
 /// every rate, the network work done in the sleep phases; Fig. 8 live,
 /// every burst gap with all its periods; the device's
 /// settings back afterwards. Whether the paper's relations hold is this
-/// machine's result (README), not asserted here.
+/// machine's result (docs/performance.md), not asserted here.
 #[test]
 fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
     if !live_tests_enabled("live_fig7_runs_every_kernel_at_every_rate_and_restores") {

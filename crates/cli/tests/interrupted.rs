@@ -1,6 +1,6 @@
 //! Runs stopped by SIGINT or SIGTERM (issue 25, item 14): every command
 //! writes what it has, marked `"complete": false`, and exits 1 ("the run
-//! did not complete"), the convention README.md states.
+//! did not complete"), the convention docs/commands.md states.
 
 use std::process::Child;
 use std::time::{Duration, Instant};

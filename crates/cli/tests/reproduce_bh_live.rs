@@ -3,7 +3,7 @@
 //! paper's and the simulated numbers, the controller acting, every change
 //! restored; Ctrl-C writes the partial document; after kill -9 the leftover
 //! is named and `control revert --all` undoes it. Whether the paper's
-//! relations hold is this machine's result (README), not asserted here:
+//! relations hold is this machine's result (docs/performance.md), not asserted here:
 //! the test holds the mechanism. Live: IRQLAB_LIVE_TESTS=1, as root.
 
 mod common;

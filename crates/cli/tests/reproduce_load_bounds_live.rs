@@ -3,7 +3,7 @@
 //! and the analysed numbers, every change restored (the SCHED_DEADLINE
 //! layout's cpusets included); Ctrl-C writes the partial document; after
 //! kill -9 the leftovers are named and `control revert --all` undoes them.
-//! Whether the paper's relations hold is this machine's result (README,
+//! Whether the paper's relations hold is this machine's result (docs/performance.md,
 //! docs/reproduce-load-bounds.md), not asserted here: the test holds the
 //! mechanism. Live: IRQLAB_LIVE_TESTS=1, as root.
 

@@ -1,6 +1,6 @@
 //! Window-max computation of the interference probe: 10 million gaps, 40
 //! window lengths (10 us .. 1 s at 8 per decade), every window position.
-//! The figure is quoted in README "## Performance".
+//! The figure is quoted in docs/performance.md.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use irqlab_live::probe::{log_windows, Gap, GapIndex};

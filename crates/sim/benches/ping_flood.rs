@@ -19,7 +19,7 @@ fn bench(c: &mut Criterion) {
     let sc = scenario();
     let p = sc.run_params(None, Some(SIM_NS)).expect("params");
     let stop = AtomicBool::new(false);
-    // One timed run for the README figures.
+    // One timed run for the figures in docs/performance.md.
     let start = Instant::now();
     let out = run_scenario(&sc, p, false, &stop, |_| {}).expect("run");
     let wall = start.elapsed().as_secs_f64();

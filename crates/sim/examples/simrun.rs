@@ -1,6 +1,6 @@
 //! Runs a scenario for a given simulated duration and prints the event
 //! rate: `cargo run --release -p irqlab-sim --example simrun -- FILE 100s`.
-//! Used for profiling and for the README's memory figures (peak RSS of a
+//! Used for profiling and for docs/performance.md's memory figures (peak RSS of a
 //! 10 s vs a 100 s run under /usr/bin/time -v).
 
 use irqlab_sim::{run_scenario, Scenario};

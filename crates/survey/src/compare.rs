@@ -87,7 +87,9 @@ fn settings(columns: &[Column]) -> Section {
         }
         table.push_row(std::iter::once(name).chain(values));
     }
-    Section::new("Settings that differ (irqlab doctor)").table(table).paragraph(format!("{same} other settings are the same on every kernel."))
+    Section::new("Settings that differ (irqlab doctor)")
+        .table(table)
+        .paragraph(format!("{same} other settings are the same on every kernel."))
 }
 
 fn readiness(columns: &[Column]) -> Section {
@@ -98,7 +100,10 @@ fn readiness(columns: &[Column]) -> Section {
             .as_ref()
             .and_then(|d| d["commands"].as_array())
             .map(|rows| {
-                rows.iter().filter(|r| !r["missing"].is_null()).map(|r| format!("{}: {}", r["command"].as_str().unwrap_or("?"), r["missing"].as_str().unwrap_or(""))).collect()
+                rows.iter()
+                    .filter(|r| !r["missing"].is_null())
+                    .map(|r| format!("{}: {}", r["command"].as_str().unwrap_or("?"), r["missing"].as_str().unwrap_or("")))
+                    .collect()
             })
             .unwrap_or_default();
         table.push_row([c.label.clone(), if missing.is_empty() { "everything is ready".to_string() } else { missing.join("; ") }]);

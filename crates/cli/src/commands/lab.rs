@@ -20,19 +20,15 @@ pub enum Command {
         json: bool,
     },
     /// Fetch and unpack a known kernel's newest Debian package into the cache
-    #[command(after_help = "Example:\n  irqlab lab fetch debian:6.12-rt")]
     Fetch {
         /// debian:6.1, debian:6.1-rt, debian:6.12 or debian:6.12-rt
         kernel: String,
     },
     /// Boot a kernel in a guest and run COMMAND inside as root; exits with
     /// COMMAND's exit status
-    #[command(after_help = "Examples:\n  irqlab lab run --kernel debian:6.1-rt -- irqlab measure accounting --duration 2s --json -\n  \
-                            irqlab lab run --kernel debian:6.12-rt --icount --disk /tmp/disk.img -- irqlab doctor")]
     Run(RunArgs),
     /// Run the same survey in each kernel and write one page with the
     /// kernels side by side (findings, curves, settings that differ)
-    #[command(after_help = "Example:\n  irqlab lab compare --kernel debian:6.1-rt --kernel debian:6.12-rt -- survey --quick")]
     Compare(CompareArgs),
 }
 
@@ -203,7 +199,9 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
         return Err(CliError::Usage("lab compare: give at least two --kernel".into()));
     }
     if args.command.first().map(String::as_str) != Some("survey") || args.command.iter().any(|w| w == "--out" || w.starts_with("--out=")) {
-        return Err(CliError::Usage("lab compare runs a survey in each kernel: -- survey [OPTIONS] (without --out: each kernel's goes to OUT/<kernel>/)".into()));
+        return Err(CliError::Usage(
+            "lab compare runs a survey in each kernel: -- survey [OPTIONS] (without --out: each kernel's goes to OUT/<kernel>/)".into(),
+        ));
     }
     let specs = args.kernels.iter().map(|k| KernelSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
     irqlab_lab::tools::check_all()?;
@@ -224,8 +222,9 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             survey.join(" "),
             d = run::sh_quote(&dir.display().to_string())
         );
-        let outcome = run::resolve(spec, &mut |step| eprintln!("lab: {step}"))
-            .and_then(|guest| run::run(&guest, &["sh".into(), "-c".into(), script], &options, &|| stop.load(Ordering::SeqCst), &mut |l| eprintln!("{l}")));
+        let outcome = run::resolve(spec, &mut |step| eprintln!("lab: {step}")).and_then(|guest| {
+            run::run(&guest, &["sh".into(), "-c".into(), script], &options, &|| stop.load(Ordering::SeqCst), &mut |l| eprintln!("{l}"))
+        });
         let missing = match &outcome {
             Err(e) => Some(e.to_string()),
             Ok(_) => None,

@@ -11,6 +11,7 @@ pub mod fit;
 pub mod idletime_model;
 pub mod lab;
 pub mod load;
+pub mod man;
 pub mod measure;
 pub mod measure_accounting;
 pub mod measure_interference;
