@@ -14,10 +14,10 @@ mkdir -p "$OUT"
 
 # The live tests the suite runs inside, built here (the guest sees this
 # checkout read-only): name -> executable.
-tests=(accounting_live)
+tests=(accounting_live page_chromium)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
-$CARGO test --release --quiet -p irqlab-live "${args[@]}" --no-run --message-format=json 2>/dev/null \
+$CARGO test --release --quiet -p irqlab-live -p irqlab-survey "${args[@]}" --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys
 out = {}
@@ -41,5 +41,18 @@ for k in $KERNELS; do
     || status=1
   [ -f "$OUT/$slug/results.json" ] || { echo "error: $k wrote no results" >&2; status=1; }
 done
+# Two kernels' surveys on one page (`lab compare`), then that page in
+# headless Chromium (the survey page's browser test, pointed at it).
+if [[ " $KERNELS " == *" debian:6.1-rt "* && " $KERNELS " == *" debian:6.12-rt "* ]]; then
+  echo "== lab compare debian:6.1-rt debian:6.12-rt" >&2
+  rm -rf "$OUT/compare"
+  if target/release/irqlab lab compare --kernel debian:6.1-rt --kernel debian:6.12-rt --out "$OUT/compare" -- survey --quick; then
+    chromium_test=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["page_chromium"])' "$OUT/binaries.json")
+    IRQLAB_LIVE_TESTS=1 IRQLAB_COMPARE_PAGE="$OUT/compare/index.html" IRQLAB_COMPARE_KERNELS=debian:6.1-rt,debian:6.12-rt \
+      "$chromium_test" --exact the_lab_compare_page_loads_in_chromium_without_errors || status=1
+  else
+    echo "error: lab compare failed" >&2; status=1
+  fi
+fi
 python3 scripts/kernel-table.py "$OUT" docs/kernel-support.md README.md || status=1
 exit $status

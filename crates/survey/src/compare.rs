@@ -21,6 +21,7 @@ pub struct Column {
 pub fn render(columns: &[Column]) -> Result<String, PageError> {
     let mut page = Page::new("irqlab lab compare: kernels side by side")
         .section(overview(columns))
+        .section(findings_side_by_side(columns))
         .section(settings(columns))
         .section(readiness(columns));
     for column in columns {
@@ -64,6 +65,26 @@ fn overview(columns: &[Column]) -> Section {
         );
     }
     section
+}
+
+/// Every finding of any kernel, one row per finding (by its stable id),
+/// what each kernel measured for it: which problems are a kernel's own.
+fn findings_side_by_side(columns: &[Column]) -> Section {
+    // One row per stable id; titles differ by their numbers, the first seen names the row.
+    let mut rows: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    for (i, c) in columns.iter().enumerate() {
+        let Some(survey) = &c.survey else { continue };
+        for f in &survey.findings {
+            let row = rows.entry(f.id.clone()).or_insert_with(|| (f.title.clone(), vec!["-".to_string(); columns.len()]));
+            row.1[i] = format!("{}: {}", format!("{:?}", f.severity).to_lowercase(), f.measured);
+        }
+    }
+    let headers: Vec<String> = std::iter::once("finding".to_string()).chain(columns.iter().map(|c| c.label.clone())).collect();
+    let mut table = Table::new(headers).text_columns(0..=columns.len());
+    for (title, cells) in rows.into_values() {
+        table.push_row(std::iter::once(title).chain(cells));
+    }
+    Section::new("Findings side by side").table(table).paragraph("\"-\": the kernel's survey has no such finding.")
 }
 
 /// doctor's settings (name -> value) per kernel, only the rows that differ.

@@ -268,6 +268,61 @@ fn the_page_loads_in_chromium_without_errors() {
     assert!(refused.errors.iter().all(|e| e.contains("Content Security Policy")), "{:#?}", refused.errors);
 }
 
+/// `irqlab lab compare`'s page. By default rendered from the fixture as
+/// two kernels (one setting differing); `scripts/test-kernels.sh` runs this
+/// test again on the page its real `lab compare` wrote
+/// (`IRQLAB_COMPARE_PAGE`, kernels in `IRQLAB_COMPARE_KERNELS`).
+#[test]
+fn the_lab_compare_page_loads_in_chromium_without_errors() {
+    if !live_tests_enabled("the_lab_compare_page_loads_in_chromium_without_errors") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (page, kernels) = match std::env::var("IRQLAB_COMPARE_PAGE") {
+        Ok(page) => {
+            let kernels = std::env::var("IRQLAB_COMPARE_KERNELS").expect("IRQLAB_COMPARE_KERNELS beside IRQLAB_COMPARE_PAGE");
+            (PathBuf::from(page), kernels.split(',').map(str::to_string).collect::<Vec<_>>())
+        }
+        Err(_) => {
+            let survey: irqlab_survey::Survey = serde_json::from_str(include_str!("fixtures/survey.json")).unwrap();
+            let column = |label: &str, clock: &str| irqlab_survey::compare::Column {
+                label: label.to_string(),
+                survey: Some(survey.clone()),
+                missing: None,
+                doctor: Some(json!({"settings": [{"name": "clock", "value": clock}, {"name": "hz", "value": "250"}], "commands": []})),
+                lab: Some(json!({"release": label, "preemption": "rt", "accel": "tcg", "icount": false})),
+            };
+            let columns = [column("debian:6.1-rt", "hpet"), column("debian:6.12-rt", "tsc")];
+            let page = dir.path().join("index.html");
+            std::fs::write(&page, irqlab_survey::compare::render(&columns).unwrap()).unwrap();
+            (page, vec!["debian:6.1-rt".to_string(), "debian:6.12-rt".to_string()])
+        }
+    };
+    let mut browser = Browser::start(&dir.path().join("profile"), &dir.path().join("chromium.log"));
+    browser.open_page();
+    let url = format!("file://{}", std::fs::canonicalize(&page).unwrap().display());
+    let loaded = browser.load(&url);
+    assert!(loaded.errors.is_empty(), "console errors: {:#?}", loaded.errors);
+    assert!(loaded.requests.iter().all(|r| *r == url), "fetched more than the page: {:?}", loaded.requests);
+    let dom = browser.evaluate_json(INSPECT);
+    assert_eq!(dom["title"], "irqlab lab compare: kernels side by side");
+    assert_eq!(dom["empty"], json!([]), "sections with nothing below their heading");
+    let sections: Vec<String> = dom["sections"].as_array().unwrap().iter().map(|s| s.as_str().unwrap_or("").to_string()).collect();
+    for kernel in &kernels {
+        assert!(sections.iter().any(|s| s == &format!("{kernel}: interference per CPU")), "{kernel}: {sections:?}");
+    }
+    assert!(dom["plotted"].as_u64().unwrap() >= kernels.len() as u64, "{dom}");
+    // The fixture's guests ran under TCG: the page must say so (a real
+    // page says it only where its guests were emulated).
+    let text = browser.evaluate_json("JSON.stringify(document.body.innerText)");
+    let emulated = std::env::var("IRQLAB_COMPARE_PAGE").is_err() || std::fs::read_to_string(&page).unwrap().contains("emulation (TCG)");
+    assert!(!emulated || text.as_str().unwrap().contains("Emulated CPUs"), "the page must say the CPUs were emulated");
+    let png = browser.screenshot();
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-compare-page.png");
+    std::fs::write(&kept, &png).unwrap();
+    eprintln!("screenshot: {}", kept.display());
+}
+
 fn be32(bytes: &[u8]) -> u32 {
     u32::from_be_bytes(bytes.try_into().unwrap())
 }
