@@ -43,6 +43,9 @@ pub struct Report {
     /// Changes a killed irqlab run left on this machine (control journal
     /// entries whose owner is gone): what, and how to undo it.
     pub leftovers: Vec<String>,
+    /// Journal entries that cannot be read: irqlab may have changed
+    /// something it can no longer name.
+    pub problems: Vec<String>,
 }
 
 /// Examines this machine. Reads only; the trial runs (SCHED_FIFO in a
@@ -67,6 +70,7 @@ pub fn examine() -> Report {
                 )
             })
             .collect(),
+        problems: crate::control::journal::unreadable().iter().map(ToString::to_string).collect(),
     }
 }
 

@@ -701,6 +701,8 @@ fn listing_text(l: &set_napi::Listing) -> String {
 struct StatusDoc {
     schema: &'static str,
     entries: Vec<StatusEntry>,
+    /// Entry files that cannot be read: what they changed is unknown.
+    unreadable: Vec<journal::Unreadable>,
 }
 
 #[derive(Serialize)]
@@ -712,9 +714,13 @@ struct StatusEntry {
 
 fn status(args: StatusArgs) -> Result<Status, CliError> {
     let entries: Vec<StatusEntry> = journal::entries().into_iter().map(|entry| StatusEntry { state: entry.state(), entry }).collect();
-    let doc = StatusDoc { schema: "irqlab/control-status/v1", entries };
+    let doc = StatusDoc { schema: "irqlab/control-status/v1", entries, unreadable: journal::unreadable() };
     json_or_summary(args.json.as_deref(), &doc, |d| {
+        let unreadable: String = d.unreadable.iter().map(|u| format!("UNREADABLE: {u}\n")).collect();
         if d.entries.is_empty() {
+            if !unreadable.is_empty() {
+                return format!("irqlab's journal has entries it cannot read; what they changed is unknown:\n{unreadable}");
+            }
             return "irqlab has changed nothing on this machine\n".to_string();
         }
         let mut t = Table::new(["ID", "OBJECT", "OLD -> NEW", "BY", "STATE"]);
@@ -732,7 +738,7 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
                 state,
             ]);
         }
-        t.to_text()
+        t.to_text() + &unreadable
     })?;
     Ok(Status::Success)
 }
@@ -745,8 +751,12 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
         None => journal::entries().into_iter().rev().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
     };
     let mut text: String = revert_ids(&ids)?.concat();
-    if ids.is_empty() {
+    let unreadable = journal::unreadable();
+    if ids.is_empty() && unreadable.is_empty() {
         text.push_str("nothing to revert\n");
+    }
+    for u in &unreadable {
+        text.push_str(&format!("not reverted: {u}\n"));
     }
     output::print(&text)?;
     Ok(Status::Success)

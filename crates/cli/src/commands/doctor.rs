@@ -17,9 +17,13 @@ pub struct Args {
     /// control status` lists; persisted changes stay), then report
     #[arg(long)]
     pub repair: bool,
+    /// Exit 1 when irqlab left something behind: a leftover of a killed run
+    /// or a journal entry that cannot be read
+    #[arg(long)]
+    pub strict: bool,
 }
 
-/// Exit 0 whatever it finds: it is a report, not a gate.
+/// Exit 0 whatever it finds (it is a report), unless `--strict`.
 pub fn run(args: Args) -> Result<Status, CliError> {
     if args.repair {
         // Said on stderr: the report (or `--json -`) owns stdout.
@@ -27,8 +31,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             eprint!("repaired: {line}");
         }
     }
-    json_or_summary(args.json.as_deref(), &doctor::examine(), text)?;
-    Ok(Status::Success)
+    let report = doctor::examine();
+    json_or_summary(args.json.as_deref(), &report, text)?;
+    let left_behind = !report.leftovers.is_empty() || !report.problems.is_empty();
+    Ok(Status::from_ok(!(args.strict && left_behind)))
 }
 
 fn text(report: &Report) -> String {
@@ -54,5 +60,6 @@ fn text(report: &Report) -> String {
         let lines: String = report.leftovers.iter().map(|l| format!("  {l}\n")).collect();
         format!("\n  LEFT BY KILLED IRQLAB RUNS\n{lines}")
     };
-    format!("kernel {}\n\n{}\n  SETTING\n{settings}{leftovers}", report.kernel, commands.to_text())
+    let problems: String = report.problems.iter().map(|p| format!("\n  PROBLEM: {p}\n")).collect();
+    format!("kernel {}\n\n{}\n  SETTING\n{settings}{leftovers}{problems}", report.kernel, commands.to_text())
 }

@@ -366,7 +366,9 @@ fn ensure_dir() -> Result<()> {
     std::fs::create_dir_all(Path::new(DIR).join("locks")).map_err(|e| Error::io(format!("creating {DIR}"), e))
 }
 
-/// Writes `entry` atomically (temp file, fsync, rename).
+/// Writes `entry` atomically (temp file, fsync, rename, the directory
+/// fsynced): a crash leaves the old entry or the new one, never half of one,
+/// and a rename that reached the directory survives it.
 fn save(entry: &Entry) -> Result<()> {
     ensure_dir()?;
     let path = entry.path();
@@ -376,29 +378,60 @@ fn save(entry: &Entry) -> Result<()> {
         let mut f = File::create(&tmp)?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
-        std::fs::rename(&tmp, &path)
+        std::fs::rename(&tmp, &path)?;
+        File::open(DIR)?.sync_all()
     };
     write().map_err(|e| Error::io(format!("writing the control journal entry {}", path.display()), e))
 }
 
-/// Every entry in the journal, oldest first. Unreadable files are skipped
-/// with a note on stderr (they are never applied blindly).
-pub fn entries() -> Vec<Entry> {
+/// An entry file that cannot be read or parsed (cut short, edited by
+/// hand): what it changed is unknown, so it is never undone blindly, and
+/// never taken for "nothing changed" either: `control status`, `control
+/// revert` and `doctor` name it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Unreadable {
+    pub path: PathBuf,
+    pub error: String,
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unreadable entry {}: what it changed is unknown ({}); check the machine by hand, then delete the file",
+            self.path.display(),
+            self.error
+        )
+    }
+}
+
+/// The journal's files, each read and parsed.
+fn scan() -> Vec<(PathBuf, std::result::Result<Entry, String>)> {
     let Ok(dir) = std::fs::read_dir(DIR) else { return Vec::new() };
-    let mut found: Vec<Entry> = dir
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
-        .filter_map(|e| {
-            let text = std::fs::read_to_string(e.path()).ok()?;
-            match serde_json::from_str(&text) {
-                Ok(entry) => Some(entry),
-                Err(err) => {
-                    eprintln!("note: skipping unreadable control journal entry {}: {err}", e.path().display());
-                    None
-                }
-            }
+    dir.flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|path| {
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()));
+            (path, parsed)
         })
-        .collect();
+        .collect()
+}
+
+/// The journal's entries that cannot be read (see [`Unreadable`]).
+pub fn unreadable() -> Vec<Unreadable> {
+    let mut found: Vec<Unreadable> =
+        scan().into_iter().filter_map(|(path, parsed)| parsed.err().map(|error| Unreadable { path, error })).collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Every readable entry in the journal, oldest first ([`unreadable`] lists
+/// the others; they are never applied blindly).
+pub fn entries() -> Vec<Entry> {
+    let mut found: Vec<Entry> = scan().into_iter().filter_map(|(_, parsed)| parsed.ok()).collect();
     found.sort_by(|a, b| (a.time_unix_ms, &a.id).cmp(&(b.time_unix_ms, &b.id)));
     found.extend(abandoned_rt_lift());
     found.extend(abandoned_testbed());
