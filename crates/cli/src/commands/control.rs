@@ -66,6 +66,11 @@ pub struct ThreadsArgs {
     /// the policy
     #[arg(long, value_name = "LIST")]
     cpu: Option<String>,
+    /// Take every thread the MATCH names even when a glob matches more than
+    /// 16 threads or kernel threads, or it names PID 1 (the kernel's
+    /// per-CPU threads, migration/N, rcu*, ..., and irqlab's own are never taken)
+    #[arg(long)]
+    all_matching: bool,
     /// Write the irqlab/control/v1 document ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -274,7 +279,14 @@ fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
         }
         None => None,
     };
-    let config = set_threads::Config { matched: args.matched.clone(), policy, duration_ns, persist: args.persist, cpus };
+    let config = set_threads::Config {
+        matched: args.matched.clone(),
+        policy,
+        duration_ns,
+        persist: args.persist,
+        cpus,
+        all_matching: args.all_matching,
+    };
     let stop = crate::signal::stop_flag();
     let report = set_threads::run(&config, &stop, |thread, old, new| {
         eprintln!("{} (tid {}): {old} -> {new}", thread.comm, thread.tid);

@@ -28,6 +28,9 @@ pub struct Config {
     pub persist: bool,
     /// Pin the threads to these CPUs too.
     pub cpus: Option<Vec<usize>>,
+    /// Take every thread a glob matches, kernel threads and PID 1 included
+    /// (never the kernel's per-CPU threads nor irqlab's own).
+    pub all_matching: bool,
 }
 
 /// One controlled thread.
@@ -84,7 +87,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         }
     };
     privilege::require(&[Capability::SysNice], "change other threads' scheduling (sched_setattr)")?;
-    let threads = Match::parse(&config.matched)?.resolve(&config.matched)?;
+    let threads = Match::parse(&config.matched)?.resolve_guarded(&config.matched, config.all_matching)?;
     let mut applied = Vec::new();
     for thread in &threads {
         let pinned = match &config.cpus {

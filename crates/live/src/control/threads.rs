@@ -57,6 +57,26 @@ pub fn all_threads() -> Vec<Thread> {
     found
 }
 
+/// The per-CPU kernel threads whose scheduling the kernel itself relies
+/// on (CPU stopper, hotplug, RCU, lockup detector, idle injection): no
+/// MATCH takes them. ksoftirqd/N is taken only by `ksoftirqd:N`.
+pub fn is_protected(comm: &str) -> bool {
+    let per_cpu = ["migration/", "cpuhp/", "idle_inject/", "watchdog/"];
+    per_cpu.iter().any(|p| comm.starts_with(p)) || comm.starts_with("rcu") || comm == "watchdogd"
+}
+
+/// How many threads a glob may take without `--all-matching`.
+pub const GLOB_LIMIT: usize = 16;
+
+/// Whether `tid` is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags).
+pub fn is_kernel_thread(tid: i32) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+}
+
 /// A parsed MATCH.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Match {
@@ -98,6 +118,51 @@ impl Match {
             Match::Pid(pid) => t.tid == *pid,
             Match::Comm(glob) => glob.matches(&t.comm),
         }
+    }
+
+    /// The threads a user's MATCH may take (`control threads`): never the
+    /// kernel's own per-CPU threads ([`is_protected`]; ksoftirqd only by
+    /// `ksoftirqd:N`) nor this process's threads; a glob taking more than
+    /// [`GLOB_LIMIT`] threads or any kernel thread, and PID 1, only with
+    /// `all_matching`. A refusal lists what matched.
+    pub fn resolve_guarded(&self, text: &str, all_matching: bool) -> Result<Vec<Thread>> {
+        let own = std::process::id() as i32;
+        let own_threads: Vec<i32> = std::fs::read_dir("/proc/self/task")
+            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        let ksoftirqd_by_name = |t: &Thread| t.comm.starts_with("ksoftirqd/") && !matches!(self, Match::Ksoftirqd(_));
+        let kept = |t: &Thread| !own_threads.contains(&t.tid) && t.tid != own && !is_protected(&t.comm) && !ksoftirqd_by_name(t);
+        let found = self.resolve(text)?;
+        let refused: Vec<&Thread> = found.iter().filter(|t| !kept(t)).collect();
+        let found: Vec<Thread> = found.iter().filter(|t| kept(t)).cloned().collect();
+        if found.is_empty() {
+            let names: Vec<String> = refused.iter().map(|t| format!("{} ({})", t.comm, t.tid)).collect();
+            return Err(Error::Invalid(format!(
+                "MATCH {text} names only threads irqlab never changes (the kernel's per-CPU threads, or irqlab's own): {}",
+                names.join(", ")
+            )));
+        }
+        let list = |threads: &[Thread]| {
+            let shown: Vec<String> = threads.iter().take(40).map(|t| format!("{} ({})", t.comm, t.tid)).collect();
+            let more = threads.len().saturating_sub(40);
+            shown.join(", ") + &if more > 0 { format!(" and {more} more") } else { String::new() }
+        };
+        if !all_matching {
+            let kernel: Vec<Thread> = found.iter().filter(|t| is_kernel_thread(t.tid)).cloned().collect();
+            let why = match self {
+                Match::Pid(1) => Some("it is PID 1 (init)".to_string()),
+                Match::Comm(_) if found.len() > GLOB_LIMIT => Some(format!("it matches {} threads (more than {GLOB_LIMIT})", found.len())),
+                Match::Comm(_) if !kernel.is_empty() => Some(format!("it matches {} kernel thread(s): {}", kernel.len(), list(&kernel))),
+                _ => None,
+            };
+            if let Some(why) = why {
+                return Err(Error::Invalid(format!(
+                    "MATCH {text}: {why}; add --all-matching if that is meant. It matches: {}",
+                    list(&found)
+                )));
+            }
+        }
+        Ok(found)
     }
 
     /// The threads it names now; none is an `Invalid` error naming the
@@ -166,6 +231,16 @@ mod tests {
         let e = Match::parse("ksoftirqd:100000").unwrap().resolve("ksoftirqd:100000").unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("ksoftirqd/0"), "{e}");
+    }
+
+    #[test]
+    fn the_kernels_own_per_cpu_threads_are_protected() {
+        for comm in ["migration/0", "cpuhp/1", "rcu_preempt", "rcuc/3", "rcuop/0", "watchdog/2", "idle_inject/0"] {
+            assert!(is_protected(comm), "{comm}");
+        }
+        for comm in ["ksoftirqd/0", "napi/irqlab-b-8193", "irq/36-virtio1", "kworker/0:1", "irqlab-probe-1"] {
+            assert!(!is_protected(comm), "{comm}");
+        }
     }
 
     #[test]
