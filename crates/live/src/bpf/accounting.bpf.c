@@ -117,13 +117,20 @@ static __always_inline struct cpu_totals *this_cpu_totals(void)
 	return bpf_map_lookup_elem(&cpu_totals, &zero);
 }
 
+// The first value of a task's task_stats entry. A global, not a local:
+// a zeroed struct task_stats on the stack costs its 216 bytes in every
+// subprogram that may create an entry (take_slot, flush_served), and the
+// 6.1 and 6.12 verifiers reject the program when the deepest chain of
+// subprogram frames adds up past 512 bytes (6.18 gives tracing programs a
+// private stack and does not).
+static const struct task_stats zero_stats;
+
 static __always_inline struct task_stats *stats_of(u32 tid)
 {
 	struct task_stats *s = bpf_map_lookup_elem(&task_stats, &tid);
 	if (s)
 		return s;
-	struct task_stats zero = {};
-	bpf_map_update_elem(&task_stats, &tid, &zero, BPF_NOEXIST);
+	bpf_map_update_elem(&task_stats, &tid, &zero_stats, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&task_stats, &tid);
 	if (!s) {
 		struct cpu_totals *t = this_cpu_totals();
