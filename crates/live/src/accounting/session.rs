@@ -262,6 +262,8 @@ impl<'obj> Session<'obj> {
 
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.receiver_wake_fn = kernel_symbol("receiver_wake_function").unwrap_or(0);
+            // PREEMPT_RT runs softirqs in task context, preemptibly.
+            bss.preemptible_softirqs = u32::from(std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|s| s.trim() == "1"));
         }
         seed_socket_owners(&skel)?;
         let mut session = Session {

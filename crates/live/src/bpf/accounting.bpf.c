@@ -587,6 +587,11 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 	return 0;
 }
 
+// Set by user space on a PREEMPT_RT kernel (/sys/kernel/realtime), where
+// softirqs run in task context and can be preempted: a switch inside one is
+// then no anomaly, and the softirq resumes when its task runs again.
+volatile u32 preemptible_softirqs;
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -595,6 +600,17 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!st)
 		return 0;
 	close_segment(st, now);
+	if (st->soft_vec >= 0 && !st->hard_depth && preemptible_softirqs) {
+		// Its time so far goes to the run's beneficiary; the vector and
+		// the beneficiary wait in prev's slot.
+		u32 vec = st->soft_vec;
+		u32 beneficiary = st->beneficiary;
+		end_attribution(st);
+		struct task_acc *a = cur_acc(st);
+		a->preempted_vec = vec + 1;
+		a->preempted_beneficiary = beneficiary;
+		st->soft_vec = -1;
+	}
 	if (st->hard_depth || st->soft_vec >= 0) {
 		note_anomaly();
 		st->hard_depth = 0;
@@ -603,6 +619,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (st->service)
 		end_attribution(st);
 	make_current(st, next);
+	struct task_acc *n = cur_acc(st);
+	if (n->preempted_vec) {
+		st->soft_vec = (s32)(n->preempted_vec - 1);
+		st->beneficiary = n->preempted_beneficiary;
+		n->preempted_vec = 0;
+	}
 	return 0;
 }
 
