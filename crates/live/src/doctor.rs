@@ -79,7 +79,11 @@ fn readiness(command: &'static str, check: Result<()>, note: Option<String>) -> 
 }
 
 fn commands(machine: &Machine) -> Vec<Readiness> {
-    let accounting_check = accounting::check_prerequisites().and_then(|()| accounting::check_required_tracepoints());
+    // BPF rows load their programs (and unload them): "yes" means this
+    // kernel's verifier accepts them, not only that BTF and the
+    // capabilities are there.
+    let accounting_check =
+        accounting::check_prerequisites().and_then(|()| accounting::check_required_tracepoints()).and_then(|()| accounting::check_loads());
     let skipped = match accounting::missing_optional_tracepoints() {
         Ok(missing) if !missing.is_empty() => Some(format!("not measured (tracepoints missing): {}", missing.join(", "))),
         _ => None,
@@ -105,7 +109,9 @@ fn commands(machine: &Machine) -> Vec<Readiness> {
         readiness("comparisons with cyclictest and oslat (rt-tests)", rt_tests, None),
         readiness(
             "control bh-budget",
-            crate::control::bh_budget::check_prerequisites(),
+            crate::control::bh_budget::check_prerequisites()
+                .and_then(|()| crate::monitor::thread::check_loads())
+                .and_then(|()| crate::monitor::napi::check_loads()),
             crate::control::bh_budget::readiness_note(machine),
         ),
         readiness(

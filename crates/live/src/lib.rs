@@ -2,6 +2,7 @@
 //! BPF accounting, the netns testbed and traffic generators.
 
 pub mod accounting;
+mod bpf_trial;
 pub mod cleanup;
 pub mod control;
 pub mod doctor;

@@ -48,7 +48,7 @@ mod skel;
 
 pub use measure::{measure, Config};
 pub use report::Report;
-pub use session::{check_prerequisites, check_required_tracepoints, missing_optional_tracepoints, Options, Session, Storage};
+pub use session::{check_loads, check_prerequisites, check_required_tracepoints, missing_optional_tracepoints, Options, Session, Storage};
 
 /// What an accounting experiment on the testbed needs (the process-aware
 /// paper's Fig. 6, `irqlab_experiments::process_aware::fig6`): the

@@ -14,7 +14,7 @@
 
 use super::procfs::{self, TaskKind};
 use super::raw::{CpuState, CpuTotals, RawSnapshot, ReferenceCpu, SlotCharges, TaskCounters};
-use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder};
+use super::skel::accounting::{types, AccountingSkel, AccountingSkelBuilder, OpenAccountingSkel};
 use super::skel::softirq_sum::{types as sum_types, SoftirqSumSkel, SoftirqSumSkelBuilder};
 use crate::error::{Error, Result};
 use crate::privilege;
@@ -204,6 +204,41 @@ const OPTIONAL: &[(&str, &str)] = &[
     ("on_sock_recv", "sock_recv_length"),
 ];
 
+/// Opens the accounting object with the programs [`Session::start`]
+/// loads: all but those whose optional tracepoint is `missing`, and the
+/// receive hook only where there is no sched_waking.
+fn open_accounting<'obj>(storage: &'obj mut MaybeUninit<OpenObject>, missing: &[String]) -> Result<OpenAccountingSkel<'obj>> {
+    let mut open = AccountingSkelBuilder::default().open(storage).map_err(bpf_err("opening the accounting BPF object"))?;
+    let mut absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
+    // Socket owners are learned from wakeups (on_waking); the receive
+    // hook, a program run per datagram, stands in only where the
+    // kernel has no sched_waking.
+    if !absent.contains(&"on_waking") {
+        absent.push("on_sock_recv");
+    }
+    for mut prog in open.open_object_mut().progs_mut() {
+        if absent.iter().any(|a| prog.name() == *a) {
+            prog.set_autoload(false);
+        }
+    }
+    // The iterator runs once, by hand, before the tracepoints attach;
+    // sync_cpu only ever runs by hand.
+    open.progs.seed_socket_owners.set_autoattach(false);
+    open.progs.sync_cpu.set_autoattach(false);
+    Ok(open)
+}
+
+/// Loads the accounting programs as [`Session::start`] does, attaches
+/// nothing and unloads them: whether this kernel's verifier accepts them
+/// (doctor's readiness). Exit 3 naming the program it rejects and why.
+pub fn check_loads() -> Result<()> {
+    let missing = missing_optional_tracepoints()?;
+    let mut storage = MaybeUninit::uninit();
+    crate::bpf_trial::load("the accounting BPF programs", || {
+        open_accounting(&mut storage, &missing)?.load().map(drop).map_err(bpf_err("loading the accounting BPF programs"))
+    })
+}
+
 impl<'obj> Session<'obj> {
     /// Checks privileges and kernel support, loads and attaches the
     /// programs. Exit-3 errors name the missing capability or feature.
@@ -212,25 +247,8 @@ impl<'obj> Session<'obj> {
         check_required_tracepoints()?;
 
         let Storage { accounting, reference } = storage;
-        let mut open = AccountingSkelBuilder::default().open(accounting).map_err(bpf_err("opening the accounting BPF object"))?;
         let missing = missing_optional_tracepoints()?;
-        let mut absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
-        // Socket owners are learned from wakeups (on_waking); the receive
-        // hook, a program run per datagram, stands in only where the
-        // kernel has no sched_waking.
-        if !absent.contains(&"on_waking") {
-            absent.push("on_sock_recv");
-        }
-        for mut prog in open.open_object_mut().progs_mut() {
-            if absent.iter().any(|a| prog.name() == *a) {
-                prog.set_autoload(false);
-            }
-        }
-        // The iterator runs once, by hand, before the tracepoints attach;
-        // sync_cpu only ever runs by hand.
-        open.progs.seed_socket_owners.set_autoattach(false);
-        open.progs.sync_cpu.set_autoattach(false);
-        let mut skel = open.load().map_err(bpf_err("loading the accounting BPF programs"))?;
+        let mut skel = open_accounting(accounting, &missing)?.load().map_err(bpf_err("loading the accounting BPF programs"))?;
 
         let reference = if options.reference_softirq_sum {
             let mut open = SoftirqSumSkelBuilder::default().open(reference).map_err(bpf_err("opening the softirq-sum BPF object"))?;
@@ -244,6 +262,8 @@ impl<'obj> Session<'obj> {
 
         if let Some(bss) = skel.maps.bss_data.as_deref_mut() {
             bss.receiver_wake_fn = kernel_symbol("receiver_wake_function").unwrap_or(0);
+            // PREEMPT_RT runs softirqs in task context, preemptibly.
+            bss.preemptible_softirqs = u32::from(std::fs::read_to_string("/sys/kernel/realtime").is_ok_and(|s| s.trim() == "1"));
         }
         seed_socket_owners(&skel)?;
         let mut session = Session {

@@ -117,13 +117,20 @@ static __always_inline struct cpu_totals *this_cpu_totals(void)
 	return bpf_map_lookup_elem(&cpu_totals, &zero);
 }
 
+// The first value of a task's task_stats entry. A global, not a local:
+// a zeroed struct task_stats on the stack costs its 216 bytes in every
+// subprogram that may create an entry (take_slot, flush_served), and the
+// 6.1 and 6.12 verifiers reject the program when the deepest chain of
+// subprogram frames adds up past 512 bytes (6.18 gives tracing programs a
+// private stack and does not).
+static const struct task_stats zero_stats;
+
 static __always_inline struct task_stats *stats_of(u32 tid)
 {
 	struct task_stats *s = bpf_map_lookup_elem(&task_stats, &tid);
 	if (s)
 		return s;
-	struct task_stats zero = {};
-	bpf_map_update_elem(&task_stats, &tid, &zero, BPF_NOEXIST);
+	bpf_map_update_elem(&task_stats, &tid, &zero_stats, BPF_NOEXIST);
 	s = bpf_map_lookup_elem(&task_stats, &tid);
 	if (!s) {
 		struct cpu_totals *t = this_cpu_totals();
@@ -580,6 +587,11 @@ int BPF_PROG(on_softirq_exit, unsigned int vec)
 	return 0;
 }
 
+// Set by user space on a PREEMPT_RT kernel (/sys/kernel/realtime), where
+// softirqs run in task context and can be preempted: a switch inside one is
+// then no anomaly, and the softirq resumes when its task runs again.
+volatile u32 preemptible_softirqs;
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -588,6 +600,17 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!st)
 		return 0;
 	close_segment(st, now);
+	if (st->soft_vec >= 0 && !st->hard_depth && preemptible_softirqs) {
+		// Its time so far goes to the run's beneficiary; the vector and
+		// the beneficiary wait in prev's slot.
+		u32 vec = st->soft_vec;
+		u32 beneficiary = st->beneficiary;
+		end_attribution(st);
+		struct task_acc *a = cur_acc(st);
+		a->preempted_vec = vec + 1;
+		a->preempted_beneficiary = beneficiary;
+		st->soft_vec = -1;
+	}
 	if (st->hard_depth || st->soft_vec >= 0) {
 		note_anomaly();
 		st->hard_depth = 0;
@@ -596,6 +619,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (st->service)
 		end_attribution(st);
 	make_current(st, next);
+	struct task_acc *n = cur_acc(st);
+	if (n->preempted_vec) {
+		st->soft_vec = (s32)(n->preempted_vec - 1);
+		st->beneficiary = n->preempted_beneficiary;
+		n->preempted_vec = 0;
+	}
 	return 0;
 }
 

@@ -43,6 +43,8 @@ struct task_acc {
 	__u64 softirq_ns[VECTOR_SLOTS];
 	__u64 irq_ns[IRQ_SLOTS];  /* by line, for irq[]; 0: free */
 	__s32 irq[IRQ_SLOTS];
+	__u32 preempted_vec;         /* PREEMPT_RT: vector + 1 of the softirq it was switched out in, 0: none */
+	__u32 preempted_beneficiary; /* ... and that run's last beneficiary */
 	char comm[16];
 };
 

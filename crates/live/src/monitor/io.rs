@@ -123,6 +123,20 @@ const NET_PROGRAMS: &[&str] = &["on_net_queue", "on_sock_send", "on_net_xmit", "
 /// [`IoWatch::attach_band`].
 const BAND_PROGRAM: &str = "band_classify";
 
+/// The program that learns a socket's class when its process sends, and
+/// its tracepoint (absent before 6.2).
+const SEND_PROGRAM: &str = "on_sock_send";
+const SEND_TRACEPOINT: &str = "sock_send_length";
+
+/// Whether the running kernel has raw tracepoint `name` (a tp_btf program
+/// needs its `btf_trace_<name>` in the kernel's BTF); unreadable BTF says
+/// yes, and the load then names what is wrong.
+fn kernel_has_tracepoint(name: &str) -> bool {
+    libbpf_rs::btf::Btf::from_vmlinux()
+        .map(|btf| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{name}")).is_some())
+        .unwrap_or(true)
+}
+
 /// A running watch of one disk's requests or one device's packets.
 pub struct IoWatch<'obj> {
     skel: IoWatchSkel<'obj>,
@@ -159,8 +173,16 @@ impl<'obj> IoWatch<'obj> {
         };
         rodata.band_classid = band_classid.unwrap_or(0);
         let band = band_classid.is_some() && matches!(target, Target::Net { .. });
+        // 6.1 has no sock_send_length: sockets are then classed only where
+        // the classed process itself queues a packet (on_net_queue), and
+        // packets the kernel sends for them later from another context
+        // (TCP's ACK clock) go unclassed.
+        let no_send_hook = !kernel_has_tracepoint(SEND_TRACEPOINT);
         for mut prog in open.open_object_mut().progs_mut() {
-            if unused.iter().any(|u| prog.name() == *u) || (prog.name() == BAND_PROGRAM && !band) {
+            if unused.iter().any(|u| prog.name() == *u)
+                || (prog.name() == BAND_PROGRAM && !band)
+                || (prog.name() == SEND_PROGRAM && no_send_hook)
+            {
                 prog.set_autoload(false);
             }
         }

@@ -121,6 +121,17 @@ pub fn kernel_symbol(name: &str) -> Option<u64> {
     })
 }
 
+/// Loads the NAPI-poll BPF program as `start` does, attaches nothing and unloads them:
+/// whether this kernel's verifier accepts them (doctor's readiness). Exit
+/// 3 naming the program it rejects and why.
+pub fn check_loads() -> Result<()> {
+    let mut storage = Storage::default();
+    crate::bpf_trial::load("the NAPI-poll BPF program", || {
+        let open = NapiWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the NAPI-poll BPF object"))?;
+        open.load().map(drop).map_err(bpf_err("loading the NAPI-poll BPF program"))
+    })
+}
+
 impl<'obj> NapiWatch<'obj> {
     /// Loads and attaches the count for the kthreads `tids`. Exit 3 naming
     /// what is missing (BTF, CAP_BPF, the tracepoint).

@@ -98,6 +98,17 @@ fn runtime_clock(tid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Loads the thread-watch BPF programs as `start` does, attaches nothing and unloads them:
+/// whether this kernel's verifier accepts them (doctor's readiness). Exit
+/// 3 naming the program it rejects and why.
+pub fn check_loads() -> Result<()> {
+    let mut storage = Storage::default();
+    crate::bpf_trial::load("the thread-watch BPF programs", || {
+        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        open.load().map(drop).map_err(bpf_err("loading the thread-watch BPF programs"))
+    })
+}
+
 impl<'obj> ThreadWatch<'obj> {
     /// Loads and attaches the watch for `tids` (at most [`MAX_THREADS`]).
     /// Exit 3 naming what is missing (BTF, CAP_BPF, CAP_PERFMON).
