@@ -22,6 +22,9 @@ const CONTROLLER: &str = "cpuset";
 /// The cgroup of the isolated CPU, and of the others.
 const ISOLATED: &str = "irqlab-dl";
 const REST: &str = "irqlab-rest";
+/// How long a refused SCHED_DEADLINE is retried while the kernel rebuilds
+/// its domains after the split.
+const RETRY_NS: u64 = 5_000_000_000;
 /// /proc/TID/stat's flag of a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
@@ -146,7 +149,7 @@ impl RootDomain {
     /// Moves `thread` into the isolated CPU's cpuset (which pins it there)
     /// and gives it `attr`, both journalled. The kernel rebuilds its
     /// domains after the split asynchronously; until then SCHED_DEADLINE is
-    /// refused, so the change is retried for up to a second.
+    /// refused, so the change is retried for up to five seconds.
     pub fn run_deadline(&mut self, thread: &Thread, attr: SchedAttr) -> Result<()> {
         let mut changes = self.deadline_changes(thread, attr)?;
         self.changes.append(&mut changes);
@@ -163,15 +166,17 @@ impl RootDomain {
             Hierarchy::V2(_) => Object::Cgroup2Member { process: thread.clone() },
         };
         let mut changes = vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?];
-        let mut tries = 0;
+        // Measured in an emulated (TCG) guest on cgroup v2: the first split
+        // after the cpuset controller was enabled took more than a second
+        // to admit a deadline thread.
+        let give_up = crate::rt::monotonic_ns() + RETRY_NS;
         loop {
             match journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr }) {
                 Ok(applied) => {
                     changes.push(applied);
                     return Ok(changes);
                 }
-                Err(Error::Invalid(_)) if tries < 20 => {
-                    tries += 1;
+                Err(Error::Invalid(_)) if crate::rt::monotonic_ns() < give_up => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(e) => {
