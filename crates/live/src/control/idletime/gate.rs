@@ -1,7 +1,8 @@
 //! The actuators that hold background processes back: a cgroup of
 //! irqlab's own, frozen while the gate is closed (the processes stop
 //! issuing anything, their requests already in the device finish), or
-//! throttled to one request per second on the disk while closed (the
+//! throttled to one request per second on the disk while closed (v2: two,
+//! the least `io.max` takes) (the
 //! processes keep running and their bios wait in the throttle). Where the
 //! machine has the v1 controller (freezer, blkio) the cgroup is in its
 //! hierarchy; on a cgroup v2 machine it is a v2 cgroup (`cgroup.freeze`;
@@ -70,7 +71,9 @@ impl Mechanism {
             (Mechanism::Freezer, Hierarchy::V1(_)) => "a freezer cgroup (freezer.state)",
             (Mechanism::Freezer, Hierarchy::V2(_)) => "a cgroup frozen through cgroup.freeze",
             (Mechanism::Throttle, Hierarchy::V1(_)) => "a blkio cgroup (blkio.throttle.*_iops_device)",
-            (Mechanism::Throttle, Hierarchy::V2(_)) => "an io cgroup (io.max riops/wiops; +io in the root's subtree_control)",
+            (Mechanism::Throttle, Hierarchy::V2(_)) => {
+                "an io cgroup (io.max riops=2 wiops=2 while closed; +io in the root's subtree_control)"
+            }
         };
         format!("{} ({}): {how}", hierarchy.version(), hierarchy.root().display())
     }
@@ -240,10 +243,11 @@ fn v2_frozen(events: &str) -> bool {
     events.lines().any(|l| l.split_whitespace().eq(["frozen", "1"]))
 }
 
-/// The v2 `io.max` line for `disk`: one read and one write per second
-/// while closed, no limit while open.
+/// The v2 `io.max` line for `disk`: two reads and two writes per second
+/// while closed (the kernel refuses a limit below 2 with EINVAL, seen on
+/// 6.12), no limit while open.
 fn io_max(disk: &Disk, open: bool) -> String {
-    let limit = if open { "max" } else { "1" };
+    let limit = if open { "max" } else { "2" };
     format!("{}:{} riops={limit} wiops={limit}", disk.major, disk.minor)
 }
 
@@ -257,7 +261,7 @@ mod tests {
         assert!(!v2_frozen("populated 1\nfrozen 0\n"));
         assert!(!v2_frozen(""));
         let disk = Disk { name: "vda".into(), major: 254, minor: 0 };
-        assert_eq!(io_max(&disk, false), "254:0 riops=1 wiops=1");
+        assert_eq!(io_max(&disk, false), "254:0 riops=2 wiops=2");
         assert_eq!(io_max(&disk, true), "254:0 riops=max wiops=max");
     }
 
