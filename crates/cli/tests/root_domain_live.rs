@@ -33,8 +33,12 @@ fn measured_cpu() -> usize {
     *irqlab_live::rt::online_cpus().unwrap().last().unwrap()
 }
 
+/// A process that keeps running: the kernel checks a SCHED_DEADLINE
+/// request against the root domain of the CPU the task last ran on, and a
+/// sleeping task moved into the CPU's cpuset stays on its old CPU until
+/// it wakes (a `sleep` was refused for 30 s in a 6.1-rt guest).
 fn sleeper() -> Child {
-    Command::new("sleep").arg("120").spawn().unwrap()
+    Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()
 }
 
 /// The split's cgroups left anywhere (v1 cpuset hierarchy or v2 root).

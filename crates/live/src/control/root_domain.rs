@@ -166,9 +166,9 @@ impl RootDomain {
             Hierarchy::V2(_) => Object::Cgroup2Member { process: thread.clone() },
         };
         let mut changes = vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?];
-        // Measured in an emulated (TCG) guest on cgroup v2: the first split
-        // after the cpuset controller was enabled took more than a second
-        // to admit a deadline thread.
+        // The kernel checks the request against the root domain of the
+        // CPU the thread last ran on: a sleeping thread moved into the
+        // cpuset is refused until it wakes there.
         let give_up = crate::rt::monotonic_ns() + RETRY_NS;
         loop {
             match journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr }) {
