@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::live::{enabled_as_root, entries_of, scratch_on_disk, start_with_stderr, wait_at_most, wait_for_line};
+use common::live::{disk_resource, enabled_as_root, entries_of, scratch_on_disk, start_with_stderr, wait_at_most, wait_for_line};
 use common::{irqlab, json, path_str};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -98,22 +98,29 @@ fn idletime_entries() -> Vec<serde_json::Value> {
     entries_of("control idletime")
 }
 
+/// The gate's cgroups left in the v1 freezer and blkio hierarchies or the
+/// v2 one (`/sys/fs/cgroup` on a v2-only machine).
 fn no_idletime_cgroups() -> Vec<String> {
     let mut left = Vec::new();
-    for h in ["freezer", "blkio"] {
-        if let Ok(dir) = std::fs::read_dir(format!("/sys/fs/cgroup/{h}")) {
+    for h in ["/sys/fs/cgroup/freezer", "/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        if let Ok(dir) = std::fs::read_dir(h) {
             left.extend(dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("irqlab-idletime-")));
         }
     }
     left
 }
 
+/// Whether the freezer gate works in the v2 hierarchy here (no v1 freezer).
+fn freezer_is_v2() -> bool {
+    !std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.contains(" - cgroup ") && l.ends_with(",freezer"))
+}
+
+/// The cgroup the freezer gate moves `pid` between: its v1 freezer
+/// cgroup, or on a v2-only machine its v2 cgroup.
 fn freezer_cgroup(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))
-        .expect("a freezer line")
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let line = if freezer_is_v2() { "0::" } else { ":freezer:" };
+    text.lines().find_map(|l| l.split_once(line).map(|(_, p)| p.to_string())).unwrap_or_else(|| panic!("no {line} line in {text}"))
 }
 
 #[test]
@@ -135,7 +142,16 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         let bg_cmd =
             format!("{} load reads --file {} --sequential --block 256k --duration 60s", env!("CARGO_BIN_EXE_irqlab"), path_str(&bg_file));
         let status = irqlab()
-            .args(["control", "idletime", "--resource", "disk", "--foreground", &format!("pid:{}", fg.id()), "--interval", interval])
+            .args([
+                "control",
+                "idletime",
+                "--resource",
+                &disk_resource(),
+                "--foreground",
+                &format!("pid:{}", fg.id()),
+                "--interval",
+                interval,
+            ])
             .args(["--gate", gate, "--duration", "3s", "--json", path_str(&out), "--background", "--", "sh", "-c", &bg_cmd])
             .status()
             .unwrap();
@@ -183,11 +199,12 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
 /// Starts the controller on an existing background process; returns it
 /// once the gate has closed at least once (stderr of --verbose).
 fn controller_on(fg: u32, bg: u32, out: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let args: Vec<String> = ["control", "idletime", "--resource", "disk", "--interval", "50ms", "--verbose", "--json", path_str(out)]
-        .into_iter()
-        .map(String::from)
-        .chain(["--foreground".into(), format!("pid:{fg}"), "--background".into(), format!("pid:{bg}")])
-        .collect();
+    let args: Vec<String> =
+        ["control", "idletime", "--resource", &disk_resource(), "--interval", "50ms", "--verbose", "--json", path_str(out)]
+            .into_iter()
+            .map(String::from)
+            .chain(["--foreground".into(), format!("pid:{fg}"), "--background".into(), format!("pid:{bg}")])
+            .collect();
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let (child, rx) = start_with_stderr(&args);
     wait_for_line(&rx, "gate closed", Duration::from_secs(10));
@@ -230,8 +247,16 @@ fn ctrl_c_and_kill_9_leave_nothing_behind() {
     let left = idletime_entries();
     let objects: Vec<String> = left.iter().map(|e| e["object"].to_string()).collect();
     assert!(left.iter().all(|e| e["state"] == "leftover"), "{left:?}");
-    assert!(objects.iter().any(|o| o.contains("cgroup") && o.contains("freezer/irqlab-idletime-")), "{objects:?}");
-    assert!(objects.iter().any(|o| o.contains("cgroup-member") && o.contains("freezer")), "{objects:?}");
+    if freezer_is_v2() {
+        // v2: the cgroup (cgroup.freeze), the process moved into it.
+        assert!(objects.iter().any(|o| o.contains("\"cgroup\"") && o.contains("/sys/fs/cgroup/irqlab-idletime-")), "{objects:?}");
+        assert!(objects.iter().any(|o| o.contains("cgroup2-member")), "{objects:?}");
+    } else {
+        assert!(objects.iter().any(|o| o.contains("cgroup") && o.contains("freezer/irqlab-idletime-")), "{objects:?}");
+        assert!(objects.iter().any(|o| o.contains("cgroup-member") && o.contains("freezer")), "{objects:?}");
+    }
+    let named = String::from_utf8_lossy(&irqlab().args(["control", "status"]).output().unwrap().stdout).into_owned();
+    assert!(named.contains("irqlab-idletime-"), "control status names the gate's cgroup: {named}");
     let status_text = irqlab().args(["control", "status"]).output().unwrap();
     assert!(String::from_utf8_lossy(&status_text.stdout).contains("LEFTOVER"));
     let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();

@@ -114,12 +114,31 @@ fn commands(machine: &Machine) -> Vec<Readiness> {
                 .and_then(|()| crate::monitor::napi::check_loads()),
             crate::control::bh_budget::readiness_note(machine),
         ),
-        readiness(
-            "SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)",
-            crate::control::root_domain::check_prerequisites(),
-            None,
-        ),
     ]
+    .into_iter()
+    .chain(cgroup_rows())
+    .collect()
+}
+
+/// The cgroup-using features, each naming the hierarchy (v1 or v2) it
+/// uses on this machine.
+fn cgroup_rows() -> Vec<Readiness> {
+    use crate::control::idletime::gate::Mechanism;
+    use crate::control::root_domain;
+    let shield = root_domain::check_prerequisites();
+    let shield_note = shield.as_ref().ok().map(root_domain::describe);
+    let mut rows = vec![readiness("SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)", shield.map(drop), shield_note)];
+    for (command, mechanism) in
+        [("control idletime --gate freezer", Mechanism::Freezer), ("control idletime --gate throttle", Mechanism::Throttle)]
+    {
+        let hierarchy = mechanism.hierarchy();
+        let note = hierarchy.as_ref().ok().map(|h| mechanism.describe(h));
+        let check = hierarchy
+            .map(drop)
+            .and_then(|()| privilege::require(&[Capability::SysAdmin], "create a cgroup and move the background processes into it"));
+        rows.push(readiness(command, check, note));
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -130,7 +149,14 @@ mod tests {
     fn every_command_and_setting_is_reported() {
         let report = examine();
         assert_eq!(report.schema, SCHEMA);
-        for command in ["measure interference", "measure latency", "measure accounting", "stimulus respond"] {
+        for command in [
+            "measure interference",
+            "measure latency",
+            "measure accounting",
+            "stimulus respond",
+            "SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)",
+            "control idletime --gate freezer",
+        ] {
             assert!(report.commands.iter().any(|c| c.command == command), "{command} missing");
         }
         for s in &report.settings {
@@ -139,5 +165,12 @@ mod tests {
         // The same check the probe runs decides its line.
         let probe = report.commands.iter().find(|c| c.command == "measure interference").unwrap();
         assert_eq!(probe.missing.is_none(), probe_run::check_prerequisites(Policy::Fifo).is_ok());
+        // A cgroup feature that can run says which hierarchy it uses.
+        for row in report.commands.iter().filter(|c| c.command.contains("load-bounds") || c.command.contains("idletime")) {
+            if row.missing.is_none() {
+                let note = row.note.as_deref().unwrap_or("");
+                assert!(note.starts_with("cgroup v1 (") || note.starts_with("cgroup v2 ("), "{}: {note}", row.command);
+            }
+        }
     }
 }

@@ -209,8 +209,9 @@ pub struct IdletimeArgs {
     /// had no foreground request for this long (0: plain two-class priority)
     #[arg(long, value_name = "P", value_parser = flags::duration_ns)]
     interval: u64,
-    /// How the background is held back: freezer (frozen processes) or, for
-    /// a disk, throttle (blkio: 1 request per second on the disk)
+    /// How the background is held back: freezer (frozen processes: v1 freezer
+    /// or v2 cgroup.freeze) or, for a disk, throttle (v1 blkio: 1 request per
+    /// second on the disk; v2 io.max: 2, the least it takes)
     #[arg(long, value_name = "freezer|throttle", default_value = "freezer")]
     gate: idletime::gate::Mechanism,
     /// Run this long (default: until Ctrl-C, SIGTERM, or the end of the

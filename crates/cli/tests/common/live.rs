@@ -76,7 +76,15 @@ pub fn enabled_as_root(test: &str) -> bool {
 }
 
 /// A scratch directory on the disk under the build (a tmpfs /tmp has no
-/// disk under it).
+/// disk under it), or under IRQLAB_TEST_SCRATCH (a guest whose build is on
+/// a read-only 9p share: a directory on the guest's disk).
 pub fn scratch_on_disk(prefix: &str) -> tempfile::TempDir {
-    tempfile::Builder::new().prefix(prefix).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    let dir = std::env::var("IRQLAB_TEST_SCRATCH").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_string());
+    tempfile::Builder::new().prefix(prefix).tempdir_in(dir).unwrap()
+}
+
+/// `--resource disk`, or `disk:DEV` with IRQLAB_TEST_DISK=DEV (the disk
+/// under IRQLAB_TEST_SCRATCH when / is on none).
+pub fn disk_resource() -> String {
+    std::env::var("IRQLAB_TEST_DISK").map_or_else(|_| "disk".into(), |d| format!("disk:{d}"))
 }

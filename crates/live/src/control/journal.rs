@@ -49,13 +49,21 @@ pub enum Object {
     /// keeps its own lock protocol (`probe::rt_limit`); the journal shows a
     /// lift a killed run left behind and reverts it.
     RtLimit,
-    /// A cgroup irqlab created in a v1 hierarchy (`/sys/fs/cgroup/cpuset/irqlab-dl`):
-    /// `present` or `absent`; removing it first moves any task still in it to
-    /// its parent.
+    /// A cgroup irqlab created, in a v1 hierarchy
+    /// (`/sys/fs/cgroup/cpuset/irqlab-dl`) or the v2 one
+    /// (`/sys/fs/cgroup/irqlab-dl`): `present` or `absent`; removing it
+    /// first moves any task still in it to its parent.
     Cgroup { path: String },
     /// The cgroup a thread is in, in the v1 hierarchy of `controller`
     /// (`cpuset`): a path below the hierarchy's root (`/`, `/irqlab-dl`).
     CgroupMember { thread: Thread, controller: String },
+    /// The v2 cgroup a process is in (v2 places whole processes; `process`
+    /// is its thread-group leader): a path below the v2 root.
+    Cgroup2Member { process: Thread },
+    /// Whether v2 cgroup `cgroup` (its directory) gives `controller`
+    /// (`cpuset`, `io`) to its children: `enabled` or `disabled`, through
+    /// its `cgroup.subtree_control`.
+    Cgroup2Subtree { cgroup: String, controller: String },
     /// A disk's I/O scheduler (`/sys/block/DISK/queue/scheduler`): the
     /// selected one's name (the file lists them all, the selected in brackets).
     IoScheduler { disk: String },
@@ -80,6 +88,10 @@ impl std::fmt::Display for Object {
             Object::Testbed => write!(f, "the testbed (namespaces irqlab-a, irqlab-b)"),
             Object::Cgroup { path } => write!(f, "cgroup {path}"),
             Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
+            Object::Cgroup2Member { process } => write!(f, "cgroup (v2) of {} (pid {})", process.comm, process.tid),
+            Object::Cgroup2Subtree { cgroup, controller } => {
+                write!(f, "{controller} for the children of cgroup {cgroup} (v2 subtree_control)")
+            }
             Object::IoScheduler { disk } => write!(f, "I/O scheduler of {disk}"),
             Object::RootQdisc { dev } => write!(f, "root qdisc of {dev}"),
             Object::ChildQdisc { dev, parent } => write!(f, "qdisc below {parent} on {dev}"),
@@ -99,6 +111,8 @@ impl Object {
             Object::Testbed => "testbed".into(),
             Object::Cgroup { path } => format!("cgroup{}", path.replace(['/', '.'], "_")),
             Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
+            Object::Cgroup2Member { process } => format!("cgroup2-{}-{}", process.tid, process.start_ticks),
+            Object::Cgroup2Subtree { cgroup, controller } => format!("subtree-{controller}{}", cgroup.replace(['/', '.'], "_")),
             Object::IoScheduler { disk } => format!("iosched-{disk}"),
             Object::RootQdisc { dev } => format!("qdisc-{dev}"),
             Object::ChildQdisc { dev, parent } => format!("qdisc-{dev}-{}", parent.replace(':', "_")),
@@ -109,7 +123,11 @@ impl Object {
     /// left to restore).
     pub fn exists(&self) -> bool {
         match self {
-            Object::ThreadSched { thread } | Object::ThreadAffinity { thread } | Object::CgroupMember { thread, .. } => thread.alive(),
+            Object::ThreadSched { thread }
+            | Object::ThreadAffinity { thread }
+            | Object::CgroupMember { thread, .. }
+            | Object::Cgroup2Member { process: thread } => thread.alive(),
+            Object::Cgroup2Subtree { cgroup, .. } => Path::new(cgroup).is_dir(),
             // A device's files go with the device (a testbed taken down).
             Object::File { path } => Path::new(path).exists(),
             Object::Napi { ifindex, id, .. } => Netdev::open().and_then(|mut n| n.napi(*ifindex, *id)).is_ok_and(|n| n.is_some()),
@@ -165,6 +183,11 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::RtLimit => Ok(Value::Text { text: crate::probe::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
         Object::Cgroup { path } => Ok(Value::Text { text: if Path::new(path).is_dir() { "present" } else { "absent" }.into() }),
         Object::CgroupMember { thread, controller } => Ok(Value::Text { text: cgroup::of_thread(thread.tid, controller)? }),
+        Object::Cgroup2Member { process } => Ok(Value::Text { text: cgroup::of_process_v2(process.tid)? }),
+        Object::Cgroup2Subtree { cgroup, controller } => {
+            let on = cgroup::subtree_enabled(Path::new(cgroup), controller)?;
+            Ok(Value::Text { text: if on { "enabled" } else { "disabled" }.into() })
+        }
         Object::IoScheduler { disk } => {
             let path = format!("/sys/block/{disk}/queue/scheduler");
             let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
@@ -257,6 +280,10 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::Cgroup { path }, Value::Text { text }) if text == "present" => cgroup::create(Path::new(path)),
         (Object::Cgroup { path }, Value::Text { text }) if text == "absent" => cgroup::remove(Path::new(path)),
         (Object::CgroupMember { thread, controller }, Value::Text { text }) => cgroup::move_thread(thread.tid, controller, text),
+        (Object::Cgroup2Member { process }, Value::Text { text }) => cgroup::move_process_v2(process.tid, text),
+        (Object::Cgroup2Subtree { cgroup, controller }, Value::Text { text }) if text == "enabled" || text == "disabled" => {
+            cgroup::set_subtree(Path::new(cgroup), controller, text == "enabled")
+        }
         (Object::IoScheduler { disk }, Value::Text { text }) => {
             let path = format!("/sys/block/{disk}/queue/scheduler");
             std::fs::write(&path, text).map_err(|e| Error::io(format!("writing `{text}` to {path}"), e))
@@ -684,6 +711,33 @@ mod tests {
         let text = serde_json::to_string(&e).unwrap();
         assert!(text.contains("\"kind\":\"thread-sched\"") && text.contains("\"policy\":\"deadline\""), "{text}");
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn v2_cgroup_objects_round_trip_and_name_themselves() {
+        let process = Thread { tid: 1234, comm: "napi/irqlab-b-1".into(), start_ticks: 99 };
+        for (object, kind, says) in [
+            (Object::Cgroup2Member { process }, "cgroup2-member", "cgroup (v2) of napi/irqlab-b-1 (pid 1234)"),
+            (
+                Object::Cgroup2Subtree { cgroup: "/sys/fs/cgroup".into(), controller: "cpuset".into() },
+                "cgroup2-subtree",
+                "cpuset for the children of cgroup /sys/fs/cgroup",
+            ),
+        ] {
+            let text = serde_json::to_string(&object).unwrap();
+            assert!(text.contains(&format!("\"kind\":\"{kind}\"")), "{text}");
+            assert_eq!(serde_json::from_str::<Object>(&text).unwrap(), object);
+            assert!(object.to_string().contains(says), "{object}");
+        }
+        // One lock per object: distinct keys for a thread's v1 and v2 memberships.
+        let t = Thread { tid: 5, comm: "x".into(), start_ticks: 6 };
+        assert_ne!(
+            Object::Cgroup2Member { process: t.clone() }.key(),
+            Object::CgroupMember { thread: t, controller: "cpuset".into() }.key()
+        );
+        // A value the subtree does not take is refused before anything is written.
+        let subtree = Object::Cgroup2Subtree { cgroup: "/nonexistent".into(), controller: "io".into() };
+        assert!(write(&subtree, &Value::Text { text: "on".into() }).unwrap_err().to_string().contains("cannot be set"));
     }
 
     #[test]

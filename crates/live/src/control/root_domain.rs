@@ -4,10 +4,13 @@
 //! accounted per root domain), so a deadline server for a NAPI kthread on
 //! one CPU needs that CPU split off: two exclusive cpusets (the CPU, and
 //! the others) with load balancing off in the cpuset root, the cgroup v1
-//! way of partitioning the scheduler's domains. Every step goes through the
+//! way of partitioning the scheduler's domains; on a cgroup v2 machine one
+//! cpuset partition (`cpuset.cpus` the CPU, `cpuset.cpus.partition`
+//! `root`: a scheduling domain, and so a root domain, of its own, its CPU
+//! taken from every cgroup outside it). Every step goes through the
 //! control journal and is undone in reverse order.
 
-use super::cgroup;
+use super::cgroup::{self, Hierarchy};
 use super::journal::{self, Applied, Object, Value};
 use super::sched::SchedAttr;
 use super::threads::Thread;
@@ -19,6 +22,9 @@ const CONTROLLER: &str = "cpuset";
 /// The cgroup of the isolated CPU, and of the others.
 const ISOLATED: &str = "irqlab-dl";
 const REST: &str = "irqlab-rest";
+/// How long a refused SCHED_DEADLINE is retried while the kernel rebuilds
+/// its domains after the split.
+const RETRY_NS: u64 = 5_000_000_000;
 /// /proc/TID/stat's flag of a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
@@ -27,6 +33,8 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 #[derive(Debug)]
 pub struct RootDomain {
     pub cpu: usize,
+    /// Where the cpusets are (v1: two exclusive cpusets; v2: a partition).
+    pub hierarchy: Hierarchy,
     changes: Vec<Applied>,
 }
 
@@ -34,22 +42,45 @@ fn write(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-/// What splitting a CPU off needs: the cgroup v1 cpuset controller, the
-/// privilege to create cpusets and move threads (CAP_SYS_ADMIN) and to
-/// give a thread SCHED_DEADLINE (CAP_SYS_NICE); exit 3 naming the first
-/// missing.
-pub fn check_prerequisites() -> Result<()> {
-    cgroup::hierarchy_root(CONTROLLER)?;
+/// What splitting a CPU off needs: the cpuset controller (a cgroup v1
+/// hierarchy with it, else the v2 hierarchy offering it, with cpuset
+/// partitions: `cpuset.cpus.effective` in its root), the privilege to
+/// create cpusets and move threads (CAP_SYS_ADMIN) and to give a thread
+/// SCHED_DEADLINE (CAP_SYS_NICE); exit 3 naming the first missing. Returns
+/// the hierarchy it will use.
+pub fn check_prerequisites() -> Result<Hierarchy> {
+    let hierarchy = cgroup::hierarchy(CONTROLLER)?;
+    if hierarchy.is_v2() && !hierarchy.root().join("cpuset.cpus.effective").exists() {
+        return Err(Error::MissingKernelFeature {
+            feature: "cgroup v2 cpuset partitions".into(),
+            detail: format!("{} has no cpuset.cpus.effective (a kernel before 5.0?)", hierarchy.root().display()),
+        });
+    }
     crate::privilege::require(
         &[crate::privilege::Capability::SysAdmin, crate::privilege::Capability::SysNice],
         "make a CPU a root domain of its own (cpusets) and pin a SCHED_DEADLINE thread there",
-    )
+    )?;
+    Ok(hierarchy)
 }
 
-/// Splits `cpu` off into a root domain of its own. Needs the cgroup v1
-/// cpuset controller (exit 3 naming it) and a second online CPU.
+/// How [`isolate`] will split a CPU off in `hierarchy`, for `doctor`.
+pub fn describe(hierarchy: &Hierarchy) -> String {
+    match hierarchy {
+        Hierarchy::V1(root) => {
+            format!("cgroup v1 ({}): exclusive cpusets {ISOLATED} and {REST}, cpuset.sched_load_balance 0 in the root", root.display())
+        }
+        Hierarchy::V2(root) => format!(
+            "cgroup v2 ({}): cpuset partition {ISOLATED} (cpuset.cpus.partition root; +cpuset in the root's subtree_control)",
+            root.display()
+        ),
+    }
+}
+
+/// Splits `cpu` off into a root domain of its own. Needs the cpuset
+/// controller in a v1 hierarchy or the v2 one (exit 3 naming it) and a
+/// second online CPU.
 pub fn isolate(cpu: usize) -> Result<RootDomain> {
-    let root = cgroup::hierarchy_root(CONTROLLER)?;
+    let hierarchy = cgroup::hierarchy(CONTROLLER)?;
     let others: Vec<usize> = crate::rt::online_cpus()?.into_iter().filter(|&c| c != cpu).collect();
     if others.is_empty() {
         return Err(Error::MissingKernelFeature {
@@ -57,25 +88,68 @@ pub fn isolate(cpu: usize) -> Result<RootDomain> {
             detail: format!("CPU {cpu} cannot be a root domain of its own on a one-CPU machine"),
         });
     }
-    let mems = std::fs::read_to_string(root.join("cpuset.mems")).map_err(|e| Error::io("reading cpuset.mems", e))?;
-    let mut domain = RootDomain { cpu, changes: Vec::new() };
-    for (name, cpus) in [(REST, others), (ISOLATED, vec![cpu])] {
-        let dir: PathBuf = root.join(name);
-        domain.changes.push(journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?);
-        write(&dir.join("cpuset.cpus"), &crate::rt::format_cpu_list(&cpus))?;
-        write(&dir.join("cpuset.mems"), mems.trim())?;
-        write(&dir.join("cpuset.cpu_exclusive"), "1")?;
+    let mut domain = RootDomain { cpu, hierarchy: hierarchy.clone(), changes: Vec::new() };
+    match hierarchy {
+        Hierarchy::V1(root) => domain.split_v1(&root, others)?,
+        Hierarchy::V2(root) => domain.split_v2(&root)?,
     }
-    let balance = Object::File { path: root.join("cpuset.sched_load_balance").display().to_string() };
-    domain.changes.push(journal::apply(balance, Value::Text { text: "0".into() })?);
     Ok(domain)
 }
 
 impl RootDomain {
+    /// v1: the CPU's exclusive cpuset and the others', load balancing off
+    /// in the root.
+    fn split_v1(&mut self, root: &std::path::Path, others: Vec<usize>) -> Result<()> {
+        let (cpu, domain) = (self.cpu, self);
+        let mems = std::fs::read_to_string(root.join("cpuset.mems")).map_err(|e| Error::io("reading cpuset.mems", e))?;
+        for (name, cpus) in [(REST, others), (ISOLATED, vec![cpu])] {
+            let dir: PathBuf = root.join(name);
+            domain
+                .changes
+                .push(journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?);
+            write(&dir.join("cpuset.cpus"), &crate::rt::format_cpu_list(&cpus))?;
+            write(&dir.join("cpuset.mems"), mems.trim())?;
+            write(&dir.join("cpuset.cpu_exclusive"), "1")?;
+        }
+        let balance = Object::File { path: root.join("cpuset.sched_load_balance").display().to_string() };
+        domain.changes.push(journal::apply(balance, Value::Text { text: "0".into() })?);
+        Ok(())
+    }
+
+    /// v2: a partition of the CPU below the root: the cpuset controller
+    /// given to the root's children (when it was not), the cgroup, its
+    /// `cpuset.cpus` and `cpuset.cpus.partition`, each journalled (undone
+    /// newest first: the partition dissolved before the cgroup goes). The
+    /// kernel takes the CPU from the root's effective CPUs, and so from
+    /// every process outside the partition, which is the shield.
+    fn split_v2(&mut self, root: &std::path::Path) -> Result<()> {
+        if !cgroup::subtree_enabled(root, CONTROLLER)? {
+            let subtree = Object::Cgroup2Subtree { cgroup: root.display().to_string(), controller: CONTROLLER.into() };
+            self.changes.push(journal::apply(subtree, Value::Text { text: "enabled".into() })?);
+        }
+        let dir = root.join(ISOLATED);
+        self.changes.push(journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?);
+        let file = |name: &str| Object::File { path: dir.join(name).display().to_string() };
+        self.changes.push(journal::apply(file("cpuset.cpus"), Value::Text { text: self.cpu.to_string() })?);
+        self.changes.push(journal::apply(file("cpuset.cpus.partition"), Value::Text { text: "root".into() })?);
+        // An invalid partition is taken without an error and reads
+        // `root invalid (why)`.
+        let state = std::fs::read_to_string(dir.join("cpuset.cpus.partition")).unwrap_or_default();
+        if state.trim() != "root" {
+            return Err(Error::Failed(format!(
+                "{}: the kernel did not make CPU {} a partition: cpuset.cpus.partition reads `{}`",
+                dir.display(),
+                self.cpu,
+                state.trim()
+            )));
+        }
+        Ok(())
+    }
+
     /// Moves `thread` into the isolated CPU's cpuset (which pins it there)
     /// and gives it `attr`, both journalled. The kernel rebuilds its
     /// domains after the split asynchronously; until then SCHED_DEADLINE is
-    /// refused, so the change is retried for up to a second.
+    /// refused, so the change is retried for up to five seconds.
     pub fn run_deadline(&mut self, thread: &Thread, attr: SchedAttr) -> Result<()> {
         let mut changes = self.deadline_changes(thread, attr)?;
         self.changes.append(&mut changes);
@@ -86,17 +160,23 @@ impl RootDomain {
     /// caller, who undoes them (newest first, by dropping them) while the
     /// domain stays: one split for several layouts in turn.
     pub fn deadline_changes(&self, thread: &Thread, attr: SchedAttr) -> Result<Vec<Applied>> {
-        let member = Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() };
+        // v2 places whole processes: a kernel thread is one.
+        let member = match self.hierarchy {
+            Hierarchy::V1(_) => Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() },
+            Hierarchy::V2(_) => Object::Cgroup2Member { process: thread.clone() },
+        };
         let mut changes = vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?];
-        let mut tries = 0;
+        // The kernel checks the request against the root domain of the
+        // CPU the thread last ran on: a sleeping thread moved into the
+        // cpuset is refused until it wakes there.
+        let give_up = crate::rt::monotonic_ns() + RETRY_NS;
         loop {
             match journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr }) {
                 Ok(applied) => {
                     changes.push(applied);
                     return Ok(changes);
                 }
-                Err(Error::Invalid(_)) if tries < 20 => {
-                    tries += 1;
+                Err(Error::Invalid(_)) if crate::rt::monotonic_ns() < give_up => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(e) => {
@@ -117,8 +197,12 @@ impl RootDomain {
     /// purpose stay, as does a thread that exits or refuses meanwhile.
     /// Returns the threads moved and those that stayed. Threads the moved
     /// ones start meanwhile are born in the other CPUs' cpuset and go back
-    /// to the root when it is removed.
+    /// to the root when it is removed. On cgroup v2 the partition itself
+    /// keeps every process outside it off the CPU: nothing is moved.
     pub fn shelter_others(&mut self, keep: u32) -> Result<(usize, usize)> {
+        if self.hierarchy.is_v2() {
+            return Ok((0, 0));
+        }
         let all = crate::rt::format_cpu_list(&crate::rt::online_cpus()?);
         let (mut moved, mut stayed) = (0, 0);
         for thread in super::threads::all_threads() {

@@ -309,7 +309,7 @@ pub fn check_prerequisites() -> Result<()> {
     testbed::check_prerequisites()?;
     accounting::check_prerequisites()?;
     probe::check_prerequisites(probe::Policy::Fifo)?;
-    root_domain::check_prerequisites()
+    root_domain::check_prerequisites().map(drop)
 }
 
 /// A configuration's layout in force: journalled changes (restored newest

@@ -245,7 +245,7 @@ pub fn check(config: &Config) -> Result<Resource> {
             return Err(Error::Invalid(format!("{flag} {sel} matches no process")));
         }
     }
-    crate::control::cgroup::hierarchy_root(config.mechanism.controller())?;
+    config.mechanism.hierarchy()?;
     crate::privilege::require(&[crate::privilege::Capability::SysAdmin], "create a cgroup and move the background processes into it")?;
     crate::privilege::require_bpf("watch the resource's requests (block or net tracepoints)")?;
     Ok(resource)
