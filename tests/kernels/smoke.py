@@ -217,8 +217,55 @@ def check_accounting_test(state):
     return live_test("accounting", "accounting_live", "accounting_is_consistent_on_this_kernel", state)
 
 
+def prepare_disk(state):
+    """The block device `lab run --disk` gave the guest: formatted and
+    mounted as the live tests' scratch directory (the guest's / is 9p,
+    which has no disk under it). Returns the device name or None."""
+    if "disk" in state:
+        return state["disk"]
+    state["disk"] = None
+    for module in ("virtio_scsi", "sd_mod", "virtio_blk"):
+        sh(["modprobe", module])
+    time.sleep(1)
+    code, out, _ = sh(["lsblk", "-dn", "-o", "NAME,TYPE,MOUNTPOINT"])
+    disks = [l.split()[0] for l in out.splitlines() if len(l.split()) >= 2 and l.split()[1] == "disk" and len(l.split()) == 2]
+    if not disks:
+        state["disk_why"] = f"no block device in the guest (lsblk: {out.strip()})"
+        return None
+    dev = disks[0]
+    mnt = "/tmp/irqlab-scratch"
+    os.makedirs(mnt, exist_ok=True)
+    code, _, err = sh(["mkfs.ext4", "-q", "-F", f"/dev/{dev}"])
+    if code == 0:
+        code, _, err = sh(["mount", f"/dev/{dev}", mnt])
+    if code != 0:
+        state["disk_why"] = f"/dev/{dev}: {tail(err, 2)}"
+        return None
+    state["disk"] = dev
+    state["scratch"] = mnt
+    return dev
+
+
+def live_test_on_disk(name, binary_key, test_filter, state):
+    if not prepare_disk(state):
+        return "fail", f"no scratch disk: {state.get('disk_why')}"
+    os.environ["IRQLAB_TEST_DISK"] = state["disk"]
+    os.environ["IRQLAB_TEST_SCRATCH"] = state["scratch"]
+    return live_test(name, binary_key, test_filter, state)
+
+
+@check("idletime gate on this kernel's cgroups: Ctrl-C, kill -9, revert (live test)")
+def check_idletime_gate(state):
+    return live_test_on_disk("idletime", "control_idletime", "ctrl_c_and_kill_9_leave_nothing_behind", state)
+
+
+@check("load-bounds shielding: a CPU split off, SCHED_DEADLINE pinned, kill -9, revert (live test)")
+def check_shielding(state):
+    return live_test("shielding", "root_domain_live", "after_kill_9_the_split_is_named_and_reverted", state)
+
+
 CHECKS = [check_doctor, check_accounting, check_accounting_test, check_probe, check_latency, check_testbed,
-          check_threads_kill, check_bh_budget, check_process_aware]
+          check_threads_kill, check_bh_budget, check_process_aware, check_idletime_gate, check_shielding]
 
 
 def main():

@@ -127,7 +127,26 @@ fn cgroup_rows() -> Vec<Readiness> {
     use crate::control::root_domain;
     let shield = root_domain::check_prerequisites();
     let shield_note = shield.as_ref().ok().map(root_domain::describe);
-    let mut rows = vec![readiness("SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)", shield.map(drop), shield_note)];
+    // The live reproduction places its own workload threads on the split-off
+    // CPU beside threads of the same process kept off it: v1 cpusets move
+    // threads, a v2 partition only whole processes (threaded cgroups cannot
+    // cross a partition), so on v2 only the shielding itself is ready.
+    let reproduction = match &shield {
+        Ok(h) if h.is_v2() => Err(crate::Error::MissingKernelFeature {
+            feature: "cgroup v1 cpusets (threads placed one by one)".into(),
+            detail: "on cgroup v2 a cpuset partition takes whole processes, and the reproduction's workload threads share a process with threads that must stay off the measured CPU".into(),
+        }),
+        Ok(_) => Ok(()),
+        Err(e) => Err(crate::Error::MissingKernelFeature { feature: "the load-bounds shielding".into(), detail: e.to_string() }),
+    };
+    let mut rows = vec![
+        readiness(
+            "SCHED_DEADLINE on a pinned thread (the load-bounds shielding: a CPU split off as its own root domain)",
+            shield.map(drop),
+            shield_note,
+        ),
+        readiness("reproduce load-bounds --live", reproduction, None),
+    ];
     for (command, mechanism) in
         [("control idletime --gate freezer", Mechanism::Freezer), ("control idletime --gate throttle", Mechanism::Throttle)]
     {
@@ -154,7 +173,8 @@ mod tests {
             "measure latency",
             "measure accounting",
             "stimulus respond",
-            "SCHED_DEADLINE on a pinned thread (reproduce load-bounds --live)",
+            "SCHED_DEADLINE on a pinned thread (the load-bounds shielding: a CPU split off as its own root domain)",
+            "reproduce load-bounds --live",
             "control idletime --gate freezer",
         ] {
             assert!(report.commands.iter().any(|c| c.command == command), "{command} missing");
