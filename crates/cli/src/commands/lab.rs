@@ -138,6 +138,11 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 
 fn run_in_guest(args: RunArgs) -> Result<Status, CliError> {
     let spec = KernelSpec::parse(&args.kernel)?;
+    // Bad input first (exit 2), whatever else is missing: an image given by
+    // path is read before the tools are looked for.
+    if let KernelSpec::Path(path) = &spec {
+        irqlab_lab::image::inspect(path)?;
+    }
     let options = args.guest.options();
     irqlab_lab::tools::check_all()?;
     let guest = run::resolve(&spec, &mut |step| eprintln!("lab: {step}"))?;
@@ -204,6 +209,11 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
         ));
     }
     let specs = args.kernels.iter().map(|k| KernelSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
+    for spec in &specs {
+        if let KernelSpec::Path(path) = spec {
+            irqlab_lab::image::inspect(path)?;
+        }
+    }
     irqlab_lab::tools::check_all()?;
     std::fs::create_dir_all(&args.out).map_err(|e| CliError::io(&args.out, e))?;
     let out = std::fs::canonicalize(&args.out).map_err(|e| CliError::io(&args.out, e))?;
