@@ -143,9 +143,9 @@ fn cgroup_rows() -> Vec<Readiness> {
         readiness(
             "SCHED_DEADLINE on a pinned thread (the load-bounds shielding: a CPU split off as its own root domain)",
             shield.map(drop),
-            shield_note,
+            shield_note.clone(),
         ),
-        readiness("reproduce load-bounds --live", reproduction, None),
+        readiness("reproduce load-bounds --live", reproduction, shield_note),
     ];
     for (command, mechanism) in
         [("control idletime --gate freezer", Mechanism::Freezer), ("control idletime --gate throttle", Mechanism::Throttle)]
