@@ -63,27 +63,26 @@ pub enum CliError {
     Stdout(std::io::Error),
 }
 
-/// Live-crate errors keep their exit code: 3 for a missing capability or
-/// kernel feature, 2 for an argument the machine cannot honour, 1 otherwise.
+/// A library error keeps its exit code: 3 for a missing capability,
+/// kernel feature or tool, 2 for an argument that cannot be honoured, 1
+/// otherwise.
+fn by_exit_code(code: i32, text: String) -> CliError {
+    match code {
+        3 => CliError::Privilege(text),
+        2 => CliError::Usage(text),
+        _ => CliError::Failed(text),
+    }
+}
+
 impl From<irqlab_live::Error> for CliError {
     fn from(err: irqlab_live::Error) -> Self {
-        let text = err.to_string();
-        match err.exit_code() {
-            3 => CliError::Privilege(text),
-            2 => CliError::Usage(text),
-            _ => CliError::Failed(text),
-        }
+        by_exit_code(err.exit_code(), err.to_string())
     }
 }
 
 impl From<irqlab_lab::Error> for CliError {
     fn from(err: irqlab_lab::Error) -> Self {
-        let text = err.to_string();
-        match err.exit_code() {
-            3 => CliError::Privilege(text),
-            2 => CliError::Usage(text),
-            _ => CliError::Failed(text),
-        }
+        by_exit_code(err.exit_code(), err.to_string())
     }
 }
 
