@@ -259,6 +259,22 @@ fn accounting_is_consistent_on_this_kernel() {
     let net_rx = report.totals.softirq_by_vector_ns.get("NET_RX").copied().unwrap_or(0);
     let served = receiver.served_by_softirq_ns.get("NET_RX").copied().unwrap_or(0);
     eprintln!("NET_RX total {net_rx}, served to receiver {served}, orphan {:?}", report.orphan.softirq_by_vector_ns.get("NET_RX"));
+    // Where the rest went, to tell a failure's cause from its output.
+    let mut others: Vec<(u64, &str, u32)> = report
+        .tasks
+        .iter()
+        .map(|t| (t.served_by_softirq_ns.get("NET_RX").copied().unwrap_or(0), t.comm.as_str(), t.tid))
+        .filter(|&(ns, _, tid)| ns > 0 && tid != load.receiver_tid)
+        .collect();
+    others.sort_unstable_by(|a, b| b.cmp(a));
+    others.truncate(5);
+    eprintln!("NET_RX served to others: {others:?}");
+    for c in &report.cpus {
+        eprintln!(
+            "cpu{}: socket events {}, without a known owner {}, outside softirqs {}",
+            c.cpu, c.socket_events, c.socket_events_no_owner, c.socket_events_outside
+        );
+    }
     assert!(served as f64 >= 0.8 * net_rx as f64, "receiver served {served} of {net_rx} ns NET_RX");
     let _ = NET_RX;
 }

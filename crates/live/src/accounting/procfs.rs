@@ -84,7 +84,9 @@ impl TaskKind {
     pub fn classify(tid: u32, comm: &str, kernel_thread: bool) -> TaskKind {
         if tid == 0 {
             TaskKind::Idle
-        } else if comm.starts_with("ksoftirqd/") {
+        } else if comm.starts_with("ksoftirqd/") || comm.starts_with("ktimers/") {
+            // ktimers/N is PREEMPT_RT's softirq thread for TIMER and
+            // HRTIMER (6.12+): ksoftirqd's job for those two vectors.
             TaskKind::Ksoftirqd
         } else if comm.starts_with("irq/") {
             TaskKind::IrqThread
@@ -145,6 +147,7 @@ mod tests {
     fn classifies_interrupt_threads() {
         assert_eq!(TaskKind::classify(0, "swapper/1", true), TaskKind::Idle);
         assert_eq!(TaskKind::classify(15, "ksoftirqd/1", true), TaskKind::Ksoftirqd);
+        assert_eq!(TaskKind::classify(18, "ktimers/0", true), TaskKind::Ksoftirqd, "PREEMPT_RT's timer softirq thread");
         assert_eq!(TaskKind::classify(99, "napi/veth0-8193", true), TaskKind::NapiThread);
         assert_eq!(TaskKind::classify(98, "irq/24-virtio0", true), TaskKind::IrqThread);
         assert!(TaskKind::NapiThread.is_service());

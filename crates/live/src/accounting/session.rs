@@ -216,6 +216,9 @@ fn open_accounting<'obj>(storage: &'obj mut MaybeUninit<OpenObject>, missing: &[
     if !absent.contains(&"on_waking") {
         absent.push("on_sock_recv");
     }
+    if !sock_def_readable_stands_in(missing) {
+        absent.push("on_sock_def_readable");
+    }
     for mut prog in open.open_object_mut().progs_mut() {
         if absent.iter().any(|a| prog.name() == *a) {
             prog.set_autoload(false);
@@ -226,6 +229,22 @@ fn open_accounting<'obj>(storage: &'obj mut MaybeUninit<OpenObject>, missing: &[
     open.progs.seed_socket_owners.set_autoattach(false);
     open.progs.sync_cpu.set_autoattach(false);
     Ok(open)
+}
+
+/// Whether an fentry program on `sock_def_readable` (the sk_data_ready
+/// callback of UDP and TCP sockets) stands in for the sk_data_ready
+/// tracepoint this kernel lacks (6.1): without either, NET_RX work finds
+/// its socket's owner only when it wakes the owner, and work for a
+/// receiver that is already awake goes unattributed.
+fn sock_def_readable_stands_in(missing: &[String]) -> bool {
+    missing.iter().any(|m| m == "sk_data_ready") && kernel_symbol("sock_def_readable").is_some()
+}
+
+/// The optional tracepoints whose work goes unmeasured: the missing ones
+/// less those a stand-in covers.
+fn unmeasured(missing: Vec<String>) -> Vec<String> {
+    let covered = sock_def_readable_stands_in(&missing);
+    missing.into_iter().filter(|m| !(covered && m == "sk_data_ready")).collect()
 }
 
 /// Loads the accounting programs as [`Session::start`] does, attaches
@@ -274,7 +293,7 @@ impl<'obj> Session<'obj> {
             online: crate::rt::online_cpus()?,
             baseline_ticks: HashMap::new(),
             steal_baseline_ns: HashMap::new(),
-            missing,
+            missing: unmeasured(missing),
             service_tids: Default::default(),
             machine: crate::machine::MachineContext::read(),
         };
@@ -306,7 +325,8 @@ impl<'obj> Session<'obj> {
         Ok(session)
     }
 
-    /// Optional tracepoints the running kernel does not have.
+    /// Optional tracepoints the running kernel does not have and no
+    /// stand-in covers.
     pub fn missing_tracepoints(&self) -> &[String] {
         &self.missing
     }

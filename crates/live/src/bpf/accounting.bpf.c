@@ -658,6 +658,12 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	struct cpu_state *st = this_cpu_state();
 	if (!st || !st->initialised || !attributing(st))
 		return 0;
+	// Waking a service thread (ksoftirqd, PREEMPT_RT's ktimers, an IRQ or
+	// NAPI thread) passes work on rather than delivering it: irq_exit()
+	// wakes ktimers or ksoftirqd after the hard IRQ's exit tracepoint,
+	// inside whatever softirq the IRQ interrupted. Its time is not for them.
+	if (is_service_thread(p))
+		return 0;
 	u32 tid = p->pid;
 	if (st->wake_sk) {
 		learn_owner(st, st->wake_sk, tid);
@@ -729,6 +735,17 @@ static __always_inline void packet_for_socket(const struct sock *sk, int queued)
 // A packet was queued to a socket.
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(on_sk_data_ready, const struct sock *sk)
+{
+	packet_for_socket(sk, 1);
+	return 0;
+}
+
+// The same where the kernel has no sk_data_ready tracepoint (6.1): the
+// function UDP and TCP sockets have as their sk_data_ready callback, which
+// the tracepoint sits in where it exists. Loaded only where the tracepoint
+// is missing (session.rs), so a packet is never counted twice.
+SEC("fentry/sock_def_readable")
+int BPF_PROG(on_sock_def_readable, struct sock *sk)
 {
 	packet_for_socket(sk, 1);
 	return 0;
