@@ -48,12 +48,10 @@ test: lint
 # kernels (about 4 minutes each under emulation); this target, all four.
 KERNELS ?= debian:6.1 debian:6.1-rt debian:6.12 debian:6.12-rt
 TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
-# make test leaves out two checks `make test-kernels` runs: the accounting
-# live test (its 80% served-to-receiver bound failed once on 6.1-rt, which
-# lacks the socket tracepoints, while the host was loaded) and `control
-# process-aware` (one 6.1-rt guest stopped responding in it): see
-# docs/kernel-support.md until they are understood.
-TEST_SMOKE ?= check_doctor,check_accounting,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding
+# make test leaves out one check `make test-kernels` runs: `control
+# process-aware` (one 6.1-rt guest stopped responding in it, late in a
+# long suite; 3 of 3 passed alone since): see docs/kernel-support.md.
+TEST_SMOKE ?= check_doctor,check_accounting,check_accounting_test,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding
 test-kernels: build lab-deps
 	KERNELS="$(KERNELS)" OUT=$(OUT) IRQLAB_SMOKE_ONLY="$(IRQLAB_SMOKE_ONLY)" scripts/test-kernels.sh
 
