@@ -9,6 +9,7 @@
 use irqlab_live::accounting::names::{softirq_name, NET_RX, SOFTIRQ_NAMES};
 use irqlab_live::accounting::procfs;
 use irqlab_live::accounting::raw::{RawSnapshot, ReferenceCpu};
+use irqlab_live::accounting::report::TaskReport;
 use irqlab_live::accounting::{Options, Report, Session, Storage};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -236,22 +237,19 @@ fn accounting_is_consistent_on_this_kernel() {
     // apart: hypervisor steal, which the accounting's wall-clock segments
     // contain and the scheduler's clock leaves out (paravirt steal time;
     // /proc/stat has it in ticks, so up to one tick more per CPU), and the
-    // thread's life outside its two clock reads (spawn, exit).
+    // thread's life outside its two clock reads (spawn, exit). That holds
+    // where the scheduler's clock reads the clocksource's counter (tsc,
+    // kvm-clock); an emulated guest (QEMU TCG) marks its TSC unstable and
+    // keeps time with the HPET while the scheduler's clock still counts
+    // the TSC: the two drift apart by a rate nothing bounds (1.3% seen on
+    // 6.1), so there the check is skipped, saying why.
     let spinner = report.task(load.spinner_tid).expect("spinner accounted");
-    let seen = spinner.time.run_ns + spinner.time.stolen_ns;
-    let tick_ns = 1_000_000_000 / procfs::ticks_per_second().max(1);
-    let steal_ns: u64 = report.cpus.iter().map(|c| c.steal_ns + tick_ns).sum();
-    let allowed = steal_ns + load.spinner_outside_ns;
-    let gap = seen as i64 - load.spinner_cpu_ns as i64;
-    eprintln!(
-        "spinner: run {} stolen {} vs thread cputime {}: gap {gap} ns ({:.3}%), allowed {allowed} ns (steal + ticks {steal_ns}, outside its clock reads {})",
-        spinner.time.run_ns,
-        spinner.time.stolen_ns,
-        load.spinner_cpu_ns,
-        gap as f64 * 100.0 / load.spinner_cpu_ns as f64,
-        load.spinner_outside_ns
-    );
-    assert!(gap.unsigned_abs() <= allowed, "spinner run+stolen differs from its CPU clock by {gap} ns, more than {allowed} ns");
+    let clocksource = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
+    if !matches!(clocksource.trim(), "tsc" | "kvm-clock") {
+        eprintln!("spinner check skipped: clocksource {} is not the scheduler clock's counter", clocksource.trim());
+    } else {
+        check_spinner(&report, &load, spinner);
+    }
     assert!(spinner.exited, "the spinner thread has exited by the time of the report");
 
     // 4. The receiver was served most of the NET_RX work.
@@ -277,4 +275,23 @@ fn accounting_is_consistent_on_this_kernel() {
     }
     assert!(served as f64 >= 0.8 * net_rx as f64, "receiver served {served} of {net_rx} ns NET_RX");
     let _ = NET_RX;
+}
+
+/// The spinner's run plus stolen time against its thread CPU clock, within
+/// steal, ticks and its life outside its clock reads (see the caller).
+fn check_spinner(report: &Report, load: &Load, spinner: &TaskReport) {
+    let seen = spinner.time.run_ns + spinner.time.stolen_ns;
+    let tick_ns = 1_000_000_000 / procfs::ticks_per_second().max(1);
+    let steal_ns: u64 = report.cpus.iter().map(|c| c.steal_ns + tick_ns).sum();
+    let allowed = steal_ns + load.spinner_outside_ns;
+    let gap = seen as i64 - load.spinner_cpu_ns as i64;
+    eprintln!(
+        "spinner: run {} stolen {} vs thread cputime {}: gap {gap} ns ({:.3}%), allowed {allowed} ns (steal + ticks {steal_ns}, outside its clock reads {})",
+        spinner.time.run_ns,
+        spinner.time.stolen_ns,
+        load.spinner_cpu_ns,
+        gap as f64 * 100.0 / load.spinner_cpu_ns as f64,
+        load.spinner_outside_ns
+    );
+    assert!(gap.unsigned_abs() <= allowed, "spinner run+stolen differs from its CPU clock by {gap} ns, more than {allowed} ns");
 }
