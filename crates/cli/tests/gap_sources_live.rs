@@ -1,0 +1,143 @@
+//! Live (IRQLAB_LIVE_TESTS=1, root): `irqlab measure interference` names
+//! what took its gaps (issue 43). A known SCHED_FIFO injector on CPU 1
+//! must come out as the top source of the 1 ms max-load window with its
+//! busy time, and every window's sources must add up to its busy time.
+
+mod common;
+use common::{irqlab, json, path_str, stderr};
+use serde_json::Value;
+
+/// The injector: busy `RUN_NS` of every `PERIOD_NS` on CPU 1, above the
+/// probe's priority.
+const RUN_NS: u64 = 600_000;
+const PERIOD_NS: u64 = 2_000_000;
+const INJECTOR_PRIORITY: i32 = 95;
+const WINDOW_1MS: u64 = 1_000_000;
+
+/// Runs the probe on CPU 1 for 3 s and returns its document.
+fn measure(dir: &std::path::Path, name: &str) -> Value {
+    let out_file = dir.join(name);
+    let out = irqlab()
+        .args(["measure", "interference", "--cpu", "1", "--duration", "3s", "--priority", "80", "--json", path_str(&out_file)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    println!("{}", String::from_utf8_lossy(&out.stdout));
+    json(&out_file)
+}
+
+/// Conservation: each window's sources add up to its busy time, which is
+/// the raw max load times the window (the curve's point, no baseline here).
+fn check_conservation(doc: &Value) {
+    let points = doc["points"].as_array().unwrap();
+    let windows = doc["sources"]["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), points.len());
+    for (p, w) in points.iter().zip(windows) {
+        let window_ns = w["window_ns"].as_u64().unwrap();
+        assert_eq!(p["window_ns"].as_u64(), Some(window_ns));
+        let busy = w["busy_ns"].as_u64().unwrap();
+        let sum: u64 = w["sources"].as_array().unwrap().iter().map(|s| s["ns"].as_u64().unwrap()).sum();
+        assert_eq!(sum, busy, "window {window_ns}: sources {sum} ns, busy {busy} ns");
+        // max_load is busy / window as f64, clamped to 1 (rounding only).
+        let load = p["max_load"].as_f64().unwrap();
+        assert!((busy as f64 / window_ns as f64 - load).abs() < 1e-9, "window {window_ns}: busy {busy} vs max_load {load}");
+    }
+}
+
+fn window<'a>(doc: &'a Value, window_ns: u64) -> &'a Value {
+    doc["sources"]["windows"].as_array().unwrap().iter().find(|w| w["window_ns"].as_u64() == Some(window_ns)).unwrap()
+}
+
+/// CPU 1's steal time from /proc/stat, in USER_HZ ticks.
+fn steal_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat.lines().find(|l| l.starts_with("cpu1 ")).unwrap();
+    line.split_whitespace().nth(8).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_injector_is_the_top_source_of_the_1ms_window() {
+    if !common::live::enabled_as_root("the_injector_is_the_top_source_of_the_1ms_window") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let injector = irqlab_live::probe::Injector::start(1, INJECTOR_PRIORITY, RUN_NS, PERIOD_NS).unwrap();
+    let doc = measure(dir.path(), "inject.json");
+    assert!(injector.activations() > 1000, "the injector ran {} times", injector.activations());
+    drop(injector);
+    assert_eq!(doc["sources"]["available"], true, "{}", doc["sources"]["note"]);
+    check_conservation(&doc);
+
+    // What the max-load 1 ms window holds: bursts are PERIOD_NS = 2 ms
+    // apart and RUN_NS = 600 us long, so any 1 ms window overlaps at most
+    // one burst, and the heaviest window holds a whole one (600 us) plus
+    // whatever else was nearby (ticks, a hypervisor stall). The injector's
+    // share is then its one burst: 600 us of wall time from its wake-up,
+    // less the IRQs that interrupted it during the burst (charged to
+    // them, not to it), plus nothing else. Hence 600 us within 10%.
+    let w = window(&doc, WINDOW_1MS);
+    let top = &w["sources"][0];
+    assert!(
+        top["label"].as_str().unwrap().starts_with("irqlab-inject/") && top["kind"] == "thread",
+        "top source of the 1 ms window: {top} (all: {})",
+        w["sources"]
+    );
+    assert!(top["label"].as_str().unwrap().ends_with(&format!("FIFO {INJECTOR_PRIORITY}")), "{top}");
+    let ns = top["ns"].as_u64().unwrap();
+    assert!(ns.abs_diff(RUN_NS) <= RUN_NS / 10, "injector's share of the 1 ms window: {ns} ns, expected {RUN_NS} within 10%");
+}
+
+#[test]
+fn an_idle_run_names_unseen_time() {
+    if !common::live::enabled_as_root("an_idle_run_names_unseen_time") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let steal_before = steal_ticks();
+    let doc = measure(dir.path(), "idle.json");
+    let steal = steal_ticks() - steal_before;
+    assert_eq!(doc["sources"]["available"], true, "{}", doc["sources"]["note"]);
+    check_conservation(&doc);
+    // Over the whole run (the longest window), how much of the gap time no
+    // tracepoint saw, beside the steal counter's increase. The steal
+    // counter moves in whole ticks (USER_HZ, 10 ms) and counts only what
+    // the hypervisor reports, so this is printed, not asserted: on this
+    // VM the stalls that set the long windows are not always reported as
+    // steal (see docs/performance.md).
+    let longest = doc["sources"]["windows"].as_array().unwrap().last().unwrap();
+    let unseen: u64 =
+        longest["sources"].as_array().unwrap().iter().filter(|s| s["kind"] == "unseen").map(|s| s["ns"].as_u64().unwrap()).sum();
+    println!(
+        "idle CPU 1: window {} ns busy {} ns, unseen {} ns; /proc/stat steal +{} ticks ({} ms)",
+        longest["window_ns"],
+        longest["busy_ns"],
+        unseen,
+        steal,
+        steal * 10
+    );
+    // Without load nothing of ours runs on CPU 1: whatever threads took
+    // gaps there are the machine's own; the injector's label must not
+    // appear.
+    for w in doc["sources"]["windows"].as_array().unwrap() {
+        for s in w["sources"].as_array().unwrap() {
+            assert!(!s["label"].as_str().unwrap().starts_with("irqlab-inject/"), "{s}");
+        }
+    }
+}
+
+#[test]
+fn no_sources_turns_the_monitor_off() {
+    if !common::live::enabled_as_root("no_sources_turns_the_monitor_off") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("off.json");
+    let out = irqlab()
+        .args(["measure", "interference", "--cpu", "1", "--duration", "1s", "--no-sources", "--json", path_str(&out_file)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc = json(&out_file);
+    assert_eq!(doc["sources"]["available"], false);
+    assert!(doc["sources"]["note"].as_str().unwrap().contains("--no-sources"));
+}
