@@ -295,7 +295,9 @@ fn source_layers(s: &probe::GapSources) -> Vec<irqlab_report::plot::Series> {
     layers.push(("unseen".into(), Vec::new()));
     for w in &s.windows {
         let x = w.window_ns as f64 / 1e3;
-        let of = |pred: &dyn Fn(&probe::Source) -> bool| w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64;
+        let of = |pred: &dyn Fn(&probe::Source) -> bool| {
+            w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64
+        };
         let mut top = 0.0;
         for (i, (name, points)) in layers.iter_mut().enumerate() {
             top += match i {

@@ -570,7 +570,8 @@ mod tests {
 
     #[test]
     fn labels_name_what_a_user_knows() {
-        let raw = |kind, id, policy, rt_priority, name: &str| RawSource { kind, id, tgid: id, policy, rt_priority, nice: 0, name: name.into() };
+        let raw =
+            |kind, id, policy, rt_priority, name: &str| RawSource { kind, id, tgid: id, policy, rt_priority, nice: 0, name: name.into() };
         assert_eq!(source_id(&raw(1, 11, 0, 0, "virtio0")).label, "irq 11 virtio0");
         assert_eq!(source_id(&raw(4, 1, 0, 0, "")).label, "irq LOC timer");
         assert_eq!(source_id(&raw(2, 3, 0, 0, "")).label, "NET_RX");
