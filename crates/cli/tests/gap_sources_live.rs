@@ -44,7 +44,7 @@ fn check_conservation(doc: &Value) {
     }
 }
 
-fn window<'a>(doc: &'a Value, window_ns: u64) -> &'a Value {
+fn window(doc: &Value, window_ns: u64) -> &Value {
     doc["sources"]["windows"].as_array().unwrap().iter().find(|w| w["window_ns"].as_u64() == Some(window_ns)).unwrap()
 }
 

@@ -6,7 +6,7 @@
 use super::clock::{self, ClockKind, Monotonic, Ticks, Tsc};
 use super::result::{histogram, InterferenceCurve, RtThrottling};
 use super::sched::{self, Policy};
-use super::sources::{self, GapSources};
+use super::sources;
 use super::spin::{spin, GapLog, RawGap, SpinOutcome};
 use super::window::{Gap, GapIndex};
 use crate::error::{Error, Result};
@@ -239,11 +239,7 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
 
     // Attached before the probe starts, so its first gap has its sources;
     // a monitor that cannot run leaves the probe running and says why.
-    let monitor = if config.sources {
-        sources::Monitor::start(cpu).map_err(|e| format!("sources unavailable: {e}"))
-    } else {
-        Err("sources not asked for (--no-sources)".to_string())
-    };
+    let monitor = sources::Monitor::start_if(config.sources, cpu);
     crate::rt::lock_memory()?;
     let probe =
         Probe { cpu, policy: config.policy, priority, clock_kind, duration_ns: config.duration_ns, threshold_ns: config.threshold_ns };
@@ -308,27 +304,8 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
     };
     let throttled_windows_ns = if limited { throttling_could_explain(&points, throttled) } else { Vec::new() };
     let rounds = outcome.rounds.max(1);
-    let sources = match collected {
-        Ok(c) => {
-            let timeline = sources::timeline(&c.segments, origin_mono_ns, duration_ns, (tid != 0).then_some(tid));
-            let windows: Vec<u64> = points.iter().map(|p| p.window_ns).collect();
-            let mut note = format!("BPF monitor on CPU {cpu}: {} segments", c.segments.len());
-            if c.lost > 0 {
-                note.push_str(&format!(", {} lost (ring buffer full; their time counts as unseen)", c.lost));
-            }
-            if !c.missing.is_empty() {
-                note.push_str(&format!("; no tracepoint {} on this kernel (that time counts as unseen)", c.missing.join(", ")));
-            }
-            GapSources {
-                available: true,
-                note,
-                segments: c.segments.len() as u64,
-                lost_segments: c.lost,
-                windows: sources::per_window(&timeline, &gaps, duration_ns, &windows),
-            }
-        }
-        Err(why) => GapSources::off(why),
-    };
+    let windows: Vec<u64> = points.iter().map(|p| p.window_ns).collect();
+    let sources = sources::assemble(collected, cpu, origin_mono_ns, (tid != 0).then_some(tid), &gaps, duration_ns, &windows);
     let gaps_over_100us = gaps.iter().filter(|g| g.len_ns > 100_000).count() as f64;
     let curve = InterferenceCurve {
         schema: InterferenceCurve::SCHEMA,
@@ -390,7 +367,23 @@ struct Probe {
 /// (whatever this process's own affinity: root or the same user may set a
 /// thread's affinity beyond it), while this thread calls `on_tick` about
 /// once a second.
-fn spin_on_cpu(probe: &Probe, log: &GapLog, stop: &AtomicBool, tid: &AtomicU32, mut on_tick: impl FnMut(&Snapshot)) -> Spun {
+fn spin_on_cpu(probe: &Probe, log: &GapLog, stop: &AtomicBool, tid: &AtomicU32, on_tick: impl FnMut(&Snapshot)) -> Spun {
+    // This thread and the window scans it spawns for the display stay off
+    // the probed CPU while the probe spins: there they were starved by the
+    // probe until the fair-class deadline server ran them, and the gap
+    // sources showed this process itself in the 1 ms max-load window
+    // (`irqlab/<tid> OTHER`, ~980 us). Best effort: under a cpuset of the
+    // probed CPU alone there is nowhere else to go.
+    let saved = crate::rt::affinity(0).ok();
+    let _ = crate::rt::pin_off(probe.cpu);
+    let spun = spin_pinned(probe, log, stop, tid, on_tick);
+    if let Some(cpus) = saved {
+        let _ = crate::rt::pin_to(&cpus);
+    }
+    spun
+}
+
+fn spin_pinned(probe: &Probe, log: &GapLog, stop: &AtomicBool, tid: &AtomicU32, mut on_tick: impl FnMut(&Snapshot)) -> Spun {
     std::thread::scope(|scope| {
         let handle = std::thread::Builder::new()
             .name("irqlab-probe".into())

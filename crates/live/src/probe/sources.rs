@@ -326,6 +326,40 @@ pub fn timeline(raw: &[RawSegment], origin_mono_ns: u64, total_ns: u64, probe_ti
     }))
 }
 
+/// The curve's `sources` from what the monitor collected (or why it has
+/// none): segments moved onto the run's time base (`origin_mono_ns`, the
+/// loop's first read on CLOCK_MONOTONIC), the probe thread's own dropped,
+/// and each window length's maximum-load window composed.
+pub fn assemble(
+    collected: std::result::Result<Collected, String>,
+    cpu: usize,
+    origin_mono_ns: u64,
+    probe_tid: Option<u32>,
+    gaps: &[Gap],
+    total_ns: u64,
+    windows_ns: &[u64],
+) -> GapSources {
+    let c = match collected {
+        Ok(c) => c,
+        Err(why) => return GapSources::off(why),
+    };
+    let timeline = timeline(&c.segments, origin_mono_ns, total_ns, probe_tid);
+    let mut note = format!("BPF monitor on CPU {cpu}: {} segments", c.segments.len());
+    if c.lost > 0 {
+        note.push_str(&format!(", {} lost (ring buffer full; their time counts as unseen)", c.lost));
+    }
+    if !c.missing.is_empty() {
+        note.push_str(&format!("; no tracepoint {} on this kernel (that time counts as unseen)", c.missing.join(", ")));
+    }
+    GapSources {
+        available: true,
+        note,
+        segments: c.segments.len() as u64,
+        lost_segments: c.lost,
+        windows: per_window(&timeline, gaps, total_ns, windows_ns),
+    }
+}
+
 /// What the monitor collected.
 #[derive(Debug, Clone, Default)]
 pub struct Collected {
@@ -407,6 +441,16 @@ fn missing_optional() -> std::result::Result<Vec<String>, String> {
 const POLL: Duration = Duration::from_millis(20);
 
 impl Monitor {
+    /// [`Monitor::start`] when `wanted`; otherwise, or when it cannot run,
+    /// the note a curve without sources carries.
+    pub fn start_if(wanted: bool, cpu: usize) -> std::result::Result<Monitor, String> {
+        if wanted {
+            Monitor::start(cpu).map_err(|e| format!("sources unavailable: {e}"))
+        } else {
+            Err("sources not asked for (--no-sources)".to_string())
+        }
+    }
+
     /// Loads and attaches the monitor for `cpu`; returns once it is
     /// attached. Errors say why it cannot run (privilege, BTF, verifier).
     pub fn start(cpu: usize) -> Result<Monitor> {
