@@ -350,3 +350,56 @@ fn plot(curves: &[(String, Curve)], measured: &InterferenceCurve) -> Result<Stri
     }
     plot.to_svg()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe::{GapSources, Source, SourceKind, WindowSources};
+
+    fn window(window_ns: u64, sources: &[(&str, SourceKind, u64)]) -> WindowSources {
+        let sources: Vec<Source> = sources.iter().map(|&(label, kind, ns)| Source { label: label.into(), kind, pid: None, ns }).collect();
+        WindowSources { window_ns, start_ns: 0, busy_ns: sources.iter().map(|s| s.ns).sum(), sources }
+    }
+
+    fn doc() -> GapSources {
+        let inj = ("inject/7 FIFO 95", SourceKind::Thread);
+        GapSources {
+            available: true,
+            note: "test".into(),
+            segments: 3,
+            lost_segments: 0,
+            windows: vec![
+                window(10_000, &[(inj.0, inj.1, 9_000), ("unseen", SourceKind::Unseen, 1_000)]),
+                window(13_335, &[(inj.0, inj.1, 13_000)]),
+                window(
+                    1_000_000,
+                    &[(inj.0, inj.1, 600_000), ("unseen", SourceKind::Unseen, 88_000), ("NET_RX", SourceKind::Softirq, 30_000)],
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn one_summary_line_per_decade_with_the_largest_first() {
+        let text = sources_summary(&doc());
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].trim_start().starts_with("10us: busy 10us: inject/7 FIFO 95 9us, unseen 1us"), "{text}");
+        assert!(lines[1].contains("1ms: busy 718us: inject/7 FIFO 95 600us, unseen 88us, NET_RX 30us"), "{text}");
+        assert!(sources_summary(&GapSources::off("sources unavailable: no BTF")).contains("no BTF"));
+    }
+
+    #[test]
+    fn stacked_layers_top_out_at_the_windows_load() {
+        let d = doc();
+        let layers = source_layers(&d);
+        // Drawn top first: unseen is the top layer, and its line is the
+        // whole busy time over the window.
+        assert_eq!(layers[0].name, "unseen");
+        for (i, w) in d.windows.iter().enumerate() {
+            let load = w.busy_ns as f64 / w.window_ns as f64;
+            let top = layers.iter().map(|l| l.points[i].1).fold(0.0, f64::max);
+            assert!((top - load).abs() < 1e-12, "{top} vs {load}");
+        }
+    }
+}
