@@ -7,7 +7,7 @@
 use libbpf_cargo::SkeletonBuilder;
 use std::path::PathBuf;
 
-const PROGRAMS: &[&str] = &["accounting", "io_watch", "napi_watch", "softirq_sum", "thread_watch"];
+const PROGRAMS: &[&str] = &["accounting", "gap_sources", "io_watch", "napi_watch", "softirq_sum", "thread_watch"];
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -45,5 +45,6 @@ fn main() {
     println!("cargo:rerun-if-changed={}", bpf_dir.join("thread_watch.h").display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("napi_watch.h").display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("io_watch.h").display());
+    println!("cargo:rerun-if-changed={}", bpf_dir.join("gap_sources.h").display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("vmlinux.h").display());
 }

@@ -104,7 +104,14 @@ def check_probe(state):
     if code != 0:
         return "fail", f"exit {code}: {tail(err)}"
     doc = json.loads(out)
-    return ("pass" if doc.get("schema") == "irqlab/curve/v1" else "fail"), f"schema {doc.get('schema')}"
+    if doc.get("schema") != "irqlab/curve/v1":
+        return "fail", f"schema {doc.get('schema')}"
+    # The gap-source monitor (issue 43) must pass this kernel's verifier;
+    # a probe without it still runs, so only the document tells.
+    sources = doc.get("sources", {})
+    if not sources.get("available"):
+        return "fail", f"schema {doc['schema']}; gap sources unavailable: {sources.get('note')}"
+    return "pass", f"schema {doc['schema']}; gap sources: {sources.get('note')}"
 
 
 @check("measure latency beside rtla timerlat")

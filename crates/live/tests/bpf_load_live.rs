@@ -47,3 +47,16 @@ fn both_halves_of_the_io_watch_load() {
     let mut storage = io::Storage::default();
     drop(IoWatch::start(&mut storage, Target::Disk { major: 4095, minor: 0 }, 1_000_000, None).unwrap());
 }
+
+/// The probe's gap-source monitor (`measure interference`) loads, attaches
+/// and hands back what it saw on a CPU (issue 43).
+#[test]
+fn the_gap_source_monitor_starts() {
+    if !live() {
+        return;
+    }
+    let monitor = irqlab_live::probe::sources::Monitor::start(0).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let collected = monitor.finish().unwrap();
+    assert_eq!(collected.lost, 0);
+}

@@ -29,6 +29,10 @@ pub enum Style {
     /// A histogram's outline: each y holds from its x to the next point's x
     /// (give the bins' left edges, then the last bin's right edge).
     Steps,
+    /// Filled from y = 0 up to the line (stacked areas: give each layer
+    /// its cumulative top, the highest first, so lower layers are drawn
+    /// over it).
+    Area,
 }
 
 /// One named set of (x, y) points.
@@ -57,6 +61,10 @@ impl Series {
 
     pub fn steps(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
         Series { style: Style::Steps, ..Series::line(name, points) }
+    }
+
+    pub fn area(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
+        Series { style: Style::Area, ..Series::line(name, points) }
     }
 
     /// Draws the series in palette colour `index`.
@@ -236,6 +244,19 @@ impl LinePlot {
                 Style::Line => chart.draw_series(LineSeries::new(data, line))?,
                 Style::Steps => chart.draw_series(LineSeries::new(steps(&data), line))?,
                 Style::Points => chart.draw_series(data.into_iter().map(|p| Circle::new(p, 3, color.filled())))?,
+                Style::Area => {
+                    // Opaque fill: a stacked layer must hide the layers
+                    // above it where it is drawn over them.
+                    let (r, g, b) = color.rgb();
+                    let solid = RGBColor(
+                        (255.0 - (255.0 - r as f64) * 0.55) as u8,
+                        (255.0 - (255.0 - g as f64) * 0.55) as u8,
+                        (255.0 - (255.0 - b as f64) * 0.55) as u8,
+                    );
+                    let anno = chart.draw_series(AreaSeries::new(data, 0.0, solid.filled()).border_style(color.stroke_width(1)))?;
+                    anno.label(s.name.clone()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], solid.filled()));
+                    continue;
+                }
                 Style::Dashed => {
                     let anno = chart.draw_series(DashedLineSeries::new(data, 6, 4, line))?;
                     anno.label(s.name.clone()).legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 18, y)], 4, 3, line));

@@ -68,6 +68,10 @@ pub struct Args {
     /// twice the log must fit in the memory available)
     #[arg(long, default_value_t = probe::Config::default().max_gaps as u64, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=probe::MAX_GAPS as u64))]
     max_gaps: u64,
+    /// Do not run the BPF monitor that attributes the gaps to their sources
+    /// (hard IRQs, softirqs, threads, and `unseen`: the rest)
+    #[arg(long)]
+    no_sources: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -127,6 +131,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         force_clock_gettime: args.clock_gettime,
         // Within MAX_GAPS by the value parser, so within usize.
         max_gaps: args.max_gaps as usize,
+        sources: !args.no_sources,
     };
     let stop = crate::signal::stop_flag();
     let tty = std::io::stderr().is_terminal();
@@ -137,6 +142,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     })
     .map_err(|e| super::measure::name_flags(e, &[("cpu", "--cpu"), ("priority", "--priority"), ("max_gaps", "--max-gaps")]))?;
     let mut curve = measured.curve.clone();
+    if !args.no_sources && !curve.sources.available {
+        eprintln!("note: the probe ran without its gap sources: {}", curve.sources.note);
+    }
     if let (Some(base), Some(path)) = (&baseline, &args.baseline) {
         let name = path.display().to_string();
         super::fit::warn_about_baseline(&name, curve.subtract_baseline(base, &name));
@@ -148,7 +156,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if let Some(path) = &args.svg {
         let mut all = overlays;
         all.push((args.label.clone(), curve.curve()));
-        let svg = plot(&all).map_err(|e| CliError::Failed(e.to_string()))?;
+        let svg = plot(&all, &curve).map_err(|e| CliError::Failed(e.to_string()))?;
         output::write_text(path, &svg)?;
     }
     Ok(Status::from_ok(curve.complete))
@@ -203,6 +211,53 @@ fn summary(c: &InterferenceCurve) -> String {
     for p in &c.points {
         let _ = writeln!(out, "{:>12}  {:>10.6}", f(p.window_ns), p.max_load);
     }
+    out.push_str(&sources_summary(&c.sources));
+    out
+}
+
+/// How many sources a line of the summary names before "others".
+const TOP_SOURCES: usize = 4;
+
+/// One line per decade of window lengths: the sources of that window's
+/// maximum-load window, largest first.
+fn sources_summary(s: &probe::GapSources) -> String {
+    let f = irqlab_analysis::format_ns;
+    let mut out = String::new();
+    if !s.available {
+        let _ = writeln!(out, "# gap sources: {}", s.note);
+        return out;
+    }
+    let _ = writeln!(out, "# gap sources of the max-load windows ({})", s.note);
+    for w in decade_windows(&s.windows) {
+        let mut parts: Vec<String> = w.sources.iter().take(TOP_SOURCES).map(|x| format!("{} {}", x.label, f(x.ns))).collect();
+        let rest: u64 = w.sources.iter().skip(TOP_SOURCES).map(|x| x.ns).sum();
+        if rest > 0 {
+            parts.push(format!("{} others {}", w.sources.len() - TOP_SOURCES, f(rest)));
+        }
+        let what = if parts.is_empty() { "no gaps".to_string() } else { parts.join(", ") };
+        let _ = writeln!(out, "{:>8}: busy {}: {what}", f(w.window_ns), f(w.busy_ns));
+    }
+    out
+}
+
+/// The windows nearest each power of ten (within a factor of 1.5), one per
+/// decade.
+fn decade_windows(windows: &[probe::WindowSources]) -> Vec<&probe::WindowSources> {
+    let mut out: Vec<&probe::WindowSources> = Vec::new();
+    for exp in 0..=12 {
+        let target = 10f64.powi(exp);
+        let near = windows
+            .iter()
+            .map(|w| (w, (w.window_ns as f64 / target).ln().abs()))
+            .filter(|(_, d)| *d <= 1.5f64.ln())
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(w, _)| w);
+        if let Some(w) = near {
+            if !out.iter().any(|o| o.window_ns == w.window_ns) {
+                out.push(w);
+            }
+        }
+    }
     out
 }
 
@@ -212,9 +267,61 @@ fn read_overlay(spec: &str) -> Result<(String, Curve), CliError> {
     Ok((name.to_string(), Curve::parse(file, &text)?))
 }
 
+/// Sources drawn as layers of their own in the plot; the rest are "others".
+const PLOTTED_SOURCES: usize = 5;
+
+/// The sources of each max-load window stacked as areas (fractions of the
+/// window, so their top is the raw max-load curve): the `PLOTTED_SOURCES`
+/// largest over all windows, then the others, `unseen` at the top.
+fn source_layers(s: &probe::GapSources) -> Vec<irqlab_report::plot::Series> {
+    use irqlab_report::plot::Series;
+    if !s.available || s.windows.is_empty() {
+        return Vec::new();
+    }
+    // Rank by the largest share a source takes of any window.
+    let mut share: std::collections::BTreeMap<&str, f64> = Default::default();
+    for w in &s.windows {
+        for x in w.sources.iter().filter(|x| x.kind != probe::SourceKind::Unseen) {
+            let v = share.entry(x.label.as_str()).or_default();
+            *v = v.max(x.ns as f64 / w.window_ns as f64);
+        }
+    }
+    let mut ranked: Vec<(&str, f64)> = share.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let named: Vec<&str> = ranked.iter().take(PLOTTED_SOURCES).map(|r| r.0).collect();
+    // Layers bottom to top: named sources, others, unseen.
+    let mut layers: Vec<(String, Vec<(f64, f64)>)> = named.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    layers.push(("others".into(), Vec::new()));
+    layers.push(("unseen".into(), Vec::new()));
+    for w in &s.windows {
+        let x = w.window_ns as f64 / 1e3;
+        let of = |pred: &dyn Fn(&probe::Source) -> bool| {
+            w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64
+        };
+        let mut top = 0.0;
+        for (i, (name, points)) in layers.iter_mut().enumerate() {
+            top += match i {
+                _ if i < named.len() => of(&|s| s.label == *name),
+                _ if name == "unseen" => of(&|s| s.kind == probe::SourceKind::Unseen),
+                _ => of(&|s| s.kind != probe::SourceKind::Unseen && !named.contains(&s.label.as_str())),
+            };
+            points.push((x, top.min(1.0)));
+        }
+    }
+    // Drawn top layer first so each lower layer covers the one above.
+    layers
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (_, p))| p.iter().any(|&(_, y)| y > 0.0))
+        .rev()
+        .map(|(i, (name, points))| Series::area(name, points).color(20 + i))
+        .collect()
+}
+
 /// Every curve's points and its fitted hyperbola (eq. 10 fitted as in §4)
-/// on one log-window plot, as the paper's Fig. 6 juxtaposes its cases.
-fn plot(curves: &[(String, Curve)]) -> Result<String, irqlab_report::plot::PlotError> {
+/// on one log-window plot, as the paper's Fig. 6 juxtaposes its cases;
+/// under the measured curve, its max-load windows' sources stacked.
+fn plot(curves: &[(String, Curve)], measured: &InterferenceCurve) -> Result<String, irqlab_report::plot::PlotError> {
     use irqlab_report::plot::{LinePlot, Series};
     let us = |w: u64| w as f64 / 1e3;
     let mut plot = LinePlot::new("Observed interference and fitted hyperbolic load bounds")
@@ -222,6 +329,9 @@ fn plot(curves: &[(String, Curve)]) -> Result<String, irqlab_report::plot::PlotE
         .y_label("max load")
         .log_x(true)
         .y_range(0.0..1.05);
+    for layer in source_layers(&measured.sources) {
+        plot = plot.series(layer);
+    }
     for (name, curve) in curves {
         let points: Vec<(f64, f64)> = curve.points.iter().map(|p| (us(p.window_ns), p.max_load)).collect();
         plot = plot.series(Series::points(name.clone(), points));
@@ -239,4 +349,57 @@ fn plot(curves: &[(String, Curve)]) -> Result<String, irqlab_report::plot::PlotE
         }
     }
     plot.to_svg()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use probe::{GapSources, Source, SourceKind, WindowSources};
+
+    fn window(window_ns: u64, sources: &[(&str, SourceKind, u64)]) -> WindowSources {
+        let sources: Vec<Source> = sources.iter().map(|&(label, kind, ns)| Source { label: label.into(), kind, pid: None, ns }).collect();
+        WindowSources { window_ns, start_ns: 0, busy_ns: sources.iter().map(|s| s.ns).sum(), sources }
+    }
+
+    fn doc() -> GapSources {
+        let inj = ("inject/7 FIFO 95", SourceKind::Thread);
+        GapSources {
+            available: true,
+            note: "test".into(),
+            segments: 3,
+            lost_segments: 0,
+            windows: vec![
+                window(10_000, &[(inj.0, inj.1, 9_000), ("unseen", SourceKind::Unseen, 1_000)]),
+                window(13_335, &[(inj.0, inj.1, 13_000)]),
+                window(
+                    1_000_000,
+                    &[(inj.0, inj.1, 600_000), ("unseen", SourceKind::Unseen, 88_000), ("NET_RX", SourceKind::Softirq, 30_000)],
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn one_summary_line_per_decade_with_the_largest_first() {
+        let text = sources_summary(&doc());
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].trim_start().starts_with("10us: busy 10us: inject/7 FIFO 95 9us, unseen 1us"), "{text}");
+        assert!(lines[1].contains("1ms: busy 718us: inject/7 FIFO 95 600us, unseen 88us, NET_RX 30us"), "{text}");
+        assert!(sources_summary(&GapSources::off("sources unavailable: no BTF")).contains("no BTF"));
+    }
+
+    #[test]
+    fn stacked_layers_top_out_at_the_windows_load() {
+        let d = doc();
+        let layers = source_layers(&d);
+        // Drawn top first: unseen is the top layer, and its line is the
+        // whole busy time over the window.
+        assert_eq!(layers[0].name, "unseen");
+        for (i, w) in d.windows.iter().enumerate() {
+            let load = w.busy_ns as f64 / w.window_ns as f64;
+            let top = layers.iter().map(|l| l.points[i].1).fold(0.0, f64::max);
+            assert!((top - load).abs() < 1e-12, "{top} vs {load}");
+        }
+    }
 }

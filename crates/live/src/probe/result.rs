@@ -90,6 +90,13 @@ pub struct InterferenceCurve {
     pub baseline_use: Option<BaselineUse>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub points_before_baseline: Option<Vec<CurvePoint>>,
+    /// Who interfered (issue 43): for each point, what its maximum-load
+    /// window's gap time was made of (irq, softirq, thread, unseen), the
+    /// sources adding up to that window's busy time. Always written by the
+    /// probe (`available: false` with the reason when the BPF monitor was
+    /// off or could not run); older documents lack it. The window is the
+    /// raw maximum's, before any baseline was subtracted.
+    pub sources: super::sources::GapSources,
 }
 
 impl InterferenceCurve {

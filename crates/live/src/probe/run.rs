@@ -6,13 +6,14 @@
 use super::clock::{self, ClockKind, Monotonic, Ticks, Tsc};
 use super::result::{histogram, InterferenceCurve, RtThrottling};
 use super::sched::{self, Policy};
+use super::sources;
 use super::spin::{spin, GapLog, RawGap, SpinOutcome};
 use super::window::{Gap, GapIndex};
 use crate::error::{Error, Result};
 use crate::privilege::{require, Capability};
 use crate::rt_limit::{LiftedRtLimit, RtBandwidth};
 use irqlab_analysis::curve::{CurvePoint, FloorPoint};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::time::Duration;
 
 /// What to measure and how; [`Config::default`] has the defaults of
@@ -35,6 +36,11 @@ pub struct Config {
     pub force_clock_gettime: bool,
     /// Capacity of the preallocated gap log, at most [`MAX_GAPS`].
     pub max_gaps: usize,
+    /// Run the BPF monitor of the probed CPU and attribute the gaps to
+    /// their sources ([`super::sources`]). Off in [`Config::default`] so
+    /// that callers running many short probes do not load BPF each time;
+    /// `irqlab measure interference` turns it on (`--no-sources` off).
+    pub sources: bool,
 }
 
 /// RT throttling lets a spinning SCHED_FIFO probe run only
@@ -76,6 +82,7 @@ impl Default for Config {
             rt_limit: RtLimit::LiftIfAllowed,
             force_clock_gettime: false,
             max_gaps: 4_000_000,
+            sources: false,
         }
     }
 }
@@ -230,11 +237,16 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
         (false, Err(why)) => (ClockKind::ClockGettime, format!("clock_gettime(CLOCK_MONOTONIC): TSC unusable, {why}")),
     };
 
+    // Attached before the probe starts, so its first gap has its sources;
+    // a monitor that cannot run leaves the probe running and says why.
+    let monitor = sources::Monitor::start_if(config.sources, cpu);
     crate::rt::lock_memory()?;
     let probe =
         Probe { cpu, policy: config.policy, priority, clock_kind, duration_ns: config.duration_ns, threshold_ns: config.threshold_ns };
-    let spun = spin_on_cpu(&probe, &log, stop, on_tick);
+    let probe_tid = AtomicU32::new(0);
+    let spun = spin_on_cpu(&probe, &log, stop, &probe_tid, on_tick);
     crate::rt::unlock_memory();
+    let collected = monitor.and_then(|m| m.finish().map_err(|e| format!("sources unavailable: {e}")));
     let any_lift = lifted.is_some();
     let was_lifted = any_lift && before.limits();
     drop(lifted);
@@ -247,6 +259,10 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
     let duration_ns = ((outcome.last - outcome.first) as f64 / rate).round() as u64;
     let gaps = to_ns(log.published(), rate, duration_ns);
     let index = GapIndex::new(&gaps, duration_ns);
+    // The run's origin (the loop's first read) on CLOCK_MONOTONIC, the
+    // clock of the monitor's segments.
+    let origin_mono_ns = (start_pair.1 as f64 + (outcome.first as f64 - start_pair.0 as f64) / rate).round().max(0.0) as u64;
+    let tid = probe_tid.load(std::sync::atomic::Ordering::Relaxed);
     let points: Vec<CurvePoint> = index
         .max_loads(&config.windows_ns)
         .into_iter()
@@ -288,6 +304,8 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
     };
     let throttled_windows_ns = if limited { throttling_could_explain(&points, throttled) } else { Vec::new() };
     let rounds = outcome.rounds.max(1);
+    let windows: Vec<u64> = points.iter().map(|p| p.window_ns).collect();
+    let sources = sources::assemble(collected, cpu, origin_mono_ns, (tid != 0).then_some(tid), &gaps, duration_ns, &windows);
     let gaps_over_100us = gaps.iter().filter(|g| g.len_ns > 100_000).count() as f64;
     let curve = InterferenceCurve {
         schema: InterferenceCurve::SCHEMA,
@@ -328,6 +346,7 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
         baseline: None,
         baseline_use: None,
         points_before_baseline: None,
+        sources,
     };
     Ok(Measurement { curve, gaps })
 }
@@ -348,13 +367,32 @@ struct Probe {
 /// (whatever this process's own affinity: root or the same user may set a
 /// thread's affinity beyond it), while this thread calls `on_tick` about
 /// once a second.
-fn spin_on_cpu(probe: &Probe, log: &GapLog, stop: &AtomicBool, mut on_tick: impl FnMut(&Snapshot)) -> Spun {
+fn spin_on_cpu(probe: &Probe, log: &GapLog, stop: &AtomicBool, tid: &AtomicU32, on_tick: impl FnMut(&Snapshot)) -> Spun {
+    // This thread and the window scans it spawns for the display stay off
+    // the probed CPU while the probe spins: there they were starved by the
+    // probe until the fair-class deadline server ran them, and the gap
+    // sources showed this process itself in the 1 ms max-load window
+    // (`irqlab/<tid> OTHER`, ~980 us). Best effort: under a cpuset of the
+    // probed CPU alone there is nowhere else to go.
+    let saved = crate::rt::affinity(0).ok();
+    let _ = crate::rt::pin_off(probe.cpu);
+    let spun = spin_pinned(probe, log, stop, tid, on_tick);
+    if let Some(cpus) = saved {
+        let _ = crate::rt::pin_to(&cpus);
+    }
+    spun
+}
+
+fn spin_pinned(probe: &Probe, log: &GapLog, stop: &AtomicBool, tid: &AtomicU32, mut on_tick: impl FnMut(&Snapshot)) -> Spun {
     std::thread::scope(|scope| {
         let handle = std::thread::Builder::new()
             .name("irqlab-probe".into())
             .spawn_scoped(scope, move || -> Spun {
                 crate::rt::pin_to_cpu(probe.cpu)?;
                 sched::set_policy(probe.policy, probe.priority)?;
+                // The gap-source monitor drops this thread's own segments.
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() } as u32, std::sync::atomic::Ordering::Relaxed);
                 let out = match probe.clock_kind {
                     ClockKind::Tsc => spin_for(&Tsc, log, probe.threshold_ns, probe.duration_ns, stop),
                     ClockKind::ClockGettime => spin_for(&Monotonic, log, probe.threshold_ns, probe.duration_ns, stop),
