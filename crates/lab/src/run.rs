@@ -175,6 +175,7 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
         .process_group(0)
         .spawn()
         .map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
+    let _guest = GuestGroup::hold(child.id() as i32);
     let mut stdout = Tail::new(share.path().join("stdout"));
     let mut stderr = Tail::new(share.path().join("stderr"));
     let ended = loop {
@@ -205,6 +206,39 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
             let why = why.unwrap_or_else(|| "the guest ended without the command's exit status (kernel panic, or the boot failed)".into());
             Err(Error::Failed(format!("{why}; the guest's console, last lines:\n{}", console_tail(&share.path().join("console.log"), 15))))
         }
+    }
+}
+
+/// The running guest's process group (vng and the QEMU it starts), killed
+/// at process exit if still held: a second Ctrl-C or SIGTERM exits without
+/// unwinding, and the guest, in a process group of its own, would run on.
+static GUEST_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+struct GuestGroup;
+
+impl GuestGroup {
+    fn hold(pgid: i32) -> GuestGroup {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        // SAFETY: registering a plain extern "C" function with no arguments.
+        HOOK.call_once(|| unsafe {
+            libc::atexit(kill_guest_group);
+        });
+        GUEST_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
+        GuestGroup
+    }
+}
+
+impl Drop for GuestGroup {
+    fn drop(&mut self) {
+        GUEST_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+extern "C" fn kill_guest_group() {
+    let pgid = GUEST_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if pgid > 0 {
+        // SAFETY: signalling the process group this process started.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
     }
 }
 
