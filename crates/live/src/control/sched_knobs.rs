@@ -163,7 +163,9 @@ fn file_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
             feature: path.display().to_string(),
             detail: format!("this kernel ({}) has no such file", kernel_release()),
         },
-        Some(libc::EPERM) => locked_down(&format!("{doing} {} was refused (EPERM)", path.display())),
+        Some(libc::EPERM) => {
+            locked_down(crate::machine::Machine::read().lockdown(), Some(&format!("{doing} {} was refused (EPERM)", path.display())))
+        }
         _ => Error::io(format!("{doing} {}", path.display()), e),
     }
 }
@@ -172,16 +174,17 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "release unknown".into(), |r| r.trim().to_string())
 }
 
-/// The exit-3 error of a kernel whose lockdown shuts debugfs, naming the level.
-fn locked_down(what: &str) -> Error {
-    let lockdown = crate::machine::Machine::read().lockdown().clone();
+/// The exit-3 error of a kernel whose lockdown shuts debugfs, naming the
+/// level; `seen`: what showed it, when it was not the level alone.
+fn locked_down(lockdown: &crate::machine::Lockdown, seen: Option<&str>) -> Error {
     Error::MissingKernelFeature {
         feature: "debugfs's scheduler knobs (sched/features, sched/fair_server)".into(),
         detail: format!(
-            "the kernel is locked down (lockdown={}, from {}): {what}; debugfs's files refuse every read and write under lockdown, \
+            "the kernel is locked down (lockdown={}, from {}){}: debugfs's files refuse every read and write under lockdown, \
              and only a kernel booted without it (lockdown=none) lets them be set",
             lockdown.level.name(),
-            lockdown.source
+            lockdown.source,
+            seen.map_or(String::new(), |s| format!("; {s}"))
         ),
     }
 }
@@ -262,9 +265,10 @@ pub struct Debugfs {
 /// level when the kernel shuts debugfs, before anything is changed.
 pub fn open() -> Result<Debugfs> {
     privilege::require(&[Capability::SysAdmin], "mount debugfs and write the scheduler's debugfs knobs")?;
-    let lockdown = crate::machine::Machine::read().lockdown().clone();
+    let machine = crate::machine::Machine::read();
+    let lockdown = machine.lockdown();
     if lockdown.shuts_debugfs() == Some(true) {
-        return Err(locked_down(&lockdown.debugfs_unread()));
+        return Err(locked_down(lockdown, None));
     }
     let (mount, mounted) = match debugfs_mount() {
         Some(mount) => (mount, None),
@@ -460,9 +464,13 @@ pub fn apply(change: &Change) -> Result<Held> {
 /// Applies the change (each knob recorded in the journal first), holds it
 /// until `stop` or the duration, and restores it (unless `persist`, which
 /// keeps the knobs and still unmounts a debugfs irqlab mounted: the kernel
-/// keeps the setting without the mount).
-pub fn run(config: &Config, stop: &AtomicBool) -> Result<Report> {
+/// keeps the setting without the mount). `on_applied` is told each knob's
+/// (object, old, new) once all are in force.
+pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Object, &Value, &Value)) -> Result<Report> {
     let mut held = apply(&config.change)?;
+    for a in &held.changes {
+        on_applied(&a.entry().object, &a.entry().old, &a.entry().new);
+    }
     let debugfs = held.debugfs.mount.display().to_string();
     let mounted_debugfs = held.debugfs.mounted.is_some();
     let started = Instant::now();
@@ -518,7 +526,7 @@ pub fn check_prerequisites(machine: &crate::machine::Machine, fair_server: bool)
     privilege::require(&[Capability::SysAdmin], "mount debugfs and write the scheduler's debugfs knobs")?;
     let lockdown = machine.lockdown();
     if lockdown.shuts_debugfs() == Some(true) {
-        return Err(locked_down(&lockdown.debugfs_unread()));
+        return Err(locked_down(lockdown, None));
     }
     let Some(mount) = debugfs_mount() else {
         return Ok(Some(format!("debugfs not mounted: irqlab mounts it at {DEFAULT_MOUNT} for the run and unmounts it after")));
