@@ -56,6 +56,11 @@ pub struct Config {
     pub quick: bool,
     pub cpu: Option<usize>,
     pub seed: u64,
+    /// Set the measured CPU's fair server to runtime 0 for the run (through
+    /// the journal): on 6.12+ it otherwise gives fair-class work (the
+    /// threaded NAPI kthread) up to 50 ms of each second over the SCHED_FIFO
+    /// CPU-bound process, which the paper's kernel did not.
+    pub fair_server_off: bool,
 }
 
 /// How the receive work is done.
@@ -168,6 +173,9 @@ pub struct Details {
     pub bursty_periods: u64,
     /// What this kernel did, said from the numbers.
     pub kernel_note: String,
+    /// The scheduler's debugfs knobs set for the run (`--fair-server off`),
+    /// one line each; empty: none, the kernel's own settings.
+    pub sched_knobs: Vec<String>,
     pub simulated: Option<sim::Details>,
 }
 
@@ -734,6 +742,17 @@ pub fn reproduce(
     mut on_bursty: impl FnMut(&BurstyPoint),
 ) -> Result<Report<Details>> {
     let (focus, others) = rt::measured_and_others(config.cpu, "the sender needs a CPU other than the measured one")?;
+    // Before anything else: a kernel that cannot turn the fair server off
+    // (lockdown, or none before 6.12) ends the run here, exit 3.
+    let knobs = match config.fair_server_off {
+        true => Some(irqlab_live::control::sched_knobs::apply(&irqlab_live::control::sched_knobs::Change::FairServer {
+            cpus: Some(vec![focus]),
+            runtime_ns: 0,
+            period_ns: None,
+        })?),
+        false => None,
+    };
+    let sched_knobs = knobs.as_ref().map_or_else(Vec::new, |k| k.describe());
     check_prerequisites()?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let simulated = sim::reproduce(&sim::Options { quick: config.quick, seed: config.seed, threads }, stop).map_err(Error::Failed)?;
@@ -774,6 +793,7 @@ pub fn reproduce(
     }
     drop(place);
     drop(bed);
+    drop(knobs);
     let complete = simulated.complete
         && points.len() == rates.len() * Mode::ALL.len()
         && points.iter().all(|p| p.complete)
@@ -787,6 +807,7 @@ pub fn reproduce(
         sleep_s: sleep_ns as f64 / 1e9,
         scale: scale.into(),
         kernel_note: kernel_note(&points, &bursty),
+        sched_knobs,
         points,
         bursty,
         bursty_periods: periods,
