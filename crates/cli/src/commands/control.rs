@@ -464,7 +464,12 @@ fn fair_server(args: FairServerArgs) -> Result<Status, CliError> {
 
 /// `control sched-feature` and `control fair-server`: hold, restore or
 /// persist, report, as `control napi` does.
-fn sched_knobs_run(change: sched_knobs::Change, duration_ns: Option<u64>, persist: bool, json: Option<PathBuf>) -> Result<Status, CliError> {
+fn sched_knobs_run(
+    change: sched_knobs::Change,
+    duration_ns: Option<u64>,
+    persist: bool,
+    json: Option<PathBuf>,
+) -> Result<Status, CliError> {
     let config = sched_knobs::Config { change, duration_ns, persist };
     let stop = crate::signal::stop_flag();
     let quiet = json.as_deref() == Some(std::path::Path::new("-"));

@@ -15,8 +15,8 @@
 
 use super::cgroup;
 use super::netdev::{Knob, Netdev};
-use super::sched_knobs;
 use super::sched::{self, SchedAttr};
+use super::sched_knobs;
 use super::threads::{self, Thread};
 use crate::cleanup::{self, Registration};
 use crate::error::{Error, Result};
@@ -165,12 +165,23 @@ impl Object {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Value {
-    Sched { attr: SchedAttr },
-    Cpus { cpus: Vec<usize> },
-    Text { text: String },
-    Uint { value: u64 },
+    Sched {
+        attr: SchedAttr,
+    },
+    Cpus {
+        cpus: Vec<usize>,
+    },
+    Text {
+        text: String,
+    },
+    Uint {
+        value: u64,
+    },
     /// A deadline server's budget (`Object::FairServer`).
-    DlServer { runtime_ns: u64, period_ns: u64 },
+    DlServer {
+        runtime_ns: u64,
+        period_ns: u64,
+    },
 }
 
 impl std::fmt::Display for Value {
@@ -180,12 +191,9 @@ impl std::fmt::Display for Value {
             Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
             Value::Text { text } => write!(f, "`{text}`"),
             Value::Uint { value } => write!(f, "{value}"),
-            Value::DlServer { runtime_ns, period_ns } => write!(
-                f,
-                "runtime {} per {}",
-                irqlab_analysis::format_ns(*runtime_ns),
-                irqlab_analysis::format_ns(*period_ns)
-            ),
+            Value::DlServer { runtime_ns, period_ns } => {
+                write!(f, "runtime {} per {}", irqlab_analysis::format_ns(*runtime_ns), irqlab_analysis::format_ns(*period_ns))
+            }
         }
     }
 }

@@ -74,7 +74,8 @@ fn is_mounted_at(path: &str) -> bool {
     std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|text| {
         text.lines().any(|line| {
             line.split_once(" - ").is_some_and(|(mount, fstype)| {
-                fstype.split_whitespace().next() == Some("debugfs") && mount.split_whitespace().nth(4).map(unescape).as_deref() == Some(path)
+                fstype.split_whitespace().next() == Some("debugfs")
+                    && mount.split_whitespace().nth(4).map(unescape).as_deref() == Some(path)
             })
         })
     })
@@ -166,6 +167,14 @@ fn file_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
         Some(libc::EPERM) => {
             locked_down(crate::machine::Machine::read().lockdown(), Some(&format!("{doing} {} was refused (EPERM)", path.display())))
         }
+        // The fair server is admitted like a SCHED_DEADLINE task: the
+        // kernel refuses a change its bandwidth accounting does not admit
+        // (seen once, not reproduced, in a 6.12-rt guest lowering both
+        // runtime and period on every CPU).
+        Some(libc::EBUSY) => Error::Failed(format!(
+            "{doing} {}: the kernel's deadline bandwidth admission refused it (EBUSY); nothing else was changed, try again",
+            path.display()
+        )),
         _ => Error::io(format!("{doing} {}", path.display()), e),
     }
 }
@@ -372,9 +381,16 @@ pub fn check_fair_server(runtime_ns: u64, period_ns: u64) -> Result<()> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Change {
-    SchedFeature { name: String, on: bool },
+    SchedFeature {
+        name: String,
+        on: bool,
+    },
     /// `cpus` None: every CPU with a fair server; `period_ns` None: each keeps its own.
-    FairServer { cpus: Option<Vec<usize>>, runtime_ns: u64, period_ns: Option<u64> },
+    FairServer {
+        cpus: Option<Vec<usize>>,
+        runtime_ns: u64,
+        period_ns: Option<u64>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -421,7 +437,8 @@ pub struct Held {
 impl Held {
     /// What was set, one line per knob ("HRTICK_DL: off -> on").
     pub fn describe(&self) -> Vec<String> {
-        let mut lines: Vec<String> = self.changes.iter().map(|a| format!("{}: {} -> {}", a.entry().object, a.entry().old, a.entry().new)).collect();
+        let mut lines: Vec<String> =
+            self.changes.iter().map(|a| format!("{}: {} -> {}", a.entry().object, a.entry().old, a.entry().new)).collect();
         if self.debugfs.mounted.is_some() {
             lines.push(format!("debugfs mounted at {} for the run", self.debugfs.mount.display()));
         }
