@@ -253,10 +253,21 @@ pub(crate) fn write_fair_server(cpu: usize, value: &Value) -> Result<()> {
         } else {
             [(&runtime, runtime_ns), (&period, period_ns)]
         };
+        // The journal takes a failed write for "nothing changed": a first
+        // write that went through is undone when the second fails.
+        let mut done: Vec<(&PathBuf, u64)> = Vec::new();
         for (path, ns) in steps {
-            if read_ns(path)? != ns {
-                write_file(path, &ns.to_string())?;
+            let old = read_ns(path)?;
+            if old == ns {
+                continue;
             }
+            if let Err(e) = write_file(path, &ns.to_string()) {
+                for (path, old) in done.into_iter().rev() {
+                    let _ = write_file(path, &old.to_string());
+                }
+                return Err(e);
+            }
+            done.push((path, old));
         }
         Ok(())
     })
