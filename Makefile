@@ -53,7 +53,7 @@ TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
 # lacks the socket tracepoints, while the host was loaded) and `control
 # process-aware` (one 6.1-rt guest stopped responding in it): see
 # docs/kernel-support.md until they are understood.
-TEST_SMOKE ?= check_doctor,check_accounting,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding
+TEST_SMOKE ?= check_doctor,check_accounting,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding,check_sched_knobs
 test-kernels: build lab-deps
 	KERNELS="$(KERNELS)" OUT=$(OUT) IRQLAB_SMOKE_ONLY="$(IRQLAB_SMOKE_ONLY)" scripts/test-kernels.sh
 

@@ -783,6 +783,41 @@ mod tests {
     }
 
     #[test]
+    fn debugfs_knob_objects_round_trip_and_name_themselves() {
+        for (object, value, kind, says) in [
+            (
+                Object::SchedFeature { name: "HRTICK_DL".into() },
+                Value::Text { text: "on".into() },
+                "sched-feature",
+                "scheduler feature HRTICK_DL",
+            ),
+            (
+                Object::FairServer { cpu: 1 },
+                Value::DlServer { runtime_ns: 0, period_ns: 1_000_000_000 },
+                "fair-server",
+                "fair server of CPU 1",
+            ),
+            (
+                Object::DebugfsMount { path: "/sys/kernel/debug".into() },
+                Value::Text { text: "mounted".into() },
+                "debugfs-mount",
+                "debugfs mount at /sys/kernel/debug",
+            ),
+        ] {
+            let text = serde_json::to_string(&object).unwrap();
+            assert!(text.contains(&format!("\"kind\":\"{kind}\"")), "{text}");
+            assert_eq!(serde_json::from_str::<Object>(&text).unwrap(), object);
+            assert_eq!(serde_json::from_str::<Value>(&serde_json::to_string(&value).unwrap()).unwrap(), value);
+            assert!(object.to_string().contains(says), "{object}");
+        }
+        assert_eq!(Value::DlServer { runtime_ns: 50_000_000, period_ns: 1_000_000_000 }.to_string(), "runtime 50ms per 1s");
+        // The mount's key sorts before the knobs' within one millisecond, so
+        // `revert --all` (newest first) restores the knobs before unmounting.
+        let mount = Object::DebugfsMount { path: "/sys/kernel/debug".into() }.key();
+        assert!(mount < Object::SchedFeature { name: "A".into() }.key() && mount < Object::FairServer { cpu: 0 }.key());
+    }
+
+    #[test]
     fn the_selected_scheduler_is_the_bracketed_one() {
         assert_eq!(selected_scheduler("[none] mq-deadline kyber bfq\n").as_deref(), Some("none"));
         assert_eq!(selected_scheduler("none mq-deadline kyber [bfq]").as_deref(), Some("bfq"));
