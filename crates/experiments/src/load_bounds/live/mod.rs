@@ -849,7 +849,7 @@ pub fn reproduce(
         sheltered,
         calibration,
         noise_miss_pct: 100.0 * noise,
-        kernel_note: kernel_note(&points, &summaries, 100.0 * noise, sheltered),
+        kernel_note: kernel_note(&points, &summaries, 100.0 * noise, sheltered, config.hrtick_dl),
         sched_knobs,
         curves,
         execution,
