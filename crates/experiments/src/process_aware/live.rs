@@ -181,7 +181,9 @@ pub struct Details {
 
 /// The shares each kernel gave the CPU-bound process, and why they are
 /// close on a modern kernel, from the numbers.
-fn kernel_note(points: &[Point], bursty: &[BurstyPoint]) -> String {
+/// `fair_server_off`: the measured CPU's fair server was set to runtime 0
+/// for the run (`--fair-server off`).
+fn kernel_note(points: &[Point], bursty: &[BurstyPoint], fair_server_off: bool) -> String {
     let range = |m: Mode, f: fn(&Point) -> f64| {
         let v: Vec<f64> = points.iter().filter(|p| p.mode == m).map(|p| 100.0 * f(p)).collect();
         (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max))
@@ -196,8 +198,14 @@ fn kernel_note(points: &[Point], bursty: &[BurstyPoint]) -> String {
          {cl:.1}-{ch:.1}%: the softirq work run in its context counted as its own), {tl:.1}-{th:.1}% with the threaded kthread at its \
          default and {pl:.1}-{ph:.1}% under process-aware ({changes} priority changes). Threaded NAPI takes the receive work out of its \
          context into a fair-class kthread, and what fair-class work takes from a SCHED_FIFO task is bounded by the deadline fair \
-         server (Linux 6.12+): up to 50 ms of each second while such work waits; so no threaded kernel here leaves it 99%. With the \
-         server at SCHED_OTHER nice 0, the controller's floor, process-aware runs the kthread as the threaded kernel does."
+         server (Linux 6.12+): up to its runtime per period (50 ms of each second by default) while such work waits{}. With the \
+         server at SCHED_OTHER nice 0, the controller's floor, process-aware runs the kthread as the threaded kernel does.",
+        if fair_server_off {
+            "; here it was set to runtime 0 on the measured CPU for the run (--fair-server off), so the server ran no fair-class \
+             work ahead of the SCHED_FIFO process"
+        } else {
+            "; so no threaded kernel with the server at its default leaves it 99% (--fair-server off sets its runtime to 0 for the run)"
+        }
     );
     let errors = |f: fn(&HogAccounting) -> Option<f64>| -> Vec<f64> {
         points.iter().filter(|p| p.mode == Mode::Softirq).filter_map(|p| p.accounting.as_ref().and_then(f)).map(|e| 100.0 * e).collect()
@@ -806,7 +814,7 @@ pub fn reproduce(
         calibration,
         sleep_s: sleep_ns as f64 / 1e9,
         scale: scale.into(),
-        kernel_note: kernel_note(&points, &bursty),
+        kernel_note: kernel_note(&points, &bursty, config.fair_server_off),
         sched_knobs,
         points,
         bursty,
