@@ -168,11 +168,14 @@ fn file_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
             locked_down(crate::machine::Machine::read().lockdown(), Some(&format!("{doing} {} was refused (EPERM)", path.display())))
         }
         // The fair server is admitted like a SCHED_DEADLINE task: the
-        // kernel refuses a change its bandwidth accounting does not admit
-        // (seen once, not reproduced, in a 6.12-rt guest lowering both
-        // runtime and period on every CPU).
+        // kernel refuses a change its bandwidth accounting does not admit.
+        // Seen in 6.12-rt guests (even for runtime 0, a smaller share) after
+        // `irqlab doctor` or `reproduce load-bounds --live` had run in the
+        // same boot, never in a fresh one; a cpuset partition made and
+        // removed alone did not cause it. Cause not found.
         Some(libc::EBUSY) => Error::Failed(format!(
-            "{doing} {}: the kernel's deadline bandwidth admission refused it (EBUSY); nothing else was changed, try again",
+            "{doing} {}: the kernel's deadline bandwidth admission refused it (EBUSY); nothing was left changed. Seen on 6.12 \
+             after other runs in the same boot (cause not found): try again, or after a reboot",
             path.display()
         )),
         _ => Error::io(format!("{doing} {}", path.display()), e),
