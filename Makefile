@@ -51,7 +51,7 @@ TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
 # make test leaves out one check `make test-kernels` runs: `control
 # process-aware` (one 6.1-rt guest stopped responding in it, late in a
 # long suite; 3 of 3 passed alone since): see docs/kernel-support.md.
-TEST_SMOKE ?= check_doctor,check_accounting,check_accounting_test,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding
+TEST_SMOKE ?= check_doctor,check_accounting,check_accounting_test,check_probe,check_latency,check_testbed,check_threads_kill,check_bh_budget,check_idletime_gate,check_shielding,check_sched_knobs
 test-kernels: build lab-deps
 	KERNELS="$(KERNELS)" OUT=$(OUT) IRQLAB_SMOKE_ONLY="$(IRQLAB_SMOKE_ONLY)" scripts/test-kernels.sh
 

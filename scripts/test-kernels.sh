@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 
 # The live tests the suite runs inside, built here (the guest sees this
 # checkout read-only): name -> executable.
-tests=(accounting_live page_chromium control_idletime root_domain_live)
+tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 $CARGO test --release --quiet -p irqlab-live -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \

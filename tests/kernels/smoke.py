@@ -272,8 +272,25 @@ def check_shielding(state):
     return live_test("shielding", "root_domain_live", "after_kill_9_the_split_is_named_and_reverted", state)
 
 
+@check("scheduler debugfs knobs: HRTICK_DL and the fair server held, kill -9, revert (live test)")
+def check_sched_knobs(state):
+    # The test skips (and passes) where the knobs cannot be set; in a guest
+    # without lockdown that would hide a regression, so a skip fails here.
+    binaries = state["binaries"]
+    if "sched_knobs_live" not in binaries:
+        return "fail", "test binary sched_knobs_live was not built (scripts/test-kernels.sh builds it)"
+    test = "hrtick_dl_and_the_fair_server_are_held_restored_and_reverted_after_kill_9"
+    env = dict(os.environ, IRQLAB_LIVE_TESTS="1", RUST_BACKTRACE="0")
+    code, out, err = sh([binaries["sched_knobs_live"], "--exact", test, "--test-threads=1", "--nocapture"], timeout=900, env=env)
+    text = out + err
+    if code == 0 and "1 passed" in text and "skipped" not in text:
+        fair = "no fair server: exit 3 checked" if "no fair server on this kernel" in text else "fair server set and reverted"
+        return "pass", f"sched_knobs_live::{test} ({fair})"
+    return "fail", f"sched_knobs_live::{test}: exit {code}: {tail(text, 8)}"
+
+
 CHECKS = [check_doctor, check_accounting, check_accounting_test, check_probe, check_latency, check_testbed,
-          check_threads_kill, check_bh_budget, check_process_aware, check_idletime_gate, check_shielding]
+          check_threads_kill, check_bh_budget, check_process_aware, check_idletime_gate, check_shielding, check_sched_knobs]
 
 
 def main():

@@ -143,6 +143,20 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             "hold a backup back until the disk has been idle 5 ms",
         )],
     ),
+    (
+        "control sched-feature",
+        &[(
+            "sudo irqlab control sched-feature HRTICK_DL on --duration 60s",
+            "SCHED_DEADLINE runtimes enforced by an hrtimer, not the tick, for a minute",
+        )],
+    ),
+    (
+        "control fair-server",
+        &[(
+            "sudo irqlab control fair-server --cpu 1 --runtime 0 --duration 60s",
+            "no fair-class server on CPU 1: real-time tasks may take all of it for a minute",
+        )],
+    ),
     ("control status", &[("irqlab control status --json -", "the journal's entries as JSON")]),
     ("control revert", &[("sudo irqlab control revert --all", "undo what killed runs left behind")]),
     ("lab", &[("irqlab lab kernels", "the kernels irqlab can boot, which are fetched, KVM or emulation")]),

@@ -75,6 +75,34 @@ fn as_root_every_live_command_is_ready() {
     }
     let doc = document(&irqlab(&["doctor", "--json", "-"]));
     for c in doc["commands"].as_array().unwrap() {
-        assert!(c["missing"].is_null(), "{} is not ready: {}", c["command"], c["missing"]);
+        // The scheduler's debugfs knobs depend on the kernel, not on
+        // privileges: a kernel in lockdown shuts debugfs (this VM's), and
+        // only 6.12+ has a fair server (the live test skips on both).
+        let missing = c["missing"].as_str().unwrap_or("");
+        let kernel_says_no = (c["command"] == "sched features (HRTICK_DL)" || c["command"] == "fair server")
+            && (missing.contains("locked down") || missing.contains("has no fair server"));
+        assert!(c["missing"].is_null() || kernel_says_no, "{} is not ready: {}", c["command"], c["missing"]);
+    }
+}
+
+/// The debugfs knobs' rows: on a kernel in lockdown, not ready, naming the
+/// level; without lockdown (a guest kernel), ready as root.
+#[test]
+fn the_debugfs_knob_rows_name_the_lockdown() {
+    if !is_root() {
+        eprintln!("the_debugfs_knob_rows_name_the_lockdown: skipped: needs root (CAP_SYS_ADMIN is checked first)");
+        return;
+    }
+    let doc = document(&irqlab(&["doctor", "--json", "-"]));
+    let lockdown = doctor_setting(&doc, "kernel lockdown");
+    let locked = lockdown.starts_with("integrity") || lockdown.starts_with("confidentiality");
+    for row in ["sched features (HRTICK_DL)", "fair server"] {
+        let missing = command(&doc, row)["missing"].as_str().map(String::from);
+        if locked {
+            let missing = missing.unwrap_or_else(|| panic!("{row} ready under lockdown ({lockdown})"));
+            assert!(missing.contains("locked down (lockdown="), "{row}: {missing}");
+        } else if lockdown.starts_with("none") && row != "fair server" {
+            assert!(missing.is_none(), "{row}: {missing:?} ({lockdown})");
+        }
     }
 }

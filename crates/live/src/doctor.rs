@@ -114,10 +114,21 @@ fn commands(machine: &Machine) -> Vec<Readiness> {
                 .and_then(|()| crate::monitor::napi::check_loads()),
             crate::control::bh_budget::readiness_note(machine),
         ),
+        sched_knob_row("sched features (HRTICK_DL)", machine, false),
+        sched_knob_row("fair server", machine, true),
     ]
     .into_iter()
     .chain(cgroup_rows())
     .collect()
+}
+
+/// `control sched-feature` / `control fair-server` (and the reproductions'
+/// `--hrtick-dl`, `--fair-server off`): lockdown, debugfs, the file.
+fn sched_knob_row(command: &'static str, machine: &Machine, fair_server: bool) -> Readiness {
+    match crate::control::sched_knobs::check_prerequisites(machine, fair_server) {
+        Ok(note) => Readiness { command, missing: None, note },
+        Err(e) => Readiness { command, missing: Some(e.to_string()), note: None },
+    }
 }
 
 /// The cgroup-using features, each naming the hierarchy (v1 or v2) it
@@ -176,6 +187,8 @@ mod tests {
             "SCHED_DEADLINE on a pinned thread (the load-bounds shielding: a CPU split off as its own root domain)",
             "reproduce load-bounds --live",
             "control idletime --gate freezer",
+            "sched features (HRTICK_DL)",
+            "fair server",
         ] {
             assert!(report.commands.iter().any(|c| c.command == command), "{command} missing");
         }

@@ -6,7 +6,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
 use irqlab_live::control::journal::{self, Entry, Restored, State};
-use irqlab_live::control::{bh_budget, idletime, process_aware, sched, set_napi, set_threads};
+use irqlab_live::control::{bh_budget, idletime, process_aware, sched, sched_knobs, set_napi, set_threads};
 use irqlab_report::html::Table;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -36,6 +36,16 @@ pub enum Command {
     /// foreground request for the preemption interval (the simulator's
     /// decision code)
     Idletime(IdletimeArgs),
+    /// Switch a scheduler feature of debugfs's sched/features (HRTICK_DL,
+    /// HRTICK, any name the kernel lists) on or off while this runs (or for
+    /// good with --persist); needs a kernel without lockdown
+    #[command(name = "sched-feature")]
+    SchedFeature(SchedFeatureArgs),
+    /// Set the fair class's deadline server (debugfs
+    /// sched/fair_server/cpuN, Linux 6.12+) while this runs (or for good
+    /// with --persist): runtime 0 lets real-time tasks take the whole CPU
+    #[command(name = "fair-server")]
+    FairServer(FairServerArgs),
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -239,6 +249,49 @@ pub struct IdletimeArgs {
 }
 
 #[derive(clap::Args)]
+pub struct SchedFeatureArgs {
+    /// The feature, as the kernel lists it in sched/features without NO_
+    /// (e.g. HRTICK_DL)
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// Switch it on or off
+    #[arg(value_name = "on|off", value_parser = ["on", "off"])]
+    state: String,
+    /// Hold it this long, then restore (default: until Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Apply, record in the journal as persistent, and exit (undo with `irqlab control revert ID`)
+    #[arg(long)]
+    persist: bool,
+    /// Write the irqlab/control-sched/v1 document ("-": to stdout, instead of the summary)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct FairServerArgs {
+    /// The CPUs whose fair server is set (e.g. 1 or 0-3,6; default: every online CPU)
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<String>,
+    /// The server's runtime per period, the fair class's guaranteed share
+    /// against real-time tasks (e.g. 50ms, the kernel's default; 0: none)
+    #[arg(long, value_name = "T", value_parser = flags::duration_ns)]
+    runtime: u64,
+    /// The server's period (100us..4.19s; default: each CPU keeps its own, 1s by default)
+    #[arg(long, value_name = "P", value_parser = flags::positive_duration_ns)]
+    period: Option<u64>,
+    /// Hold it this long, then restore (default: until Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Apply, record in the journal as persistent, and exit (undo with `irqlab control revert ID`)
+    #[arg(long)]
+    persist: bool,
+    /// Write the irqlab/control-sched/v1 document ("-": to stdout, instead of the summary)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
 pub struct StatusArgs {
     /// Write the entries as JSON ("-": to stdout, instead of the table)
     #[arg(long, value_name = "FILE")]
@@ -262,6 +315,8 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::BhBudget(a) => bh_budget_run(a),
         Command::ProcessAware(a) => process_aware_run(a),
         Command::Idletime(a) => idletime_run(a),
+        Command::SchedFeature(a) => sched_feature(a),
+        Command::FairServer(a) => fair_server(a),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -378,6 +433,65 @@ fn napi(args: NapiArgs) -> Result<Status, CliError> {
             r.via,
             t.to_text(),
             listing_text(&r.during)
+        )
+    })?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn sched_feature(args: SchedFeatureArgs) -> Result<Status, CliError> {
+    let change = sched_knobs::Change::SchedFeature { name: args.name.clone(), on: args.state == "on" };
+    sched_knobs_run(change, args.duration, args.persist, args.json)
+}
+
+fn fair_server(args: FairServerArgs) -> Result<Status, CliError> {
+    let cpus = match &args.cpu {
+        Some(list) => {
+            let cpus = irqlab_live::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
+            for &cpu in &cpus {
+                irqlab_live::rt::require_online(cpu, "--cpu")?;
+            }
+            Some(cpus)
+        }
+        None => None,
+    };
+    // A bad pair is refused before the lockdown check and the mount.
+    if let Some(period) = args.period {
+        sched_knobs::check_fair_server(args.runtime, period)?;
+    }
+    let change = sched_knobs::Change::FairServer { cpus, runtime_ns: args.runtime, period_ns: args.period };
+    sched_knobs_run(change, args.duration, args.persist, args.json)
+}
+
+/// `control sched-feature` and `control fair-server`: hold, restore or
+/// persist, report, as `control napi` does.
+fn sched_knobs_run(
+    change: sched_knobs::Change,
+    duration_ns: Option<u64>,
+    persist: bool,
+    json: Option<PathBuf>,
+) -> Result<Status, CliError> {
+    let config = sched_knobs::Config { change, duration_ns, persist };
+    let stop = crate::signal::stop_flag();
+    let quiet = json.as_deref() == Some(std::path::Path::new("-"));
+    let report = sched_knobs::run(&config, &stop, |object, old, new| {
+        if !quiet {
+            eprintln!("{object}: {old} -> {new}");
+        }
+    })?;
+    json_or_summary(json.as_deref(), &report, |r| {
+        let mut t = Table::new(["SETTING", "WAS", "SET TO", "AT THE END"]);
+        for c in &r.changes {
+            let end = if c.restored { "restored".to_string() } else { format!("kept (entry {})", c.entry) };
+            t = t.row([c.object.clone(), c.old.clone(), c.new.clone(), end]);
+        }
+        let mounted = if r.mounted_debugfs { ", mounted by irqlab for the run" } else { "" };
+        format!(
+            "held {} ({}; kernel {}, debugfs at {}{mounted}):\n{}",
+            irqlab_analysis::format_ns(r.held_ns),
+            r.ended_by,
+            r.kernel,
+            r.debugfs,
+            t.to_text()
         )
     })?;
     Ok(Status::from_ok(report.complete))

@@ -56,6 +56,11 @@ pub struct Config {
     pub quick: bool,
     pub cpu: Option<usize>,
     pub seed: u64,
+    /// Set the measured CPU's fair server to runtime 0 for the run (through
+    /// the journal): on 6.12+ it otherwise gives fair-class work (the
+    /// threaded NAPI kthread) up to 50 ms of each second over the SCHED_FIFO
+    /// CPU-bound process, which the paper's kernel did not.
+    pub fair_server_off: bool,
 }
 
 /// How the receive work is done.
@@ -168,12 +173,17 @@ pub struct Details {
     pub bursty_periods: u64,
     /// What this kernel did, said from the numbers.
     pub kernel_note: String,
+    /// The scheduler's debugfs knobs set for the run (`--fair-server off`),
+    /// one line each; empty: none, the kernel's own settings.
+    pub sched_knobs: Vec<String>,
     pub simulated: Option<sim::Details>,
 }
 
 /// The shares each kernel gave the CPU-bound process, and why they are
 /// close on a modern kernel, from the numbers.
-fn kernel_note(points: &[Point], bursty: &[BurstyPoint]) -> String {
+/// `fair_server_off`: the measured CPU's fair server was set to runtime 0
+/// for the run (`--fair-server off`).
+fn kernel_note(points: &[Point], bursty: &[BurstyPoint], fair_server_off: bool) -> String {
     let range = |m: Mode, f: fn(&Point) -> f64| {
         let v: Vec<f64> = points.iter().filter(|p| p.mode == m).map(|p| 100.0 * f(p)).collect();
         (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max))
@@ -188,8 +198,14 @@ fn kernel_note(points: &[Point], bursty: &[BurstyPoint]) -> String {
          {cl:.1}-{ch:.1}%: the softirq work run in its context counted as its own), {tl:.1}-{th:.1}% with the threaded kthread at its \
          default and {pl:.1}-{ph:.1}% under process-aware ({changes} priority changes). Threaded NAPI takes the receive work out of its \
          context into a fair-class kthread, and what fair-class work takes from a SCHED_FIFO task is bounded by the deadline fair \
-         server (Linux 6.12+): up to 50 ms of each second while such work waits; so no threaded kernel here leaves it 99%. With the \
-         server at SCHED_OTHER nice 0, the controller's floor, process-aware runs the kthread as the threaded kernel does."
+         server (Linux 6.12+): up to its runtime per period (50 ms of each second by default) while such work waits{}. With the \
+         server at SCHED_OTHER nice 0, the controller's floor, process-aware runs the kthread as the threaded kernel does.",
+        if fair_server_off {
+            "; here it was set to runtime 0 on the measured CPU for the run (--fair-server off), so the server ran no fair-class \
+             work ahead of the SCHED_FIFO process"
+        } else {
+            "; so no threaded kernel with the server at its default leaves it 99% (--fair-server off sets its runtime to 0 for the run)"
+        }
     );
     let errors = |f: fn(&HogAccounting) -> Option<f64>| -> Vec<f64> {
         points.iter().filter(|p| p.mode == Mode::Softirq).filter_map(|p| p.accounting.as_ref().and_then(f)).map(|e| 100.0 * e).collect()
@@ -734,6 +750,17 @@ pub fn reproduce(
     mut on_bursty: impl FnMut(&BurstyPoint),
 ) -> Result<Report<Details>> {
     let (focus, others) = rt::measured_and_others(config.cpu, "the sender needs a CPU other than the measured one")?;
+    // Before anything else: a kernel that cannot turn the fair server off
+    // (lockdown, or none before 6.12) ends the run here, exit 3.
+    let knobs = match config.fair_server_off {
+        true => Some(irqlab_live::control::sched_knobs::apply(&irqlab_live::control::sched_knobs::Change::FairServer {
+            cpus: Some(vec![focus]),
+            runtime_ns: 0,
+            period_ns: None,
+        })?),
+        false => None,
+    };
+    let sched_knobs = knobs.as_ref().map_or_else(Vec::new, |k| k.describe());
     check_prerequisites()?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let simulated = sim::reproduce(&sim::Options { quick: config.quick, seed: config.seed, threads }, stop).map_err(Error::Failed)?;
@@ -774,6 +801,7 @@ pub fn reproduce(
     }
     drop(place);
     drop(bed);
+    drop(knobs);
     let complete = simulated.complete
         && points.len() == rates.len() * Mode::ALL.len()
         && points.iter().all(|p| p.complete)
@@ -786,7 +814,8 @@ pub fn reproduce(
         calibration,
         sleep_s: sleep_ns as f64 / 1e9,
         scale: scale.into(),
-        kernel_note: kernel_note(&points, &bursty),
+        kernel_note: kernel_note(&points, &bursty, config.fair_server_off),
+        sched_knobs,
         points,
         bursty,
         bursty_periods: periods,

@@ -16,6 +16,7 @@
 use super::cgroup;
 use super::netdev::{Knob, Netdev};
 use super::sched::{self, SchedAttr};
+use super::sched_knobs;
 use super::threads::{self, Thread};
 use crate::cleanup::{self, Registration};
 use crate::error::{Error, Result};
@@ -75,6 +76,17 @@ pub enum Object {
     /// `8044:1`, a token bucket's one class), as `tc` takes it
     /// (`bfifo limit 2503000b`, the bucket's own FIFO).
     ChildQdisc { dev: String, parent: String },
+    /// debugfs mounted at `path` by irqlab for the scheduler's knobs
+    /// (`control::sched_knobs`): `mounted` or `unmounted`.
+    DebugfsMount { path: String },
+    /// A scheduler feature of debugfs's `sched/features` (`HRTICK_DL`):
+    /// `on` or `off` (the file lists it as NAME or NO_NAME).
+    SchedFeature { name: String },
+    /// A CPU's fair-class deadline server (debugfs `sched/fair_server/cpuN`,
+    /// 6.12+): runtime and period together, one object, because the kernel
+    /// checks runtime <= period after each write and only the pair's writer
+    /// can order the two writes so that every step is valid.
+    FairServer { cpu: usize },
 }
 
 impl std::fmt::Display for Object {
@@ -95,6 +107,9 @@ impl std::fmt::Display for Object {
             Object::IoScheduler { disk } => write!(f, "I/O scheduler of {disk}"),
             Object::RootQdisc { dev } => write!(f, "root qdisc of {dev}"),
             Object::ChildQdisc { dev, parent } => write!(f, "qdisc below {parent} on {dev}"),
+            Object::DebugfsMount { path } => write!(f, "debugfs mount at {path}"),
+            Object::SchedFeature { name } => write!(f, "scheduler feature {name} (debugfs sched/features)"),
+            Object::FairServer { cpu } => write!(f, "fair server of CPU {cpu} (debugfs sched/fair_server)"),
         }
     }
 }
@@ -116,6 +131,9 @@ impl Object {
             Object::IoScheduler { disk } => format!("iosched-{disk}"),
             Object::RootQdisc { dev } => format!("qdisc-{dev}"),
             Object::ChildQdisc { dev, parent } => format!("qdisc-{dev}-{}", parent.replace(':', "_")),
+            Object::DebugfsMount { path } => format!("debugfs{}", path.replace(['/', '.'], "_")),
+            Object::SchedFeature { name } => format!("sched-feature-{name}"),
+            Object::FairServer { cpu } => format!("fair-server-{cpu}"),
         }
     }
 
@@ -137,6 +155,8 @@ impl Object {
             Object::RootQdisc { dev } => Path::new(&format!("/sys/class/net/{dev}")).exists(),
             // The parent goes with its qdisc (a link's token bucket taken off).
             Object::ChildQdisc { dev, parent } => tc(&["qdisc", "show", "dev", dev]).is_ok_and(|show| has_qdisc(&show, parent)),
+            // Kernel-wide settings; a CPU taken offline keeps its server.
+            Object::DebugfsMount { .. } | Object::SchedFeature { .. } | Object::FairServer { .. } => true,
         }
     }
 }
@@ -145,10 +165,23 @@ impl Object {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Value {
-    Sched { attr: SchedAttr },
-    Cpus { cpus: Vec<usize> },
-    Text { text: String },
-    Uint { value: u64 },
+    Sched {
+        attr: SchedAttr,
+    },
+    Cpus {
+        cpus: Vec<usize>,
+    },
+    Text {
+        text: String,
+    },
+    Uint {
+        value: u64,
+    },
+    /// A deadline server's budget (`Object::FairServer`).
+    DlServer {
+        runtime_ns: u64,
+        period_ns: u64,
+    },
 }
 
 impl std::fmt::Display for Value {
@@ -158,6 +191,9 @@ impl std::fmt::Display for Value {
             Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
             Value::Text { text } => write!(f, "`{text}`"),
             Value::Uint { value } => write!(f, "{value}"),
+            Value::DlServer { runtime_ns, period_ns } => {
+                write!(f, "runtime {} per {}", irqlab_analysis::format_ns(*runtime_ns), irqlab_analysis::format_ns(*period_ns))
+            }
         }
     }
 }
@@ -201,6 +237,9 @@ pub fn read(object: &Object) -> Result<Value> {
             let text = child_qdisc_spec(&show, parent).ok_or_else(|| Error::Failed(format!("{dev} has no qdisc below {parent}")))?;
             Ok(Value::Text { text })
         }
+        Object::DebugfsMount { path } => Ok(sched_knobs::read_mount(path)),
+        Object::SchedFeature { name } => sched_knobs::read_feature(name),
+        Object::FairServer { cpu } => sched_knobs::read_fair_server(*cpu),
     }
 }
 
@@ -304,6 +343,9 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
             args.extend(text.split_whitespace());
             tc(&args).map(|_| ())
         }
+        (Object::DebugfsMount { path }, value) => sched_knobs::write_mount(path, value),
+        (Object::SchedFeature { name }, value) => sched_knobs::write_feature(name, value),
+        (Object::FairServer { cpu }, value) => sched_knobs::write_fair_server(*cpu, value),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
@@ -738,6 +780,41 @@ mod tests {
         // A value the subtree does not take is refused before anything is written.
         let subtree = Object::Cgroup2Subtree { cgroup: "/nonexistent".into(), controller: "io".into() };
         assert!(write(&subtree, &Value::Text { text: "on".into() }).unwrap_err().to_string().contains("cannot be set"));
+    }
+
+    #[test]
+    fn debugfs_knob_objects_round_trip_and_name_themselves() {
+        for (object, value, kind, says) in [
+            (
+                Object::SchedFeature { name: "HRTICK_DL".into() },
+                Value::Text { text: "on".into() },
+                "sched-feature",
+                "scheduler feature HRTICK_DL",
+            ),
+            (
+                Object::FairServer { cpu: 1 },
+                Value::DlServer { runtime_ns: 0, period_ns: 1_000_000_000 },
+                "fair-server",
+                "fair server of CPU 1",
+            ),
+            (
+                Object::DebugfsMount { path: "/sys/kernel/debug".into() },
+                Value::Text { text: "mounted".into() },
+                "debugfs-mount",
+                "debugfs mount at /sys/kernel/debug",
+            ),
+        ] {
+            let text = serde_json::to_string(&object).unwrap();
+            assert!(text.contains(&format!("\"kind\":\"{kind}\"")), "{text}");
+            assert_eq!(serde_json::from_str::<Object>(&text).unwrap(), object);
+            assert_eq!(serde_json::from_str::<Value>(&serde_json::to_string(&value).unwrap()).unwrap(), value);
+            assert!(object.to_string().contains(says), "{object}");
+        }
+        assert_eq!(Value::DlServer { runtime_ns: 50_000_000, period_ns: 1_000_000_000 }.to_string(), "runtime 50ms per 1s");
+        // The mount's key sorts before the knobs' within one millisecond, so
+        // `revert --all` (newest first) restores the knobs before unmounting.
+        let mount = Object::DebugfsMount { path: "/sys/kernel/debug".into() }.key();
+        assert!(mount < Object::SchedFeature { name: "A".into() }.key() && mount < Object::FairServer { cpu: 0 }.key());
     }
 
     #[test]

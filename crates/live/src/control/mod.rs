@@ -3,8 +3,9 @@
 //! exit path, leftovers of a killed run named and revertible). A live
 //! policy is a monitor (`crate::monitor`), the shared decision code, and an
 //! actuator here: [`sched`] sets any thread's scheduling class through
-//! `sched_setattr` (SCHED_DEADLINE included), [`threads`] resolves which
-//! threads a user means.
+//! `sched_setattr` (SCHED_DEADLINE included), [`sched_knobs`] the
+//! scheduler's debugfs knobs (HRTICK_DL, the fair server), [`threads`]
+//! resolves which threads a user means.
 //!
 //! Where to add: an actuator is a new [`journal::Object`] / [`journal::Value`]
 //! pair and its arms in `journal::read` / `journal::write`; a controller is a
@@ -18,6 +19,7 @@ pub mod netdev;
 pub mod process_aware;
 pub mod root_domain;
 pub mod sched;
+pub mod sched_knobs;
 pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;

@@ -202,7 +202,7 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
 /// `--live`: the simulated reproduction for its column, the probes, then
 /// every configuration's e2 sweep on this machine's testbed.
 fn run_live(args: &Args) -> Result<Status, CliError> {
-    let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed };
+    let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed, hrtick_dl: args.hrtick_dl };
     let stop = stop_flag();
     let n = config.e2_values().len();
     eprintln!(
@@ -275,6 +275,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         details.push('\n');
     }
     details.push_str(&format!("{}\n", d.kernel_note));
+    details.push_str(&super::knobs_text(&d.sched_knobs));
     super::finish(args, &report, details, "Load-bounds, live", "docs/papers.md §3; the paper's §5, Table 1, Figs. 7-10", html_live)
 }
 

@@ -67,6 +67,17 @@ pub struct Args {
     /// idletime --live: only this resource's experiment (default: both)
     #[arg(long, value_name = "disk|net", requires = "live", value_parser = ["disk", "net"])]
     pub resource: Option<String>,
+    /// load-bounds --live: switch the scheduler feature HRTICK_DL on for
+    /// the run (SCHED_DEADLINE runtimes enforced by an hrtimer, not the
+    /// tick; debugfs, through the control journal; exit 3 where the kernel
+    /// cannot, e.g. in lockdown)
+    #[arg(long, requires = "live")]
+    pub hrtick_dl: bool,
+    /// process-aware --live: the measured CPU's fair server (6.12+) for the
+    /// run: off (runtime 0, through the control journal, restored at the
+    /// end; exit 3 where the kernel cannot) or keep (the kernel's own)
+    #[arg(long, value_name = "off|keep", requires = "live", value_parser = ["off", "keep"])]
+    pub fair_server: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
@@ -80,12 +91,26 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             args.paper.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
         )));
     }
+    if args.hrtick_dl && !matches!(args.paper, Paper::LoadBounds) {
+        return Err(CliError::Usage("--hrtick-dl: only load-bounds --live takes it".into()));
+    }
+    if args.fair_server.is_some() && !matches!(args.paper, Paper::ProcessAware) {
+        return Err(CliError::Usage("--fair-server: only process-aware --live takes it".into()));
+    }
     match args.paper {
         Paper::Idletime => idletime::run(&args),
         Paper::LoadBounds => load_bounds::run(&args),
         Paper::BhThreshold => bh_threshold::run(&args),
         Paper::ProcessAware => process_aware::run(&args),
     }
+}
+
+/// The debugfs knobs a live reproduction set for its run, for its details.
+fn knobs_text(knobs: &[String]) -> String {
+    if knobs.is_empty() {
+        return "scheduler knobs: the kernel's own (none set for the run)\n".into();
+    }
+    format!("scheduler knobs set for the run (restored after): {}\n", knobs.join("; "))
 }
 
 /// Where a live table was measured: the date, CPUs, kernel and the

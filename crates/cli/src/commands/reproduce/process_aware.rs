@@ -118,7 +118,8 @@ fn html(report: &Report<Details>) -> Result<String, CliError> {
 
 /// `--live`: Fig. 7 on this machine's testbed beside the simulation.
 fn run_live(args: &Args) -> Result<Status, CliError> {
-    let config = live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed };
+    let config =
+        live::Config { quick: args.quick, cpu: args.cpu, seed: args.seed, fair_server_off: args.fair_server.as_deref() == Some("off") };
     let stop = stop_flag();
     eprintln!(
         "running the simulated sweeps, then Fig. 7 live (3 kernels x {} rates), then Fig. 8 live (2 kernels x {} burst gaps)...",
@@ -203,6 +204,7 @@ fn run_live(args: &Args) -> Result<Status, CliError> {
         ));
     }
     details.push_str(&format!("{}\n", d.kernel_note));
+    details.push_str(&super::knobs_text(&d.sched_knobs));
     super::finish(args, &report, details, "Process-aware, live (Figs. 6-8)", "docs/papers.md §2; the paper's Figs. 6-8", html_live)
 }
 

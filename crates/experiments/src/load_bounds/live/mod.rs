@@ -108,6 +108,10 @@ pub struct Config {
     pub quick: bool,
     pub cpu: Option<usize>,
     pub seed: u64,
+    /// Switch the scheduler feature HRTICK_DL on for the run (through the
+    /// journal): SCHED_DEADLINE's runtime then ends by an hrtimer, not at
+    /// the next tick, which the paper's analysis assumes.
+    pub hrtick_dl: bool,
 }
 
 impl Config {
@@ -300,6 +304,10 @@ pub struct Details {
     pub summaries: Vec<Summary>,
     /// What this kernel did, said from the numbers.
     pub kernel_note: String,
+    /// The scheduler's debugfs knobs set for the run (`--hrtick-dl`), one
+    /// line each ("scheduler feature HRTICK_DL ...: `off` -> `on`"); empty:
+    /// none, the kernel's own settings.
+    pub sched_knobs: Vec<String>,
     /// The simulated column's inputs measured here (`None`: the paper's).
     pub sim_calibration: Option<SimCalibration>,
     pub simulated: Option<super::Details>,
@@ -745,6 +753,16 @@ pub fn reproduce(
 ) -> Result<Report<Details>> {
     let (focus, others) = rt::measured_and_others(config.cpu, "host b's senders need a CPU other than the measured one")?;
     let sender_cpu = others[0];
+    // Before anything else: a kernel that cannot have HRTICK_DL (lockdown)
+    // ends the run here, exit 3, with nothing measured or changed.
+    let knobs = match config.hrtick_dl {
+        true => Some(irqlab_live::control::sched_knobs::apply(&irqlab_live::control::sched_knobs::Change::SchedFeature {
+            name: "HRTICK_DL".into(),
+            on: true,
+        })?),
+        false => None,
+    };
+    let sched_knobs = knobs.as_ref().map_or_else(Vec::new, |k| k.describe());
     check_prerequisites()?;
     // As for the probe: RT throttling would stop tau_D with tau1 and tau2
     // for 50 ms of each second whenever they fill the CPU, which the
@@ -796,6 +814,7 @@ pub fn reproduce(
     drop(domain);
     drop(bed);
     drop(rt_lift);
+    drop(knobs);
     let calibration_used = sim_calibration(&points);
     let simulated = if stop.load(Ordering::SeqCst) {
         None
@@ -830,7 +849,8 @@ pub fn reproduce(
         sheltered,
         calibration,
         noise_miss_pct: 100.0 * noise,
-        kernel_note: kernel_note(&points, &summaries, 100.0 * noise, sheltered),
+        kernel_note: kernel_note(&points, &summaries, 100.0 * noise, sheltered, config.hrtick_dl),
+        sched_knobs,
         curves,
         execution,
         predictions,

@@ -5,7 +5,8 @@
 use super::*;
 
 /// What this kernel did, from the numbers.
-pub(super) fn kernel_note(points: &[Point], summaries: &[Summary], noise_pct: f64, sheltered: Sheltered) -> String {
+/// `hrtick_dl`: HRTICK_DL was switched on for the run (`--hrtick-dl`).
+pub(super) fn kernel_note(points: &[Point], summaries: &[Summary], noise_pct: f64, sheltered: Sheltered, hrtick_dl: bool) -> String {
     let share = |c: Configuration| 100.0 * mean(points.iter().filter(|p| p.setup == Setup::Config(c)).filter_map(|p| p.tau_d_share));
     let processed = |c: Configuration| mean(points.iter().filter(|p| p.setup == Setup::Config(c)).map(|p| p.processed_pct));
     let hb = |c: Configuration| summaries.iter().find(|s| s.setup == Setup::Config(c)).map_or(0, |s| s.heartbeats_missed);
@@ -19,8 +20,7 @@ pub(super) fn kernel_note(points: &[Point], summaries: &[Summary], noise_pct: f6
          ones after them are the machine's bursts); the strict limit, every point up to it, is beside it. RT throttling was lifted for the run, as for the probe. Under the flood tau_D \
          took {:.1}% of the CPU on average as Foreground ({:.1}% Traditional, {:.1}% Background, {:.1}% Sporadic, {:.1}% \
          SCHED_DEADLINE), getting {:.0}% / {:.0}% / {:.0}% / {:.0}% / {:.0}% of the datagrams sent to the UDP layer; tau1 found no \
-         heartbeat in {} / {} / {} / {} / {} of its polls (all sweeps together). SCHED_DEADLINE runtimes are enforced at the scheduler tick on this \
-         kernel (no HRTICK_DL), so a 1 ms runtime can run on to the next tick before the kthread is throttled.",
+         heartbeat in {} / {} / {} / {} / {} of its polls (all sweeps together). {}",
         sheltered.moved,
         sheltered.stayed,
         share(Foreground),
@@ -38,6 +38,13 @@ pub(super) fn kernel_note(points: &[Point], summaries: &[Summary], noise_pct: f6
         hb(Background),
         hb(Sporadic),
         hb(Deadline),
+        if hrtick_dl {
+            "SCHED_DEADLINE runtimes were enforced by an hrtimer: HRTICK_DL was switched on for the run (--hrtick-dl), so the \
+             kthread is throttled when its 1 ms runtime is spent, not at the next tick."
+        } else {
+            "SCHED_DEADLINE runtimes are enforced at the scheduler tick on this kernel unless HRTICK_DL is on (it was not switched \
+             on for the run: --hrtick-dl), so a 1 ms runtime can run on to the next tick before the kthread is throttled."
+        },
     );
     if hb(Foreground) > hb(Traditional) {
         text.push_str(&format!(
