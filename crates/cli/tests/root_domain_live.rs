@@ -88,7 +88,7 @@ fn a_cpu_split_off_takes_a_deadline_process_and_everything_is_undone() {
         let outside = std::fs::read_to_string(root.join("cpuset.cpus.effective")).unwrap();
         assert!(!irqlab_live::rt::parse_cpu_list(outside.trim()).unwrap().contains(&cpu), "root's effective CPUs: {outside}");
         let kinds: Vec<String> = ours().iter().map(|e| e["object"]["kind"].as_str().unwrap().to_string()).collect();
-        assert!(kinds.contains(&"cgroup2-member".to_string()) && kinds.contains(&"cgroup".to_string()), "{kinds:?}");
+        assert!(kinds.contains(&"cgroup2-thread".to_string()) && kinds.contains(&"cgroup".to_string()), "{kinds:?}");
     }
     domain.restore().unwrap();
     assert_eq!(sched::get(pid).unwrap(), before);
@@ -132,7 +132,7 @@ fn after_kill_9_the_split_is_named_and_reverted() {
     let left = ours();
     assert!(!left.is_empty() && left.iter().all(|e| e["state"] == "leftover"), "{left:?}");
     let kinds: Vec<&str> = left.iter().filter_map(|e| e["object"]["kind"].as_str()).collect();
-    let member = if cgroup::hierarchy("cpuset").unwrap().is_v2() { "cgroup2-member" } else { "cgroup-member" };
+    let member = if cgroup::hierarchy("cpuset").unwrap().is_v2() { "cgroup2-thread" } else { "cgroup-member" };
     for kind in ["cgroup", "file", "thread-sched", member] {
         assert!(kinds.contains(&kind), "no {kind} leftover named after kill -9: {kinds:?}");
     }

@@ -96,8 +96,25 @@ pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     pin_to(&[cpu])
 }
 
+/// What a thread must do before it may run on some CPUs, beyond setting
+/// its affinity; given the CPUs it pins itself to.
+pub type Admission = Box<dyn Fn(&[usize]) -> Result<()> + Send + Sync>;
+
+static ADMISSION: std::sync::RwLock<Option<Admission>> = std::sync::RwLock::new(None);
+
+/// Sets (or, with `None`, clears) what [`pin_to`] does first. Set while a
+/// CPU is a cgroup v2 cpuset partition (`control::root_domain`): the
+/// partition takes its CPU from every cgroup outside it, so a thread that
+/// pins itself there (a probe, a periodic task) must enter it first.
+pub fn set_admission(admission: Option<Admission>) {
+    *ADMISSION.write().unwrap_or_else(std::sync::PoisonError::into_inner) = admission;
+}
+
 /// Pins the calling thread to the CPUs in `cpus`.
 pub fn pin_to(cpus: &[usize]) -> Result<()> {
+    if let Some(admit) = ADMISSION.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref() {
+        admit(cpus)?;
+    }
     let mut set = nix::sched::CpuSet::new();
     for &cpu in cpus {
         set.set(cpu).map_err(|_| Error::Invalid(format!("cpu {cpu}: beyond what this machine supports")))?;

@@ -209,6 +209,34 @@ pub fn move_process_v2(pid: i32, cgroup: &str) -> Result<()> {
     std::fs::write(&procs, pid.to_string()).map_err(|e| Error::io(format!("moving process {pid} into {}", procs.display()), e))
 }
 
+/// The v2 cgroup thread `tid` is in (a thread of a threaded subtree may be
+/// in a cgroup of its own), as a path below the v2 root.
+pub fn of_thread_v2(tid: i32) -> Result<String> {
+    let path = format!("/proc/{tid}/task/{tid}/cgroup");
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+    parse_v2_membership(&text).ok_or_else(|| Error::Failed(format!("{path} names no cgroup v2 cgroup (no `0::` line)")))
+}
+
+/// Moves thread `tid` alone into `cgroup`, a path below the v2 root,
+/// through `cgroup.threads`: the cgroup must be threaded (or the domain
+/// of the threaded subtree) and the thread's process in that subtree.
+pub fn move_thread_v2(tid: i32, cgroup: &str) -> Result<()> {
+    let threads = v2_root()?.join(cgroup.trim_start_matches('/')).join("cgroup.threads");
+    std::fs::write(&threads, tid.to_string()).map_err(|e| Error::io(format!("moving thread {tid} into {}", threads.display()), e))
+}
+
+/// Makes the new v2 cgroup `dir` threaded: a member of its parent's
+/// threaded subtree, whose processes' threads it can then take one by
+/// one. There is no way back (only removing the cgroup), so it is not a
+/// journal entry of its own: the cgroup's removal undoes it.
+pub fn make_threaded(dir: &Path) -> Result<()> {
+    write_v2(&dir.join("cgroup.type"), "threaded")
+}
+
+fn write_v2(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| Error::io(format!("writing `{text}` to {}", path.display()), e))
+}
+
 /// Whether v2 cgroup `dir` gives `controller` to its children (its
 /// `cgroup.subtree_control` lists it).
 pub fn subtree_enabled(dir: &Path, controller: &str) -> Result<bool> {
@@ -234,15 +262,20 @@ pub fn create(path: &Path) -> Result<()> {
 
 /// Removes the cgroup `path`, first moving every task still in it to its
 /// parent (a cgroup with tasks cannot be removed): threads through v1's
-/// `tasks`, processes through v2's `cgroup.procs` (a v2 cgroup has
-/// `cgroup.controllers`); a process leaving a frozen v2 cgroup thaws.
+/// `tasks` and a threaded v2 cgroup's `cgroup.threads`, processes through
+/// v2's `cgroup.procs` (a v2 cgroup has `cgroup.controllers`); a process leaving a frozen v2 cgroup thaws.
 /// Nothing when it is gone. A v2 cgroup whose last tasks are exiting
 /// stays busy a moment: the removal is retried for a second.
 pub fn remove(path: &Path) -> Result<()> {
     if !path.is_dir() {
         return Ok(());
     }
-    let members = if path.join("cgroup.controllers").exists() { "cgroup.procs" } else { "tasks" };
+    // A threaded v2 cgroup gives its threads back one by one.
+    let members = match std::fs::read_to_string(path.join("cgroup.type")) {
+        Ok(kind) if kind.trim() == "threaded" => "cgroup.threads",
+        _ if path.join("cgroup.controllers").exists() => "cgroup.procs",
+        _ => "tasks",
+    };
     let parent = path.parent().map(|p| p.join(members)).ok_or_else(|| Error::Failed(format!("{} has no parent", path.display())))?;
     let mut tries = 0;
     loop {

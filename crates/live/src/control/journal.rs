@@ -61,6 +61,9 @@ pub enum Object {
     /// The v2 cgroup a process is in (v2 places whole processes; `process`
     /// is its thread-group leader): a path below the v2 root.
     Cgroup2Member { process: Thread },
+    /// The v2 cgroup one thread is in, within its process's threaded
+    /// subtree (`cgroup.threads`): a path below the v2 root.
+    Cgroup2Thread { thread: Thread },
     /// Whether v2 cgroup `cgroup` (its directory) gives `controller`
     /// (`cpuset`, `io`) to its children: `enabled` or `disabled`, through
     /// its `cgroup.subtree_control`.
@@ -101,6 +104,7 @@ impl std::fmt::Display for Object {
             Object::Cgroup { path } => write!(f, "cgroup {path}"),
             Object::CgroupMember { thread, controller } => write!(f, "{controller} cgroup of {} (tid {})", thread.comm, thread.tid),
             Object::Cgroup2Member { process } => write!(f, "cgroup (v2) of {} (pid {})", process.comm, process.tid),
+            Object::Cgroup2Thread { thread } => write!(f, "cgroup (v2, threaded) of {} (tid {})", thread.comm, thread.tid),
             Object::Cgroup2Subtree { cgroup, controller } => {
                 write!(f, "{controller} for the children of cgroup {cgroup} (v2 subtree_control)")
             }
@@ -127,6 +131,7 @@ impl Object {
             Object::Cgroup { path } => format!("cgroup{}", path.replace(['/', '.'], "_")),
             Object::CgroupMember { thread, controller } => format!("cgroup-{controller}-{}-{}", thread.tid, thread.start_ticks),
             Object::Cgroup2Member { process } => format!("cgroup2-{}-{}", process.tid, process.start_ticks),
+            Object::Cgroup2Thread { thread } => format!("cgroup2t-{}-{}", thread.tid, thread.start_ticks),
             Object::Cgroup2Subtree { cgroup, controller } => format!("subtree-{controller}{}", cgroup.replace(['/', '.'], "_")),
             Object::IoScheduler { disk } => format!("iosched-{disk}"),
             Object::RootQdisc { dev } => format!("qdisc-{dev}"),
@@ -144,7 +149,8 @@ impl Object {
             Object::ThreadSched { thread }
             | Object::ThreadAffinity { thread }
             | Object::CgroupMember { thread, .. }
-            | Object::Cgroup2Member { process: thread } => thread.alive(),
+            | Object::Cgroup2Member { process: thread }
+            | Object::Cgroup2Thread { thread } => thread.alive(),
             Object::Cgroup2Subtree { cgroup, .. } => Path::new(cgroup).is_dir(),
             // A device's files go with the device (a testbed taken down).
             Object::File { path } => Path::new(path).exists(),
@@ -220,6 +226,7 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::Cgroup { path } => Ok(Value::Text { text: if Path::new(path).is_dir() { "present" } else { "absent" }.into() }),
         Object::CgroupMember { thread, controller } => Ok(Value::Text { text: cgroup::of_thread(thread.tid, controller)? }),
         Object::Cgroup2Member { process } => Ok(Value::Text { text: cgroup::of_process_v2(process.tid)? }),
+        Object::Cgroup2Thread { thread } => Ok(Value::Text { text: cgroup::of_thread_v2(thread.tid)? }),
         Object::Cgroup2Subtree { cgroup, controller } => {
             let on = cgroup::subtree_enabled(Path::new(cgroup), controller)?;
             Ok(Value::Text { text: if on { "enabled" } else { "disabled" }.into() })
@@ -320,6 +327,7 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::Cgroup { path }, Value::Text { text }) if text == "absent" => cgroup::remove(Path::new(path)),
         (Object::CgroupMember { thread, controller }, Value::Text { text }) => cgroup::move_thread(thread.tid, controller, text),
         (Object::Cgroup2Member { process }, Value::Text { text }) => cgroup::move_process_v2(process.tid, text),
+        (Object::Cgroup2Thread { thread }, Value::Text { text }) => cgroup::move_thread_v2(thread.tid, text),
         (Object::Cgroup2Subtree { cgroup, controller }, Value::Text { text }) if text == "enabled" || text == "disabled" => {
             cgroup::set_subtree(Path::new(cgroup), controller, text == "enabled")
         }
@@ -759,7 +767,8 @@ mod tests {
     fn v2_cgroup_objects_round_trip_and_name_themselves() {
         let process = Thread { tid: 1234, comm: "napi/irqlab-b-1".into(), start_ticks: 99 };
         for (object, kind, says) in [
-            (Object::Cgroup2Member { process }, "cgroup2-member", "cgroup (v2) of napi/irqlab-b-1 (pid 1234)"),
+            (Object::Cgroup2Member { process: process.clone() }, "cgroup2-member", "cgroup (v2) of napi/irqlab-b-1 (pid 1234)"),
+            (Object::Cgroup2Thread { thread: process }, "cgroup2-thread", "cgroup (v2, threaded) of napi/irqlab-b-1 (tid 1234)"),
             (
                 Object::Cgroup2Subtree { cgroup: "/sys/fs/cgroup".into(), controller: "cpuset".into() },
                 "cgroup2-subtree",
@@ -773,6 +782,7 @@ mod tests {
         }
         // One lock per object: distinct keys for a thread's v1 and v2 memberships.
         let t = Thread { tid: 5, comm: "x".into(), start_ticks: 6 };
+        assert_ne!(Object::Cgroup2Member { process: t.clone() }.key(), Object::Cgroup2Thread { thread: t.clone() }.key());
         assert_ne!(
             Object::Cgroup2Member { process: t.clone() }.key(),
             Object::CgroupMember { thread: t, controller: "cpuset".into() }.key()

@@ -7,8 +7,11 @@
 //! way of partitioning the scheduler's domains; on a cgroup v2 machine one
 //! cpuset partition (`cpuset.cpus` the CPU, `cpuset.cpus.partition`
 //! `root`: a scheduling domain, and so a root domain, of its own, its CPU
-//! taken from every cgroup outside it). Every step goes through the
-//! control journal and is undone in reverse order.
+//! taken from every cgroup outside it). The v2 partition is a threaded
+//! child of the root cgroup, so that it takes threads one by one (v2
+//! otherwise places whole processes): a thread of a process in the root
+//! cgroup can enter it alone, as v1's cpusets take single threads. Every
+//! step goes through the control journal and is undone in reverse order.
 
 use super::cgroup::{self, Hierarchy};
 use super::journal::{self, Applied, Object, Value};
@@ -16,6 +19,7 @@ use super::sched::SchedAttr;
 use super::threads::Thread;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 const CONTROLLER: &str = "cpuset";
@@ -36,6 +40,9 @@ pub struct RootDomain {
     /// Where the cpusets are (v1: two exclusive cpusets; v2: a partition).
     pub hierarchy: Hierarchy,
     changes: Vec<Applied>,
+    /// v2: the threads of this process that pinned themselves to the CPU
+    /// and so entered the partition (`rt::set_admission`); undone first.
+    admitted: Arc<Mutex<Vec<Applied>>>,
 }
 
 fn write(path: &std::path::Path, text: &str) -> Result<()> {
@@ -70,7 +77,8 @@ pub fn describe(hierarchy: &Hierarchy) -> String {
             format!("cgroup v1 ({}): exclusive cpusets {ISOLATED} and {REST}, cpuset.sched_load_balance 0 in the root", root.display())
         }
         Hierarchy::V2(root) => format!(
-            "cgroup v2 ({}): cpuset partition {ISOLATED} (cpuset.cpus.partition root; +cpuset in the root's subtree_control)",
+            "cgroup v2 ({}): threaded cpuset partition {ISOLATED} (cgroup.type threaded, cpuset.cpus.partition root; +cpuset in \
+             the root's subtree_control; threads placed one by one, their processes moved to the root cgroup)",
             root.display()
         ),
     }
@@ -88,10 +96,25 @@ pub fn isolate(cpu: usize) -> Result<RootDomain> {
             detail: format!("CPU {cpu} cannot be a root domain of its own on a one-CPU machine"),
         });
     }
-    let mut domain = RootDomain { cpu, hierarchy: hierarchy.clone(), changes: Vec::new() };
+    let mut domain = RootDomain { cpu, hierarchy: hierarchy.clone(), changes: Vec::new(), admitted: Arc::default() };
     match hierarchy {
         Hierarchy::V1(root) => domain.split_v1(&root, others)?,
-        Hierarchy::V2(root) => domain.split_v2(&root)?,
+        Hierarchy::V2(root) => {
+            domain.split_v2(&root)?;
+            // A thread of this process pinning itself to the CPU enters
+            // the partition first.
+            let admitted = domain.admitted.clone();
+            crate::rt::set_admission(Some(Box::new(move |cpus: &[usize]| {
+                if cpus != [cpu] {
+                    return Ok(());
+                }
+                let tid = nix::unistd::gettid().as_raw();
+                let thread = Thread::of(tid).ok_or_else(|| Error::Failed(format!("thread {tid} is gone")))?;
+                let mut changes = admit_v2(&thread)?;
+                admitted.lock().unwrap_or_else(PoisonError::into_inner).append(&mut changes);
+                Ok(())
+            })));
+        }
     }
     Ok(domain)
 }
@@ -129,6 +152,7 @@ impl RootDomain {
         }
         let dir = root.join(ISOLATED);
         self.changes.push(journal::apply(Object::Cgroup { path: dir.display().to_string() }, Value::Text { text: "present".into() })?);
+        cgroup::make_threaded(&dir)?;
         let file = |name: &str| Object::File { path: dir.join(name).display().to_string() };
         self.changes.push(journal::apply(file("cpuset.cpus"), Value::Text { text: self.cpu.to_string() })?);
         self.changes.push(journal::apply(file("cpuset.cpus.partition"), Value::Text { text: "root".into() })?);
@@ -160,12 +184,13 @@ impl RootDomain {
     /// caller, who undoes them (newest first, by dropping them) while the
     /// domain stays: one split for several layouts in turn.
     pub fn deadline_changes(&self, thread: &Thread, attr: SchedAttr) -> Result<Vec<Applied>> {
-        // v2 places whole processes: a kernel thread is one.
-        let member = match self.hierarchy {
-            Hierarchy::V1(_) => Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() },
-            Hierarchy::V2(_) => Object::Cgroup2Member { process: thread.clone() },
+        let mut changes = match self.hierarchy {
+            Hierarchy::V1(_) => {
+                let member = Object::CgroupMember { thread: thread.clone(), controller: CONTROLLER.into() };
+                vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?]
+            }
+            Hierarchy::V2(_) => self.admit(thread)?,
         };
-        let mut changes = vec![journal::apply(member, Value::Text { text: format!("/{ISOLATED}") })?];
         // The kernel checks the request against the root domain of the
         // CPU the thread last ran on: a sleeping thread moved into the
         // cpuset is refused until it wakes there.
@@ -187,6 +212,19 @@ impl RootDomain {
                 }
             }
         }
+    }
+
+    /// Lets `thread` run on the isolated CPU. v1: nothing (the root
+    /// cpuset still spans every CPU). v2: the partition took the CPU from
+    /// every cgroup outside it, so the thread enters the partition
+    /// (journalled), its process first moved to the root cgroup when it
+    /// is elsewhere (only threads of the root's own processes may enter
+    /// its threaded child). Undone by dropping the changes, newest first.
+    pub fn admit(&self, thread: &Thread) -> Result<Vec<Applied>> {
+        if !self.hierarchy.is_v2() {
+            return Ok(Vec::new());
+        }
+        admit_v2(thread)
     }
 
     /// Shields the isolated CPU: moves every user-space thread that may
@@ -237,15 +275,47 @@ impl RootDomain {
 
     /// Undoes every change, newest first.
     pub fn restore(mut self) -> Result<()> {
-        journal::restore_all(std::mem::take(&mut self.changes))
+        journal::restore_all(self.take_changes())
     }
+
+    /// Every change, oldest first, the admitted threads last (so undone
+    /// first); no thread is admitted any more.
+    fn take_changes(&mut self) -> Vec<Applied> {
+        crate::rt::set_admission(None);
+        let mut all = std::mem::take(&mut self.changes);
+        all.append(&mut self.admitted.lock().unwrap_or_else(PoisonError::into_inner));
+        all
+    }
+}
+
+/// [`RootDomain::admit`] on v2.
+fn admit_v2(thread: &Thread) -> Result<Vec<Applied>> {
+    let mut changes = Vec::new();
+    let tgid = process_of(thread.tid)?;
+    if cgroup::of_process_v2(tgid)? != "/" {
+        let process = Thread::of(tgid).ok_or_else(|| Error::Failed(format!("process {tgid} of thread {} is gone", thread.tid)))?;
+        changes.push(journal::apply(Object::Cgroup2Member { process }, Value::Text { text: "/".into() })?);
+    }
+    changes.push(journal::apply(Object::Cgroup2Thread { thread: thread.clone() }, Value::Text { text: format!("/{ISOLATED}") })?);
+    Ok(changes)
+}
+
+/// The process (thread group) of thread `tid`, from /proc/TID/status.
+fn process_of(tid: i32) -> Result<i32> {
+    let path = format!("/proc/{tid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
+        .ok_or_else(|| Error::Failed(format!("{path} has no Tgid line")))
 }
 
 impl Drop for RootDomain {
     fn drop(&mut self) {
         // Newest first: a deadline thread back to its class before it leaves
         // the cpuset, the cpusets removed after load balancing is back on.
-        while let Some(applied) = self.changes.pop() {
+        let mut all = self.take_changes();
+        while let Some(applied) = all.pop() {
             drop(applied);
         }
     }

@@ -372,6 +372,8 @@ fn layout(setup: Setup, place: &Place) -> Result<Layout> {
         _ => SchedAttr::Fifo { priority: TAU_D_HIGH },
     };
     for t in l.kthreads.clone() {
+        // On cgroup v2 the CPU is the shield's partition's alone.
+        l.changes.append(&mut place.shield.admit(&t)?);
         l.changes.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![focus] })?);
         l.changes.push(journal::apply(Object::ThreadSched { thread: t }, Value::Sched { attr })?);
     }
