@@ -46,16 +46,31 @@ def record(name, outcome, detail, started):
     print(f"[{outcome:>4}] {name}: {detail.splitlines()[0] if detail else ''}", flush=True)
 
 
+def power_off_if_asked(check_name):
+    """The suite's own test of a guest that dies in a check (resume in
+    scripts/test-kernels.sh): IRQLAB_SMOKE_POWER_OFF_IN=CHECK powers the
+    guest off when CHECK starts, once per marker file (the resumed suite
+    runs it)."""
+    marker = os.environ.get("IRQLAB_SMOKE_POWER_OFF_MARKER", "")
+    if os.environ.get("IRQLAB_SMOKE_POWER_OFF_IN") == check_name and marker and not os.path.exists(marker):
+        open(marker, "w").close()
+        with open("/proc/sysrq-trigger", "w") as f:
+            f.write("o")
+        time.sleep(120)
+
+
 def check(name):
     def wrap(fn):
         def run(*a):
             started = time.time()
+            power_off_if_asked(fn.__name__)
             try:
                 outcome, detail = fn(*a)
             except Exception as e:  # a check's own bug is a failure, named
                 outcome, detail = "fail", f"{type(e).__name__}: {e}"
             record(name, outcome, detail, started)
         run.__name__ = fn.__name__
+        run.check_name = name
         return run
     return wrap
 
@@ -301,22 +316,44 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default=os.environ.get("IRQLAB_SMOKE_ONLY", ""),
                     help="comma-separated function names of the checks to run (default: all)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the checks an earlier guest recorded in --out and run the rest")
     a = ap.parse_args()
     IRQLAB = os.path.abspath(a.irqlab)
     state = {"doctor": {}, "binaries": json.load(open(a.binaries))}
     os.makedirs(a.out, exist_ok=True)
     started = time.time()
     only = [n for n in a.only.split(",") if n]
-    for c in CHECKS:
-        if not only or c.__name__ in only:
-            c(state)
+    chosen = [c for c in CHECKS if not only or c.__name__ in only]
+    path = os.path.join(a.out, "results.json")
     lab = json.loads(os.environ.get("IRQLAB_LAB", "{}"))
-    doc = {"schema": "irqlab/kernel-smoke/v1", "lab": lab, "uname": os.uname().release, "seconds": round(time.time() - started),
-           "date": time.strftime("%Y-%m-%d"), "results": RESULTS}
-    tmp = os.path.join(a.out, ".results.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-    os.replace(tmp, os.path.join(a.out, "results.json"))
+    doc = {"schema": "irqlab/kernel-smoke/v1", "lab": lab, "uname": os.uname().release, "date": time.strftime("%Y-%m-%d"),
+           "complete": False, "guest_ended_in": [], "results": RESULTS}
+    if a.resume and os.path.exists(path):
+        # The guest ended in the middle of the suite (a crash of the
+        # emulated machine, not a check's failure: each check's own
+        # failures are recorded): the checks done are kept, the one it
+        # ended in is named and run again, then the rest.
+        before = json.load(open(path))
+        RESULTS.extend(before["results"])
+        done = {r["check"] for r in RESULTS}
+        pending = [c for c in chosen if c.check_name not in done]
+        doc["guest_ended_in"] = before.get("guest_ended_in", []) + ([pending[0].check_name] if pending else [])
+        chosen = pending
+        print(f"resuming: the previous guest ended in '{doc['guest_ended_in'][-1]}'" if pending else "resuming: nothing left", flush=True)
+
+    def save(complete):
+        doc["complete"] = complete
+        doc["seconds"] = round(time.time() - started)
+        tmp = os.path.join(a.out, ".results.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=2)
+        os.replace(tmp, path)
+
+    for c in chosen:
+        c(state)
+        save(False)
+    save(True)
     passed = sum(r["outcome"] != "fail" for r in RESULTS)
     failed = len(RESULTS) - passed
     print(f"{passed} passed, {failed} failed")
