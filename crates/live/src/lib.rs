@@ -21,6 +21,7 @@ pub mod rt_limit;
 pub mod stimulus;
 pub mod stop;
 pub mod testbed;
+pub mod tracepoints;
 pub mod traffic;
 
 pub use error::{Error, Result};

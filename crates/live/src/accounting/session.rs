@@ -75,8 +75,7 @@ pub fn check_prerequisites() -> Result<()> {
 /// Fails with exit 3 naming the first tracepoint the accounting cannot do
 /// without that the running kernel lacks.
 pub fn check_required_tracepoints() -> Result<()> {
-    let present = kernel_tracepoints()?;
-    match REQUIRED.iter().find(|name| !present.contains(*name)) {
+    match crate::tracepoints::missing(REQUIRED.iter().copied()).map_err(btf_missing)?.first() {
         Some(name) => Err(Error::MissingKernelFeature {
             feature: format!("tracepoint {name}"),
             detail: "the running kernel has no such raw tracepoint in its BTF".into(),
@@ -85,26 +84,19 @@ pub fn check_required_tracepoints() -> Result<()> {
     }
 }
 
-/// The optional tracepoints the running kernel lacks: their part of the
-/// accounting (named in [`OPTIONAL`]) is not measured.
-pub fn missing_optional_tracepoints() -> Result<Vec<String>> {
-    let present = kernel_tracepoints()?;
-    Ok(OPTIONAL.iter().map(|(_, tp)| *tp).filter(|tp| !present.contains(tp)).map(String::from).collect())
+/// Every optional program and the tracepoint it needs.
+fn optional() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    crate::tracepoints::SYSTEM_VECTORS.iter().chain(OPTIONAL_BESIDES_VECTORS)
 }
 
-/// Which of the accounting's tracepoints ([`REQUIRED`] and [`OPTIONAL`]) the
-/// running kernel has as raw tracepoints (tp_btf needs the
-/// `btf_trace_<name>` typedef in the kernel's BTF). Read once per process:
-/// parsing vmlinux's BTF takes tens of ms, the answer cannot change while we
-/// run, and doctor and every accounting session start ask.
-fn kernel_tracepoints() -> Result<&'static std::collections::BTreeSet<&'static str>> {
-    static PRESENT: std::sync::OnceLock<std::result::Result<std::collections::BTreeSet<&'static str>, String>> = std::sync::OnceLock::new();
-    let present = PRESENT.get_or_init(|| {
-        let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|e| format!("cannot read the kernel's BTF: {e}"))?;
-        let known = REQUIRED.iter().copied().chain(OPTIONAL.iter().map(|(_, tp)| *tp));
-        Ok(known.filter(|n| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{n}")).is_some()).collect())
-    });
-    present.as_ref().map_err(|detail| Error::MissingKernelFeature { feature: "BTF".into(), detail: detail.clone() })
+/// The optional tracepoints the running kernel lacks: their part of the
+/// accounting (named in [`optional`]) is not measured.
+pub fn missing_optional_tracepoints() -> Result<Vec<String>> {
+    crate::tracepoints::missing(optional().map(|(_, tp)| *tp)).map_err(btf_missing)
+}
+
+fn btf_missing(detail: String) -> Error {
+    Error::MissingKernelFeature { feature: "BTF".into(), detail }
 }
 
 fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
@@ -188,16 +180,9 @@ fn seed_socket_owners(skel: &AccountingSkel<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Optional programs (by BPF function name) and the tracepoint each needs.
-const OPTIONAL: &[(&str, &str)] = &[
-    ("on_timer_entry", "local_timer_entry"),
-    ("on_timer_exit", "local_timer_exit"),
-    ("on_resched_entry", "reschedule_entry"),
-    ("on_resched_exit", "reschedule_exit"),
-    ("on_callfn_entry", "call_function_entry"),
-    ("on_callfn_exit", "call_function_exit"),
-    ("on_callfn1_entry", "call_function_single_entry"),
-    ("on_callfn1_exit", "call_function_single_exit"),
+/// Optional programs (by BPF function name) and the tracepoint each needs,
+/// besides the system vectors' ([`crate::tracepoints::SYSTEM_VECTORS`]).
+const OPTIONAL_BESIDES_VECTORS: &[(&str, &str)] = &[
     ("on_waking", "sched_waking"),
     ("on_sk_data_ready", "sk_data_ready"),
     ("on_udp_drop", "udp_fail_queue_rcv_skb"),
@@ -209,7 +194,7 @@ const OPTIONAL: &[(&str, &str)] = &[
 /// receive hook only where there is no sched_waking.
 fn open_accounting<'obj>(storage: &'obj mut MaybeUninit<OpenObject>, missing: &[String]) -> Result<OpenAccountingSkel<'obj>> {
     let mut open = AccountingSkelBuilder::default().open(storage).map_err(bpf_err("opening the accounting BPF object"))?;
-    let mut absent: Vec<&str> = OPTIONAL.iter().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
+    let mut absent: Vec<&str> = optional().filter(|(_, tp)| missing.iter().any(|m| m == tp)).map(|(prog, _)| *prog).collect();
     // Socket owners are learned from wakeups (on_waking); the receive
     // hook, a program run per datagram, stands in only where the
     // kernel has no sched_waking.

@@ -376,17 +376,7 @@ pub struct Monitor {
     thread: Option<std::thread::JoinHandle<std::result::Result<Collected, String>>>,
 }
 
-/// Optional programs and the tracepoint each needs (x86 system vectors).
-const OPTIONAL: &[(&str, &str)] = &[
-    ("on_timer_entry", "local_timer_entry"),
-    ("on_timer_exit", "local_timer_exit"),
-    ("on_resched_entry", "reschedule_entry"),
-    ("on_resched_exit", "reschedule_exit"),
-    ("on_callfn_entry", "call_function_entry"),
-    ("on_callfn_exit", "call_function_exit"),
-    ("on_callfn1_entry", "call_function_single_entry"),
-    ("on_callfn1_exit", "call_function_single_exit"),
-];
+use crate::tracepoints::SYSTEM_VECTORS;
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
@@ -422,18 +412,6 @@ fn decode(bytes: &[u8]) -> Option<RawSegment> {
             name: String::from_utf8_lossy(&name).into_owned(),
         },
     })
-}
-
-/// Which of [`OPTIONAL`]'s tracepoints the kernel lacks (tp_btf needs the
-/// `btf_trace_<name>` type in the kernel's BTF).
-fn missing_optional() -> std::result::Result<Vec<String>, String> {
-    let btf = libbpf_rs::btf::Btf::from_vmlinux().map_err(|e| format!("cannot read the kernel's BTF: {e}"))?;
-    Ok(OPTIONAL
-        .iter()
-        .map(|(_, tp)| *tp)
-        .filter(|tp| btf.type_by_name::<libbpf_rs::btf::BtfType>(&format!("btf_trace_{tp}")).is_none())
-        .map(String::from)
-        .collect())
 }
 
 /// How often the reader empties the ring buffer: 8 MB of 64-byte segments
@@ -509,7 +487,7 @@ fn watch(
     // Off the probed CPU: a SCHED_FIFO probe spinning there would starve
     // the reader, and the reader there would be interference.
     let _ = crate::rt::pin_off(cpu);
-    let missing = match missing_optional() {
+    let missing = match crate::tracepoints::missing(SYSTEM_VECTORS.iter().map(|(_, tp)| *tp)) {
         Ok(m) => m,
         Err(why) => return fail(why),
     };
@@ -519,7 +497,7 @@ fn watch(
         Err(e) => return fail(bpf_err("opening the gap-source BPF object")(e)),
     };
     for mut prog in open.open_object_mut().progs_mut() {
-        if OPTIONAL.iter().any(|(p, tp)| prog.name() == *p && missing.iter().any(|m| m == tp)) {
+        if SYSTEM_VECTORS.iter().any(|(p, tp)| prog.name() == *p && missing.iter().any(|m| m == tp)) {
             prog.set_autoload(false);
         }
     }
