@@ -222,7 +222,10 @@ fn open_accounting<'obj>(storage: &'obj mut MaybeUninit<OpenObject>, missing: &[
 /// its socket's owner only when it wakes the owner, and work for a
 /// receiver that is already awake goes unattributed.
 fn sock_def_readable_stands_in(missing: &[String]) -> bool {
-    missing.iter().any(|m| m == "sk_data_ready") && kernel_symbol("sock_def_readable").is_some()
+    // Asked when the programs are opened and again for the report: one
+    // read of /proc/kallsyms (megabytes) per process.
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    missing.iter().any(|m| m == "sk_data_ready") && *PRESENT.get_or_init(|| kernel_symbol("sock_def_readable").is_some())
 }
 
 /// The optional tracepoints whose work goes unmeasured: the missing ones
