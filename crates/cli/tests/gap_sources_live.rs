@@ -4,6 +4,7 @@
 //! busy time, and every window's sources must add up to its busy time.
 
 mod common;
+use common::inject::Injector;
 use common::{irqlab, json, path_str, stderr};
 use serde_json::Value;
 
@@ -13,67 +14,6 @@ const RUN_NS: u64 = 600_000;
 const PERIOD_NS: u64 = 2_000_000;
 const INJECTOR_PRIORITY: i32 = 95;
 const WINDOW_1MS: u64 = 1_000_000;
-
-/// The test's own injector: a SCHED_FIFO thread on CPU 1 that wakes at
-/// each multiple of `PERIOD_NS` and spins `RUN_NS` of wall time from its
-/// wake-up. Unlike `probe::Injector` it does not catch up on periods it
-/// missed (a vCPU stall of several periods would otherwise be followed by
-/// back-to-back bursts, and one run showed 979 us of injector in a 1 ms
-/// window): every burst is exactly one `RUN_NS` long, so the expectation
-/// below holds whatever the hypervisor does.
-struct Injector {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    bursts: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Injector {
-    fn start() -> Injector {
-        use std::sync::atomic::Ordering;
-        use std::sync::Arc;
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let bursts = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let (halt, count) = (stop.clone(), bursts.clone());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("irqlab-inject".into())
-            .spawn(move || {
-                irqlab_live::rt::pin_to_cpu(1).unwrap();
-                irqlab_live::probe::sched::set_policy(irqlab_live::probe::Policy::Fifo, INJECTOR_PRIORITY).unwrap();
-                tx.send(()).unwrap();
-                let now = irqlab_live::rt::monotonic_ns;
-                let mut next = now() / PERIOD_NS * PERIOD_NS + PERIOD_NS;
-                while !halt.load(Ordering::Relaxed) {
-                    let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as _, tv_nsec: (next % 1_000_000_000) as _ };
-                    // SAFETY: absolute sleep with a valid timespec.
-                    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-                    let until = now() + RUN_NS;
-                    while now() < until {
-                        std::hint::spin_loop();
-                    }
-                    count.fetch_add(1, Ordering::Relaxed);
-                    // The next period boundary still ahead: missed ones are skipped.
-                    next = now() / PERIOD_NS * PERIOD_NS + PERIOD_NS;
-                }
-            })
-            .unwrap();
-        rx.recv().expect("the injector thread started");
-        Injector { stop, bursts, thread: Some(thread) }
-    }
-
-    fn bursts(&self) -> u64 {
-        self.bursts.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-impl Drop for Injector {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// Runs the probe on CPU 1 for 3 s and returns its document.
 fn measure(dir: &std::path::Path, name: &str) -> Value {
@@ -128,7 +68,7 @@ fn the_injector_is_the_top_source_of_the_1ms_window() {
     let dir = tempfile::tempdir().unwrap();
     let mut shares = Vec::new();
     for attempt in 0..ATTEMPTS {
-        let injector = Injector::start();
+        let injector = Injector::start("irqlab-inject", 1, INJECTOR_PRIORITY, RUN_NS, PERIOD_NS);
         let doc = measure(dir.path(), &format!("inject{attempt}.json"));
         assert!(injector.bursts() > 1000, "the injector ran {} times", injector.bursts());
         drop(injector);

@@ -321,3 +321,68 @@ fn a_killed_survey_leaves_a_named_leftover_that_revert_undoes() {
     assert_restored();
     let _ = run(&["testbed", "down"]);
 }
+
+/// How many surveys the injector test may take (see below why one can
+/// name the hypervisor instead).
+const INJECTOR_ATTEMPTS: usize = 3;
+
+/// Issue 43: with a known SCHED_FIFO 95 thread of this test's busy 600 us
+/// of every 2 ms on CPU 1 (above the survey's probe), the survey names it
+/// as what took most of CPU 1's worst 1 ms window, recommends moving it
+/// with the command that does, and its page stacks the sources.
+#[test]
+fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
+    if !common::live::enabled_as_root("the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    for attempt in 0..INJECTOR_ATTEMPTS {
+        let out = dir.path().join(format!("survey{attempt}"));
+        let injector = common::inject::Injector::start("rt-hog", 1, 95, 600_000, 2_000_000);
+        let o = run(&["survey", "--cpus", "0,1", "--load", "none", "--quick", "--out", path_str(&out)]);
+        let bursts = injector.bursts();
+        let tid = injector.tid();
+        drop(injector);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(bursts > 1000, "the injector ran {bursts} times");
+        let survey = json(&out.join("survey.json"));
+        let idle1 = &survey["cpus"].as_array().unwrap().iter().find(|c| c["cpu"] == 1).unwrap()["curves"][0];
+        assert_eq!(idle1["sources"]["available"], true, "{}", idle1["sources"]["note"]);
+        let finding =
+            survey["findings"].as_array().unwrap().iter().find(|f| f["id"] == "load-cpu1-idle").expect("CPU 1's idle finding").clone();
+        let title = finding["title"].as_str().unwrap();
+        // 600 us of a 1 ms window is 60% at least: a problem.
+        assert_eq!(finding["severity"], "problem", "{finding}");
+        let label = format!("rt-hog/{tid} FIFO 95");
+        let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+        assert!(page.contains("CPU 1, idle: what ran in the max-load windows"), "the page does not stack CPU 1's sources");
+        if title.contains(&format!("most of it {label}")) {
+            let recommendation = survey["recommendations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["finding"] == "load-cpu1-idle")
+                .expect("a recommendation for it");
+            let quietest =
+                survey["findings"].as_array().unwrap().iter().find(|f| f["id"] == "quietest-cpu").map(|f| f["cpu"].as_u64().unwrap());
+            assert_eq!(quietest, Some(0), "CPU 0 has no injector");
+            assert_eq!(
+                recommendation["command"].as_str(),
+                Some(format!("irqlab control threads pid:{tid} --policy fifo:95 --cpu 0").as_str()),
+                "{recommendation}"
+            );
+            assert!(page.contains(&format!("pid:{tid} --policy fifo:95 --cpu 0")), "the page shows the command");
+            return;
+        }
+        // This VM's host stops a vCPU for several ms at times (see
+        // `judge` above): a stall in the worst 1 ms window makes it
+        // unseen time, and the finding then rightly names the hypervisor.
+        // It is rare within one survey's 2 s probe, so a few are made.
+        assert!(title.contains("unseen by the kernel"), "neither the injector nor a stall named: {finding}");
+        eprintln!("attempt {attempt}: the worst window was a stall: {title}");
+        seen.push(title.to_string());
+    }
+    panic!("in {INJECTOR_ATTEMPTS} surveys the injector was never named: {seen:#?}");
+}

@@ -72,6 +72,14 @@ impl Series {
         self.color = Some(index);
         self
     }
+
+    /// Stacked areas from layers given bottom to top, each point's y the
+    /// layer's top: returned top layer first, so that each lower layer is
+    /// drawn over the one above it, each in its own colour from
+    /// `first_color` up (bottom layer first).
+    pub fn stacked(layers: Vec<(String, Vec<(f64, f64)>)>, first_color: usize) -> Vec<Series> {
+        layers.into_iter().enumerate().rev().map(|(i, (name, points))| Series::area(name, points).color(first_color + i)).collect()
+    }
 }
 
 /// A 2-D plot of several series with a legend. Axis ranges default to the

@@ -7,6 +7,7 @@ use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{BaselineUse, HyperbolaFit};
 use irqlab_live::latency::LatencyReport;
 use irqlab_live::machine::MachineContext;
+pub use irqlab_live::probe::{GapSources, Source, SourceKind, WindowSources};
 use irqlab_live::stimulus::StimulusReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -167,6 +168,14 @@ pub struct LoadCurve {
     /// `irqlab control threads` MATCH for those threads (e.g. "napi:irqlab-b").
     #[serde(default)]
     pub driver_match: Option<String>,
+    /// What ran instead of the probe in each window length's max-load
+    /// window (of `measured`), or why nothing is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<GapSources>,
+    /// Hypervisor steal on the probed CPU during the run (/proc/stat, tick
+    /// resolution); `None` in documents from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
 }
 
 impl LoadCurve {

@@ -188,6 +188,11 @@ pub(crate) fn interference(survey: &Survey) -> Result<Section, PageError> {
             continue;
         }
         section = section.figure(cpu_plot(cpu)?, cpu_caption(cpu));
+        for curve in &cpu.curves {
+            if let Some(plot) = sources_plot(cpu.cpu, curve)? {
+                section = section.figure(plot, sources_caption(cpu.cpu, curve));
+            }
+        }
         for note in cpu.curves.iter().filter_map(|c| curve_note(cpu.cpu, c)) {
             section = section.paragraph(note);
         }
@@ -213,6 +218,47 @@ fn cpu_plot(cpu: &CpuSurvey) -> Result<String, PlotError> {
         }
     }
     plot.to_svg()
+}
+
+/// Sources drawn as layers of their own; the rest are "others".
+const PLOTTED_SOURCES: usize = 4;
+
+/// What ran in each window length's max-load window, stacked (the top is
+/// the measured max-load curve); `None` without sources or gaps.
+fn sources_plot(cpu: usize, curve: &LoadCurve) -> Result<Option<String>, PlotError> {
+    let Some(sources) = curve.sources.as_ref() else { return Ok(None) };
+    let layers = sources.layers(PLOTTED_SOURCES);
+    if layers.is_empty() {
+        return Ok(None);
+    }
+    let mut plot = LinePlot::new(format!("CPU {cpu}, {}: what ran in the max-load windows", curve.load.name()))
+        .x_label("window (ms)")
+        .y_label("max load (%)")
+        .log_x(true)
+        .y_range(0.0..100.0)
+        .size(PLOT_SIZE.0, PLOT_SIZE.1);
+    let in_ms =
+        layers.into_iter().map(|l| (l.name, l.points.into_iter().map(|(w, top)| (w as f64 / 1e6, top * 100.0)).collect())).collect();
+    for series in Series::stacked(in_ms, 20) {
+        plot = plot.series(series);
+    }
+    plot.to_svg().map(Some)
+}
+
+fn sources_caption(cpu: usize, curve: &LoadCurve) -> String {
+    let mut caption = format!(
+        "CPU {cpu}, {}: for each window length, who ran instead of the probe in the window with the most interference (raw, idle floor included), by the tracepoint that saw it; unseen: time no tracepoint saw.",
+        curve.load.name()
+    );
+    if let Some(steal) = curve.steal_ns.filter(|&s| s > 0) {
+        caption.push_str(&format!(" Hypervisor steal on this CPU during the run: {}.", short_ns(steal)));
+    }
+    if let Some(s) = &curve.sources {
+        if s.lost_segments > 0 {
+            caption.push_str(&format!(" {} segments lost (counted as unseen).", s.lost_segments));
+        }
+    }
+    caption
 }
 
 /// 40 log-spaced windows across the curve's range, for a fit's line.
@@ -587,12 +633,14 @@ mod tests {
     #[test]
     fn one_plot_per_cpu_and_per_latency_kind() {
         let html = render(&fixture(), &[]).unwrap();
-        assert_eq!(section(&html, "Interference per CPU").matches("<svg").count(), 2);
+        // A curve plot per CPU, and CPU 1's two runs' sources stacked.
+        assert_eq!(section(&html, "Interference per CPU").matches("<svg").count(), 4);
+        assert!(section(&html, "Interference per CPU").contains("CPU 1, net: what ran in the max-load windows"));
         assert!(html.contains("CPU 0: max load per window") && html.contains("CPU 1: max load per window"));
         assert!(html.contains("Largest load in 1 ms windows: idle 0.5%, net 36%; in 10 ms: idle 0.5%, net 32%."), "{html}");
         assert_eq!(section(&html, "Timer latency").matches("<svg").count(), 1);
         assert_eq!(section(&html, "Stimulus latency").matches("<svg").count(), 1);
-        assert_eq!(html.matches("<svg").count(), 4);
+        assert_eq!(html.matches("<svg").count(), 6);
         assert!(!html.contains("Other reports"));
     }
 
@@ -647,7 +695,8 @@ mod tests {
         let stimulus = section(&html, "Stimulus latency");
         assert!(stimulus.contains("No stimulus latency. stimulus net: skipped (not under the network load"), "{stimulus}");
         assert!(!html.contains("Your task set"));
-        assert_eq!(html.matches("<svg").count(), 3);
+        // The stimulus histogram is gone; the interference plots are not.
+        assert_eq!(html.matches("<svg").count(), 5);
     }
 
     #[test]

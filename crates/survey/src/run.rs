@@ -287,8 +287,11 @@ fn attribute(curve: &mut LoadCurve, baseline: Option<&Curve>) {
 /// The probe on `cpu` under `load`.
 fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> Result<LoadCurve> {
     let running = start_and_ramp(load, cpu, stop)?;
-    let config = probe::Config { cpu: Some(cpu), priority: Some(PROBE_PRIORITY), duration_ns, ..probe::Config::default() };
+    // With its gaps' sources: the findings name who took the worst windows.
+    let config = probe::Config { cpu: Some(cpu), priority: Some(PROBE_PRIORITY), duration_ns, sources: true, ..probe::Config::default() };
+    let steal_before = irqlab_live::accounting::procfs::cpu_steal_ns(cpu);
     let measured = probe::measure(&config, stop, |_| {})?;
+    let steal_ns = irqlab_live::accounting::procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
     let (driver_threads, driver_match) = running.as_ref().map(|r| (r.driver_threads.clone(), r.driver_match.clone())).unwrap_or_default();
     drop(running);
     let mut curve = LoadCurve {
@@ -304,6 +307,8 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
         rt_throttled: measured.rt_throttling.limited,
         driver_threads,
         driver_match,
+        sources: Some(measured.sources.clone()),
+        steal_ns: Some(steal_ns),
     };
     if load == Load::None {
         match fit_hyperbola(&curve.measured.points) {

@@ -4,7 +4,7 @@
 //! against each loaded curve with the servers tried.
 
 use irqlab_analysis::{Model, PeriodicTask, Task, TaskSet};
-use irqlab_survey::doc::{Severity, Survey};
+use irqlab_survey::doc::{GapSources, Load, Severity, Source, SourceKind, Survey, WindowSources};
 use irqlab_survey::findings;
 
 fn fixture() -> Survey {
@@ -39,6 +39,10 @@ fn every_finding_shows_its_number_and_rule_and_the_verdict_is_the_worst() {
     assert_eq!(driver.cpu, Some(1));
     assert!(driver.measured.contains("at 1 ms"), "{}", driver.measured);
     assert!(survey.findings.iter().any(|f| f.id == "quietest-cpu"));
+    // CPU 1's net run names what took its worst window: the load's own
+    // NAPI thread, which the driver recommendations already answer.
+    assert!(driver.title.contains("most of it napi/irqlab-b-8195/8195 FIFO 50"), "{}", driver.title);
+    assert!(!survey.recommendations.iter().any(|r| r.title.starts_with("Move napi/")), "{:#?}", survey.recommendations);
 }
 
 #[test]
@@ -79,4 +83,94 @@ fn a_driver_is_recommended_once_bounded_when_light_and_moved_when_heavy() {
     let moved: Vec<_> = heavy.recommendations.iter().filter(|r| r.title.starts_with("Give napi:irqlab-b")).collect();
     assert_eq!(moved.len(), 1, "{:#?}", heavy.recommendations);
     assert!(!heavy.recommendations.iter().any(|r| r.title.starts_with("Bound")), "{:#?}", heavy.recommendations);
+}
+
+/// One source of a worst window: label, kind, pid, policy, ns.
+type SourceRow<'a> = (&'a str, SourceKind, Option<u32>, Option<&'a str>, u64);
+
+/// The fixture with CPU 1's idle curve at `load` in every window and its
+/// worst 1 ms window made of `sources` (label, kind, pid, policy, ns).
+fn with_sources(load: f64, sources: &[SourceRow], virtualised: bool) -> Survey {
+    let mut survey = fixture();
+    let idle = survey.cpus[1].curves.iter_mut().find(|c| c.load == Load::None).unwrap();
+    for p in &mut idle.measured.points {
+        p.max_load = load;
+    }
+    let sources: Vec<Source> = sources
+        .iter()
+        .map(|&(label, kind, pid, policy, ns)| Source { label: label.into(), kind, pid, policy: policy.map(str::to_string), ns })
+        .collect();
+    let busy_ns = sources.iter().map(|s| s.ns).sum();
+    let window = WindowSources { window_ns: 1_000_000, start_ns: 5_000_000, busy_ns, sources };
+    idle.sources = Some(GapSources { available: true, note: "test".into(), segments: 10, lost_segments: 0, windows: vec![window] });
+    idle.steal_ns = Some(40_000_000);
+    let value = if virtualised { "yes (hypervisor flag); 1.0 s stolen since boot" } else { "no hypervisor flag (bare metal)" };
+    survey.machine.settings.insert("virtualised".into(), value.into());
+    survey
+}
+
+fn finding<'a>(survey: &'a Survey, id: &str) -> &'a irqlab_survey::doc::Finding {
+    survey.findings.iter().find(|f| f.id == id).unwrap_or_else(|| panic!("no finding {id}: {:#?}", survey.findings))
+}
+
+#[test]
+fn a_thread_that_took_the_worst_window_is_named_and_moved_keeping_its_policy() {
+    let thread = ("inject/4211 FIFO 95", SourceKind::Thread, Some(4211), Some("fifo:95"), 600_000);
+    let mut survey = with_sources(
+        0.75,
+        &[thread, ("unseen", SourceKind::Unseen, None, None, 88_000), ("NET_RX", SourceKind::Softirq, None, None, 30_000)],
+        true,
+    );
+    findings::derive(&mut survey, None);
+    let f = finding(&survey, "load-cpu1-idle");
+    assert_eq!(f.severity, Severity::Problem);
+    assert!(f.title.ends_with("75% of a 1 ms window, most of it inject/4211 FIFO 95 (84%)"), "{}", f.title);
+    assert!(f.measured.contains("what ran in the worst 1ms window: inject/4211 FIFO 95 600us, unseen 88us, NET_RX 30us"), "{}", f.measured);
+    let r = survey.recommendations.iter().find(|r| r.finding == f.id).expect("a recommendation for the culprit");
+    assert_eq!(r.title, "Move inject/4211 FIFO 95 off CPU 1");
+    assert_eq!(r.command.as_deref(), Some("irqlab control threads pid:4211 --policy fifo:95 --cpu 0"));
+}
+
+#[test]
+fn time_no_tracepoint_saw_on_a_vm_is_the_hosts_with_the_steal_beside_it() {
+    let mut survey = with_sources(
+        0.6,
+        &[("unseen", SourceKind::Unseen, None, None, 500_000), ("irq LOC timer", SourceKind::Irq, None, None, 100_000)],
+        true,
+    );
+    findings::derive(&mut survey, None);
+    let f = finding(&survey, "load-cpu1-idle");
+    assert!(f.title.contains("most of it unseen by the kernel: the hypervisor or firmware (83%)"), "{}", f.title);
+    assert!(f.measured.contains("hypervisor steal on CPU 1 during the run: 40ms"), "{}", f.measured);
+    let r = survey.recommendations.iter().find(|r| r.finding == f.id).unwrap();
+    assert!(r.title.starts_with("Ask the host for a dedicated physical core"), "{}", r.title);
+    assert_eq!(r.command, None);
+    // On bare metal the same numbers name firmware, and nothing is asked of a host.
+    let mut metal = with_sources(0.6, &[("unseen", SourceKind::Unseen, None, None, 500_000)], false);
+    findings::derive(&mut metal, None);
+    assert!(finding(&metal, "load-cpu1-idle").title.contains("unseen by the kernel: firmware"));
+    assert!(!metal.recommendations.iter().any(|r| r.finding == "load-cpu1-idle"));
+}
+
+#[test]
+fn an_irq_is_steered_a_system_vector_and_the_kernels_own_threads_are_not_targeted() {
+    let mut survey = with_sources(0.3, &[("irq 11 virtio0", SourceKind::Irq, None, None, 200_000)], false);
+    findings::derive(&mut survey, None);
+    let f = finding(&survey, "load-cpu1-idle");
+    assert_eq!(f.severity, Severity::Warn);
+    assert!(f.title.ends_with("most of it irq 11 virtio0 (100%)"), "{}", f.title);
+    let r = survey.recommendations.iter().find(|r| r.finding == f.id).unwrap();
+    assert_eq!(r.command.as_deref(), Some("echo 0 > /proc/irq/11/smp_affinity_list"));
+    for (label, kind) in
+        [("irq LOC timer", SourceKind::Irq), ("ksoftirqd/1/23 OTHER", SourceKind::Thread), ("rcuc/1/19 FIFO 1", SourceKind::Thread)]
+    {
+        let mut survey = with_sources(0.3, &[(label, kind, Some(23), Some("other"), 200_000)], false);
+        findings::derive(&mut survey, None);
+        assert!(finding(&survey, "load-cpu1-idle").title.contains(label));
+        assert!(!survey.recommendations.iter().any(|r| r.finding == "load-cpu1-idle"), "{label}: {:#?}", survey.recommendations);
+    }
+    // Below the warning line nothing is named.
+    let mut quiet = with_sources(0.05, &[("irq 11 virtio0", SourceKind::Irq, None, None, 50_000)], false);
+    findings::derive(&mut quiet, None);
+    assert!(!finding(&quiet, "load-cpu1-idle").title.contains("irq 11"));
 }

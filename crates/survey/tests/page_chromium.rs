@@ -242,8 +242,9 @@ fn the_page_loads_in_chromium_without_errors() {
     let dom = browser.evaluate_json(INSPECT);
     assert_eq!(dom["title"], "irqlab survey");
     assert!(dom["verdict"].as_str().unwrap().starts_with("Under network load"), "{dom}");
-    // Two CPUs, timer latency, stimulus latency; each drawn at its size.
-    assert_eq!((dom["svgs"].as_u64(), dom["plotted"].as_u64()), (Some(4), Some(4)), "{dom}");
+    // Two CPUs, CPU 1's two runs' sources, timer latency, stimulus
+    // latency; each drawn at its size.
+    assert_eq!((dom["svgs"].as_u64(), dom["plotted"].as_u64()), (Some(6), Some(6)), "{dom}");
     assert_eq!(dom["scripts"], 0);
     assert_eq!(dom["sections"].as_array().unwrap().len(), 10, "{dom}");
     assert_eq!(dom["empty"], json!([]), "sections with nothing below their heading");

@@ -274,48 +274,9 @@ const PLOTTED_SOURCES: usize = 5;
 /// window, so their top is the raw max-load curve): the `PLOTTED_SOURCES`
 /// largest over all windows, then the others, `unseen` at the top.
 fn source_layers(s: &probe::GapSources) -> Vec<irqlab_report::plot::Series> {
-    use irqlab_report::plot::Series;
-    if !s.available || s.windows.is_empty() {
-        return Vec::new();
-    }
-    // Rank by the largest share a source takes of any window.
-    let mut share: std::collections::BTreeMap<&str, f64> = Default::default();
-    for w in &s.windows {
-        for x in w.sources.iter().filter(|x| x.kind != probe::SourceKind::Unseen) {
-            let v = share.entry(x.label.as_str()).or_default();
-            *v = v.max(x.ns as f64 / w.window_ns as f64);
-        }
-    }
-    let mut ranked: Vec<(&str, f64)> = share.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let named: Vec<&str> = ranked.iter().take(PLOTTED_SOURCES).map(|r| r.0).collect();
-    // Layers bottom to top: named sources, others, unseen.
-    let mut layers: Vec<(String, Vec<(f64, f64)>)> = named.iter().map(|n| (n.to_string(), Vec::new())).collect();
-    layers.push(("others".into(), Vec::new()));
-    layers.push(("unseen".into(), Vec::new()));
-    for w in &s.windows {
-        let x = w.window_ns as f64 / 1e3;
-        let of = |pred: &dyn Fn(&probe::Source) -> bool| {
-            w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64
-        };
-        let mut top = 0.0;
-        for (i, (name, points)) in layers.iter_mut().enumerate() {
-            top += match i {
-                _ if i < named.len() => of(&|s| s.label == *name),
-                _ if name == "unseen" => of(&|s| s.kind == probe::SourceKind::Unseen),
-                _ => of(&|s| s.kind != probe::SourceKind::Unseen && !named.contains(&s.label.as_str())),
-            };
-            points.push((x, top.min(1.0)));
-        }
-    }
-    // Drawn top layer first so each lower layer covers the one above.
-    layers
-        .into_iter()
-        .enumerate()
-        .filter(|(_, (_, p))| p.iter().any(|&(_, y)| y > 0.0))
-        .rev()
-        .map(|(i, (name, points))| Series::area(name, points).color(20 + i))
-        .collect()
+    let in_us =
+        s.layers(PLOTTED_SOURCES).into_iter().map(|l| (l.name, l.points.into_iter().map(|(w, y)| (w as f64 / 1e3, y)).collect())).collect();
+    irqlab_report::plot::Series::stacked(in_us, 20)
 }
 
 /// Every curve's points and its fitted hyperbola (eq. 10 fitted as in §4)
@@ -357,7 +318,8 @@ mod tests {
     use probe::{GapSources, Source, SourceKind, WindowSources};
 
     fn window(window_ns: u64, sources: &[(&str, SourceKind, u64)]) -> WindowSources {
-        let sources: Vec<Source> = sources.iter().map(|&(label, kind, ns)| Source { label: label.into(), kind, pid: None, ns }).collect();
+        let sources: Vec<Source> =
+            sources.iter().map(|&(label, kind, ns)| Source { label: label.into(), kind, pid: None, policy: None, ns }).collect();
         WindowSources { window_ns, start_ns: 0, busy_ns: sources.iter().map(|s| s.ns).sum(), sources }
     }
 

@@ -4,6 +4,7 @@
 // Each test binary uses only some of these.
 #![allow(dead_code)]
 
+pub mod inject;
 pub mod live;
 
 use std::path::Path;

@@ -45,6 +45,12 @@ pub struct Source {
     /// Thread id (threads only): what `irqlab control threads pid:N` takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The thread's policy in `irqlab control threads --policy` spelling
+    /// (`fifo:95`, `other`, `other:5`, `idle`), so that a command can move
+    /// it and keep it; `None` for other kinds and for policies that
+    /// spelling cannot restate (batch, deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     pub ns: u64,
 }
 
@@ -91,6 +97,61 @@ impl GapSources {
     pub fn window(&self, window_ns: u64) -> Option<&WindowSources> {
         self.windows.iter().find(|w| w.window_ns == window_ns)
     }
+
+    /// The composition of the window length nearest `window_ns` (log
+    /// scale), as a curve's `load_at` picks its point.
+    pub fn nearest(&self, window_ns: u64) -> Option<&WindowSources> {
+        let distance = |w: u64| ((w.max(1) as f64).ln() - (window_ns.max(1) as f64).ln()).abs();
+        self.windows.iter().min_by(|a, b| distance(a.window_ns).total_cmp(&distance(b.window_ns)))
+    }
+
+    /// The sources of every max-load window as stacked layers, bottom to
+    /// top: the `named` sources that take the largest share of any window,
+    /// then `others`, then `unseen`. Each point is (window_ns, top of the
+    /// layer as a fraction of the window), so the last layer's top is the
+    /// raw max-load curve. Layers that are zero everywhere are left out.
+    pub fn layers(&self, named: usize) -> Vec<Layer> {
+        if !self.available || self.windows.is_empty() {
+            return Vec::new();
+        }
+        // Rank by the largest share a source takes of any window.
+        let mut share: std::collections::BTreeMap<&str, f64> = Default::default();
+        for w in &self.windows {
+            for x in w.sources.iter().filter(|x| x.kind != SourceKind::Unseen) {
+                let v = share.entry(x.label.as_str()).or_default();
+                *v = v.max(x.ns as f64 / w.window_ns as f64);
+            }
+        }
+        let mut ranked: Vec<(&str, f64)> = share.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let names: Vec<&str> = ranked.iter().take(named).map(|r| r.0).collect();
+        let mut layers: Vec<Layer> = names.iter().map(|n| Layer { name: n.to_string(), points: Vec::new() }).collect();
+        layers.push(Layer { name: "others".into(), points: Vec::new() });
+        layers.push(Layer { name: "unseen".into(), points: Vec::new() });
+        for w in &self.windows {
+            let of = |pred: &dyn Fn(&Source) -> bool| {
+                w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64
+            };
+            let mut top = 0.0;
+            for (i, layer) in layers.iter_mut().enumerate() {
+                top += match i {
+                    _ if i < names.len() => of(&|s| s.label == layer.name),
+                    _ if layer.name == "unseen" => of(&|s| s.kind == SourceKind::Unseen),
+                    _ => of(&|s| s.kind != SourceKind::Unseen && !names.contains(&s.label.as_str())),
+                };
+                layer.points.push((w.window_ns, top.min(1.0)));
+            }
+        }
+        layers.retain(|l| l.points.iter().any(|&(_, y)| y > 0.0));
+        layers
+    }
+}
+
+/// One layer of [`GapSources::layers`]: (window_ns, top as a fraction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    pub name: String,
+    pub points: Vec<(u64, f64)>,
 }
 
 /// Who a segment is charged to (its label, kind and thread id).
@@ -99,6 +160,8 @@ pub struct SourceId {
     pub label: String,
     pub kind: SourceKind,
     pub pid: Option<u32>,
+    /// Threads: `--policy` spelling (see [`Source::policy`]).
+    pub policy: Option<String>,
 }
 
 /// A stretch of the probed CPU's time one source ran, in ns since the
@@ -180,12 +243,12 @@ impl Timeline {
             .into_iter()
             .map(|(i, ns)| {
                 let id = &self.sources[i];
-                Source { label: id.label.clone(), kind: id.kind, pid: id.pid, ns }
+                Source { label: id.label.clone(), kind: id.kind, pid: id.pid, policy: id.policy.clone(), ns }
             })
             .collect();
         let unseen = busy - seen;
         if unseen > 0 {
-            out.push(Source { label: "unseen".into(), kind: SourceKind::Unseen, pid: None, ns: unseen });
+            out.push(Source { label: "unseen".into(), kind: SourceKind::Unseen, pid: None, policy: None, ns: unseen });
         }
         out.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.label.cmp(&y.label)));
         (busy, out)
@@ -259,6 +322,19 @@ fn policy_name(policy: u32) -> &'static str {
     }
 }
 
+/// A thread's policy as `irqlab control threads --policy` takes it, where
+/// that spelling can restate it.
+fn policy_spec(policy: u32, rt_priority: u32, nice: i32) -> Option<String> {
+    match policy {
+        0 if nice != 0 => Some(format!("other:{nice}")),
+        0 => Some("other".into()),
+        1 => Some(format!("fifo:{rt_priority}")),
+        2 => Some(format!("rr:{rt_priority}")),
+        5 => Some("idle".into()),
+        _ => None,
+    }
+}
+
 /// A segment record's source, as the BPF program describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawSource {
@@ -279,7 +355,9 @@ pub fn source_id(r: &RawSource) -> SourceId {
     const THREAD: u32 = 3;
     const SYSVEC: u32 = 4;
     match r.kind {
-        IRQ => SourceId { label: format!("irq {} {}", r.id, r.name).trim_end().to_string(), kind: SourceKind::Irq, pid: None },
+        IRQ => {
+            SourceId { label: format!("irq {} {}", r.id, r.name).trim_end().to_string(), kind: SourceKind::Irq, pid: None, policy: None }
+        }
         SYSVEC => {
             let name = match r.id {
                 1 => "LOC timer",
@@ -288,22 +366,27 @@ pub fn source_id(r: &RawSource) -> SourceId {
                 4 => "CAL function-single IPI",
                 _ => "system vector",
             };
-            SourceId { label: format!("irq {name}"), kind: SourceKind::Irq, pid: None }
+            SourceId { label: format!("irq {name}"), kind: SourceKind::Irq, pid: None, policy: None }
         }
         SOFTIRQ => {
             let label = SOFTIRQ_NAMES.get(r.id as usize).map_or_else(|| format!("softirq {}", r.id), |n| (*n).to_string());
-            SourceId { label, kind: SourceKind::Softirq, pid: None }
+            SourceId { label, kind: SourceKind::Softirq, pid: None, policy: None }
         }
-        THREAD if r.id == 0 => SourceId { label: "idle".into(), kind: SourceKind::Thread, pid: None },
+        THREAD if r.id == 0 => SourceId { label: "idle".into(), kind: SourceKind::Thread, pid: None, policy: None },
         THREAD => {
             let prio = match r.policy {
                 1 | 2 => format!(" {}", r.rt_priority),
                 _ if r.nice != 0 => format!(" nice {}", r.nice),
                 _ => String::new(),
             };
-            SourceId { label: format!("{}/{} {}{prio}", r.name, r.id, policy_name(r.policy)), kind: SourceKind::Thread, pid: Some(r.id) }
+            SourceId {
+                label: format!("{}/{} {}{prio}", r.name, r.id, policy_name(r.policy)),
+                kind: SourceKind::Thread,
+                pid: Some(r.id),
+                policy: policy_spec(r.policy, r.rt_priority, r.nice),
+            }
         }
-        _ => SourceId { label: format!("source kind {}", r.kind), kind: SourceKind::Irq, pid: None },
+        _ => SourceId { label: format!("source kind {}", r.kind), kind: SourceKind::Irq, pid: None, policy: None },
     }
 }
 
@@ -547,7 +630,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn id(label: &str, kind: SourceKind) -> SourceId {
-        SourceId { label: label.into(), kind, pid: None }
+        SourceId { label: label.into(), kind, pid: None, policy: None }
     }
 
     #[test]
@@ -598,8 +681,12 @@ mod tests {
         assert_eq!(source_id(&raw(4, 1, 0, 0, "")).label, "irq LOC timer");
         assert_eq!(source_id(&raw(2, 3, 0, 0, "")).label, "NET_RX");
         let t = source_id(&raw(3, 4211, 1, 95, "inject"));
-        assert_eq!((t.label.as_str(), t.pid), ("inject/4211 FIFO 95", Some(4211)));
-        assert_eq!(source_id(&raw(3, 23, 0, 0, "ksoftirqd/1")).label, "ksoftirqd/1/23 OTHER");
+        assert_eq!((t.label.as_str(), t.pid, t.policy.as_deref()), ("inject/4211 FIFO 95", Some(4211), Some("fifo:95")));
+        let k = source_id(&raw(3, 23, 0, 0, "ksoftirqd/1"));
+        assert_eq!((k.label.as_str(), k.policy.as_deref()), ("ksoftirqd/1/23 OTHER", Some("other")));
+        // SCHED_DEADLINE cannot be restated without its runtime and period.
+        assert_eq!(source_id(&raw(3, 24, 6, 0, "dl")).policy, None);
+        assert_eq!(source_id(&raw(1, 11, 0, 0, "virtio0")).policy, None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub fn derive(survey: &mut Survey, taskset: Option<&TaskSet>) {
     leftovers(survey, &mut out);
     interference(survey, &mut out);
     quietest_cpu(survey, &mut out);
+    culprits(survey, &mut out);
     match taskset {
         Some(set) => {
             survey.schedulability = schedulability::checks(survey, set, tick_ns(survey));
@@ -132,21 +133,173 @@ fn interference(survey: &Survey, out: &mut Out) {
             };
             let fit = curve.fit.map(|f| format!("; fitted u = {:.2}, p = {}", f.utilization, short_ns(f.period_ns))).unwrap_or_default();
             let whose = if curve.load == Load::None { "measured" } else { "attributed to the load (idle floor subtracted)" };
+            let severity = severity_of_load(at1);
+            let window = worst_window(curve);
+            let culprit = window.filter(|_| severity > Severity::Ok).and_then(|w| culprit(survey, w));
+            let mut measured = format!(
+                "max load {} at 1 ms, {} at 10 ms, longest interruption {} ({whose}{fit})",
+                pct(at1),
+                pct(at10),
+                short_ns(curve.max_gap_ns)
+            );
+            if let Some(w) = window {
+                measured.push_str(&format!("; what ran in the worst {} window: {}", short_ns(w.window_ns), composition(w)));
+            }
+            if let (Some(c), Some(steal)) = (&culprit, curve.steal_ns) {
+                if c.source.kind == SourceKind::Unseen {
+                    measured.push_str(&format!("; hypervisor steal on CPU {} during the run: {}", cpu.cpu, short_ns(steal)));
+                }
+            }
+            let named = culprit.as_ref().map(|c| format!(", {} {} ({})", c.lead(), c.name(), pct(c.share))).unwrap_or_default();
             out.find(
                 format!("load-cpu{}-{}", cpu.cpu, curve.load.name()),
-                severity_of_load(at1),
+                severity,
                 Some(cpu.cpu),
-                format!("CPU {}: {what} takes up to {} of a 1 ms window", cpu.cpu, pct(at1)),
-                format!(
-                    "max load {} at 1 ms, {} at 10 ms, longest interruption {} ({whose}{fit})",
-                    pct(at1),
-                    pct(at10),
-                    short_ns(curve.max_gap_ns)
-                ),
-                "max load in 1 ms windows: ≥ 50% problem, ≥ 10% warning (a task needing 1 ms of CPU in 2 ms can then miss)",
+                format!("CPU {}: {what} takes up to {} of a 1 ms window{named}", cpu.cpu, pct(at1)),
+                measured,
+                "max load in 1 ms windows: ≥ 50% problem, ≥ 10% warning (a task needing 1 ms of CPU in 2 ms can then miss); \
+                 what ran: the probe's gaps in the max-load window, by the tracepoint that saw them, the rest unseen",
             );
         }
     }
+}
+
+/// For each interference finding that warns: a recommendation aimed at
+/// what took its worst window (after `quietest_cpu`, which says where to).
+fn culprits(survey: &Survey, out: &mut Out) {
+    for cpu in &survey.cpus {
+        for curve in &cpu.curves {
+            let Some(at1) = load_at(curve.judged(), MS) else { continue };
+            if severity_of_load(at1) == Severity::Ok {
+                continue;
+            }
+            if let Some(c) = worst_window(curve).and_then(|w| culprit(survey, w)) {
+                target_the_culprit(survey, out, &format!("load-cpu{}-{}", cpu.cpu, curve.load.name()), cpu.cpu, curve, &c);
+            }
+        }
+    }
+}
+
+/// The composition of a curve's max-load window nearest 1 ms, when the
+/// probe recorded its gaps' sources and the window had gaps.
+fn worst_window(curve: &LoadCurve) -> Option<&WindowSources> {
+    curve.sources.as_ref().filter(|s| s.available).and_then(|s| s.nearest(MS)).filter(|w| w.busy_ns > 0)
+}
+
+/// How many sources a finding lists before "others".
+const LISTED_SOURCES: usize = 4;
+
+/// "inject/4211 FIFO 95 600us, unseen 88us, NET_RX 30us, 2 others 9us".
+fn composition(w: &WindowSources) -> String {
+    let mut parts: Vec<String> = w.sources.iter().take(LISTED_SOURCES).map(|s| format!("{} {}", s.label, short_ns(s.ns))).collect();
+    if w.sources.len() > LISTED_SOURCES {
+        let rest: u64 = w.sources.iter().skip(LISTED_SOURCES).map(|s| s.ns).sum();
+        parts.push(format!("{} others {}", w.sources.len() - LISTED_SOURCES, short_ns(rest)));
+    }
+    parts.join(", ")
+}
+
+/// The source that took the largest share of a worst window.
+struct Culprit {
+    source: Source,
+    /// Its share of the window's gap time.
+    share: f64,
+    virtualised: bool,
+}
+
+impl Culprit {
+    fn lead(&self) -> &'static str {
+        if self.share >= 0.5 {
+            "most of it"
+        } else {
+            "the largest part"
+        }
+    }
+
+    fn name(&self) -> String {
+        match self.source.kind {
+            SourceKind::Unseen if self.virtualised => "unseen by the kernel: the hypervisor or firmware".into(),
+            SourceKind::Unseen => "unseen by the kernel: firmware (SMIs) or the entry paths around handlers".into(),
+            _ => self.source.label.clone(),
+        }
+    }
+}
+
+fn culprit(survey: &Survey, w: &WindowSources) -> Option<Culprit> {
+    let top = w.sources.first()?;
+    let virtualised = setting(survey, "virtualised").is_some_and(|v| v.starts_with("yes"));
+    Some(Culprit { source: top.clone(), share: top.ns as f64 / w.busy_ns as f64, virtualised })
+}
+
+/// Kernel threads the kernel itself relies on, or that irqlab runs: never
+/// the target of a "move it" recommendation.
+fn untouchable_thread(label: &str) -> bool {
+    const KERNEL: [&str; 9] = ["migration/", "cpuhp/", "idle_inject/", "rcu", "watchdog/", "ksoftirqd/", "ktimers/", "kworker/", "irqlab-"];
+    label == "idle" || KERNEL.iter().any(|k| label.starts_with(k))
+}
+
+/// A recommendation aimed at what took the worst window: a thread is
+/// moved, an IRQ steered, receive work put in a thread; time the kernel
+/// never saw on a VM is the host's to give back.
+fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize, curve: &LoadCurve, c: &Culprit) {
+    let share = format!("it took {} of CPU {cpu}'s worst 1 ms window", pct(c.share));
+    let elsewhere = elsewhere(survey, out, cpu);
+    match c.source.kind {
+        SourceKind::Thread => {
+            let label = &c.source.label;
+            // The load's own driver thread has its recommendations (driver_servers).
+            let comm = label.split(' ').next().and_then(|w| w.rsplit_once('/')).map(|(comm, _)| comm);
+            let drives_the_load = comm.is_some_and(|c| curve.driver_threads.iter().any(|t| t.split(' ').next() == Some(c)));
+            if drives_the_load || untouchable_thread(label) {
+                return;
+            }
+            let command = match (c.source.pid, &c.source.policy, &elsewhere) {
+                (Some(pid), Some(policy), Some(cpus)) => Some(format!("irqlab control threads pid:{pid} --policy {policy} --cpu {cpus}")),
+                _ => None,
+            };
+            let rule = format!(
+                "{share}; the thread keeps its policy and runs on the other CPUs (or give it a priority below your time-critical task)"
+            );
+            out.recommend(finding, format!("Move {label} off CPU {cpu}"), rule, command, None);
+        }
+        SourceKind::Irq => {
+            let mut words = c.source.label.split_whitespace().skip(1);
+            let Some(irq) = words.next().and_then(|n| n.parse::<u32>().ok()) else {
+                // A system vector (the local timer, IPIs): not steerable.
+                return;
+            };
+            let command = elsewhere.map(|cpus| format!("echo {cpus} > /proc/irq/{irq}/smp_affinity_list"));
+            let rule = format!("{share}; its handler then runs on the other CPUs (the file is the kernel's; not journalled)");
+            out.recommend(finding, format!("Steer IRQ {irq} away from CPU {cpu}"), rule, command, None);
+        }
+        SourceKind::Softirq => {
+            if curve.driver_match.is_some() || !c.source.label.starts_with("NET_") {
+                return;
+            }
+            let rule = format!(
+                "{share}; in softirq context it runs above every task. Threaded NAPI (irqlab control napi DEV --threaded on) moves it into a kthread that irqlab control threads napi:DEV and irqlab control bh-budget DEV can bound"
+            );
+            out.recommend(finding, format!("Put {}'s work in a thread of its own", c.source.label), rule, None, None);
+        }
+        SourceKind::Unseen if c.virtualised => {
+            let rule = format!(
+                "{share} and no tracepoint saw it: the hypervisor ran something else on this vCPU; nothing in this kernel can remove it"
+            );
+            out.recommend(finding, format!("Ask the host for a dedicated physical core for CPU {cpu}"), rule, None, None);
+        }
+        SourceKind::Unseen => {}
+    }
+}
+
+/// Other CPUs to move work to, as a CPU list: the quietest CPU when it is
+/// another one, else the other surveyed CPUs; `None` with one CPU surveyed.
+fn elsewhere(survey: &Survey, out: &Out, cpu: usize) -> Option<String> {
+    let quietest = out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu).filter(|&q| q != cpu);
+    let others: Vec<String> = match quietest {
+        Some(q) => vec![q.to_string()],
+        None => survey.options.cpus.iter().filter(|&&c| c != cpu).map(|c| c.to_string()).collect(),
+    };
+    (!others.is_empty()).then(|| others.join(","))
 }
 
 /// With more than one CPU, where a time-critical task is best off.

@@ -145,6 +145,8 @@ mod tests {
             rt_throttled: false,
             driver_threads: vec![],
             driver_match: Some("napi:irqlab-b".into()),
+            sources: None,
+            steal_ns: None,
         }
     }
 
