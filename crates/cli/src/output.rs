@@ -41,8 +41,32 @@ struct WithLab<'a, T> {
 
 impl<'a, T: serde::Serialize> WithLab<'a, T> {
     fn new(doc: &'a T) -> Self {
-        let lab = std::env::var("IRQLAB_LAB").ok().and_then(|text| serde_json::from_str(&text).ok());
-        WithLab { doc, lab }
+        WithLab { doc, lab: lab_block() }
+    }
+}
+
+/// The `lab` block of the guest this runs in (`IRQLAB_LAB`), if any.
+fn lab_block() -> Option<serde_json::Value> {
+    std::env::var("IRQLAB_LAB").ok().and_then(|text| serde_json::from_str(&text).ok())
+}
+
+/// For text outputs (Markdown, pages): where this ran when it ran in an
+/// `irqlab lab` guest, and that an emulated CPU's timings are not the
+/// hardware's; `None` outside a guest.
+pub fn lab_sentence() -> Option<String> {
+    lab_block().map(|lab| sentence_of(&lab))
+}
+
+fn sentence_of(lab: &serde_json::Value) -> String {
+    let kernel = lab["kernel"].as_str().unwrap_or("a guest kernel");
+    let release = lab["release"].as_str().unwrap_or("");
+    if lab["emulated"].as_bool() == Some(true) {
+        let icount = if lab["icount"].as_bool() == Some(true) { ", clock driven by executed instructions (-icount)" } else { "" };
+        format!(
+            "Run in an `irqlab lab` guest, {kernel} ({release}), under QEMU's software emulation (TCG{icount}): every timing is an emulated CPU's, not this hardware's."
+        )
+    } else {
+        format!("Run in an `irqlab lab` guest, {kernel} ({release}), under {}.", lab["accel"].as_str().unwrap_or("KVM"))
     }
 }
 
@@ -173,5 +197,22 @@ fn file_id(path: &Path) -> Option<FileId> {
             let dir = std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).ok()?;
             Some(FileId::Path(dir.join(name)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guests_text_outputs_say_where_they_ran_and_whether_its_cpu_was_emulated() {
+        let tcg = serde_json::json!({"kernel": "debian:6.12-rt", "release": "6.12.117+deb12-rt-amd64", "accel": "tcg", "emulated": true, "icount": true});
+        let text = sentence_of(&tcg);
+        assert!(text.contains("debian:6.12-rt (6.12.117+deb12-rt-amd64)"), "{text}");
+        assert!(text.contains("software emulation (TCG, clock driven by executed instructions (-icount))"), "{text}");
+        assert!(text.ends_with("not this hardware's."), "{text}");
+        let kvm =
+            serde_json::json!({"kernel": "debian:6.1", "release": "6.1.0-40-amd64", "accel": "kvm", "emulated": false, "icount": false});
+        assert_eq!(sentence_of(&kvm), "Run in an `irqlab lab` guest, debian:6.1 (6.1.0-40-amd64), under kvm.");
     }
 }

@@ -144,6 +144,27 @@ fn the_recommended_server_makes_the_flooded_task_set_schedulable() {
     let at1 = load_at(&survey, 1, "net", 1_000_000);
     eprintln!("driver finding: {} | {}", driver["title"], driver["measured"]);
     assert!(driver["measured"].as_str().unwrap().contains(&format!("{:.0}%", at1 * 100.0)));
+    // Who took it (issue 43): over the longest windows the flood's receive
+    // work comes first, in the NAPI thread (or NET_RX, were it not
+    // threaded). The longest, not the 1 ms window: this VM's host stops a
+    // vCPU for 5-7 ms at times (see `judge`), which fills a 1 ms window
+    // alone but is a few percent of 100 ms beside the driver's share.
+    let net1 = survey["cpus"].as_array().unwrap().iter().find(|c| c["cpu"] == 1).unwrap()["curves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["load"] == "net")
+        .unwrap()
+        .clone();
+    assert_eq!(net1["sources"]["available"], true, "{}", net1["sources"]["note"]);
+    let longest = net1["sources"]["windows"].as_array().unwrap().last().unwrap();
+    let top = longest["sources"][0]["label"].as_str().unwrap();
+    eprintln!("what ran in the worst {} ns window: {}", longest["window_ns"], longest["sources"]);
+    assert!(
+        top.starts_with("napi/irqlab-b") || top == "NET_RX",
+        "top source of the longest window under the flood: {}",
+        longest["sources"]
+    );
     let check =
         survey["schedulability"].as_array().unwrap().iter().find(|c| c["cpu"] == 1 && c["load"] == "net").expect("a task set check");
     assert_eq!(check["schedulable_as_measured"], false, "the flood should break the task set as measured: {check:#}");

@@ -257,8 +257,18 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
                 (Some(pid), Some(policy), Some(cpus)) => Some(format!("irqlab control threads pid:{pid} --policy {policy} --cpu {cpus}")),
                 _ => None,
             };
+            let fair = c.source.policy.as_deref().is_some_and(|p| p.starts_with("other") || p == "idle");
+            // Above a SCHED_FIFO probe a fair thread runs only when the fair
+            // class's deadline server (6.12+) or RT throttling lets it.
+            let why = if fair {
+                format!(
+                    " A fair-class thread ran over the SCHED_FIFO probe: the fair server (Linux 6.12+, up to 50 ms/s) or RT throttling let it; `irqlab control fair-server --cpu {cpu} --runtime 0` stops that where debugfs is open."
+                )
+            } else {
+                String::new()
+            };
             let rule = format!(
-                "{share}; the thread keeps its policy and runs on the other CPUs (or give it a priority below your time-critical task)"
+                "{share}; the thread keeps its policy and runs on the other CPUs (or give it a priority below your time-critical task).{why}"
             );
             out.recommend(finding, format!("Move {label} off CPU {cpu}"), rule, command, None);
         }

@@ -122,7 +122,8 @@ fn machine_sentence() -> String {
     let date = civil_date(days as i64);
     let pick = ["virtualised", "tick", "preemption", "kernel lockdown", "IRQ time accounting", "RT throttling"];
     let settings: Vec<String> = pick.iter().filter_map(|k| m.settings.get(*k).map(|v| format!("{k}: {v}"))).collect();
-    format!(" Measured {date} on this machine: {cpus} CPUs, kernel {}; {}.", m.kernel, settings.join("; "))
+    let guest = crate::output::lab_sentence().map(|s| format!(" {s}")).unwrap_or_default();
+    format!(" Measured {date} on this machine: {cpus} CPUs, kernel {}; {}.{guest}", m.kernel, settings.join("; "))
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01
