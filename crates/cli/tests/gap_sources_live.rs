@@ -38,10 +38,10 @@ impl Injector {
         let thread = std::thread::Builder::new()
             .name("irqlab-inject".into())
             .spawn(move || {
-                irqlab_live::rt::pin_to_cpu(1).unwrap();
-                irqlab_live::probe::sched::set_policy(irqlab_live::probe::Policy::Fifo, INJECTOR_PRIORITY).unwrap();
+                irqlab_host::rt::pin_to_cpu(1).unwrap();
+                irqlab_measure::probe::sched::set_policy(irqlab_measure::probe::Policy::Fifo, INJECTOR_PRIORITY).unwrap();
                 tx.send(()).unwrap();
-                let now = irqlab_live::rt::monotonic_ns;
+                let now = irqlab_host::rt::monotonic_ns;
                 let mut next = now() / PERIOD_NS * PERIOD_NS + PERIOD_NS;
                 while !halt.load(Ordering::Relaxed) {
                     let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as _, tv_nsec: (next % 1_000_000_000) as _ };

@@ -5,9 +5,9 @@
 
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{BaselineUse, HyperbolaFit};
-use irqlab_live::latency::LatencyReport;
-use irqlab_live::machine::MachineContext;
-use irqlab_live::stimulus::StimulusReport;
+use irqlab_host::machine::MachineContext;
+use irqlab_measure::latency::LatencyReport;
+use irqlab_measure::stimulus::StimulusReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
