@@ -1,6 +1,7 @@
 //! `irqlab control ...`: change the machine through the control journal,
 //! see what irqlab changed, and undo what a killed run left. Wiring only:
-//! the control layer is `irqlab_host::journal` (the journal and its objects) and `irqlab_control` (the controllers).
+//! the control layer is `irqlab_host::journal` (the journal and its
+//! objects) and `irqlab_control` (the controllers).
 
 use crate::error::{CliError, Status};
 use crate::flags;

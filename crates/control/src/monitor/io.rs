@@ -1,5 +1,5 @@
 //! The block requests of two classes of processes on one disk, as the
-//! kernel issues and completes them (`src/bpf/io_watch.bpf.c`: the
+//! kernel issues and completes them (`bpf/io_watch.bpf.c`: the
 //! `block_bio_queue`, `block_rq_issue` and `block_rq_complete`
 //! tracepoints). The live idletime controller's observations: when the
 //! foreground uses the disk, and when background requests are in flight.

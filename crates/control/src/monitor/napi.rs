@@ -1,4 +1,4 @@
-//! What a threaded-NAPI kthread's polls did (`src/bpf/napi_watch.bpf.c`, the
+//! What a threaded-NAPI kthread's polls did (`bpf/napi_watch.bpf.c`, the
 //! `napi:napi_poll` tracepoint): per watched kthread the polls, the packets
 //! they processed, the polls that used their whole budget, and, on veth,
 //! the packets left in the receive ring right after the last poll. Only

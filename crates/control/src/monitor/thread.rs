@@ -1,6 +1,6 @@
 //! What a watched thread does, as the kernel sees it: each switch in, switch
 //! out (preempted or blocked) and wake-up, with the kernel's timestamp, and
-//! its total on-CPU time (`src/bpf/thread_watch.bpf.c`, `sched_switch` and
+//! its total on-CPU time (`bpf/thread_watch.bpf.c`, `sched_switch` and
 //! `sched_wakeup` tracepoints). A live server's controller turns these
 //! events into the observations of the shared policy code.
 

@@ -3,7 +3,7 @@
 //! time that ran while it was current ("stolen"), the softirq time done on
 //! its behalf ("served", its beneficiary share), and what /proc charges it.
 //!
-//! The BPF side (`src/bpf/accounting.bpf.c`) aggregates in per-CPU maps;
+//! The BPF side (`bpf/accounting.bpf.c`) aggregates in per-CPU maps;
 //! user space only reads them ([`Session::snapshot`]) and turns them into a
 //! [`Report`].
 //!

@@ -1,5 +1,5 @@
 //! Who interfered: what ran on the probed CPU during the probe's gaps
-//! (issue 43). A BPF monitor (`src/bpf/gap_sources.bpf.c`) cuts the probed
+//! (issue 43). A BPF monitor (`bpf/gap_sources.bpf.c`) cuts the probed
 //! CPU's timeline at every hard IRQ, system vector, softirq and context
 //! switch boundary and sends each piece as a segment charged to the
 //! innermost context. Here the segments are lined up with the gaps: the
