@@ -141,7 +141,7 @@ step_latency() {
   # namespace as target (kernel ICMP echo + SCHED_FIFO responder), 10,000
   # stimuli at 1 kHz quiet and again under `irqlab load net`. SCHED_IDLE
   # spinners keep this VM's CPUs from halting in both runs (see
-  # crates/live/tests/stimulus_testbed.rs). Needs root: skipped without.
+  # crates/measure/tests/stimulus_testbed.rs). Needs root: skipped without.
   if [ "$(id -u)" -ne 0 ]; then note "skipped: needs root (SCHED_FIFO, raw sockets, the testbed)"; return 0; fi
   "$IRQLAB" measure latency --duration 5s --histogram --json "$OUT/latency-timer.json" > "$OUT/latency-timer.txt" || return 1
   grep '^T:' "$OUT/latency-timer.txt" >&2

@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
-$CARGO test --release --quiet -p irqlab-live -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \
+$CARGO test --release --quiet -p irqlab-measure -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys
 out = {}

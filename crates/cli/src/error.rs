@@ -74,8 +74,8 @@ fn by_exit_code(code: i32, text: String) -> CliError {
     }
 }
 
-impl From<irqlab_live::Error> for CliError {
-    fn from(err: irqlab_live::Error) -> Self {
+impl From<irqlab_host::Error> for CliError {
+    fn from(err: irqlab_host::Error) -> Self {
         by_exit_code(err.exit_code(), err.to_string())
     }
 }

@@ -5,7 +5,7 @@
 //! followed by `irqlab control revert --all`, with the leftover named by
 //! `control status` and `doctor` in between.
 
-use irqlab_live::control::sched::{self, SchedAttr};
+use irqlab_host::journal::sched::{self, SchedAttr};
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -85,7 +85,7 @@ impl Napi {
         let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
         let out = irqlab().args(["testbed", "up"]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        let tid = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+        let tid = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
         Napi { tid, made_testbed }
     }
 
@@ -415,12 +415,12 @@ fn napi_under_flood(napi: &Napi, cpu: &str, policy: &str) -> (serde_json::Value,
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let from = irqlab_live::rt::monotonic_ns();
+    let from = irqlab_host::rt::monotonic_ns();
     let out = irqlab()
         .args(["control", "threads", "napi:irqlab-b", "--policy", policy, "--cpu", cpu, "--duration", "3s", "--json", "-"])
         .output()
         .unwrap();
-    let to = irqlab_live::rt::monotonic_ns();
+    let to = irqlab_host::rt::monotonic_ns();
     let _ = flood.kill();
     let _ = flood.wait();
     let (stretches, waits, ran_on) = trace.stop(napi.tid);
@@ -529,7 +529,7 @@ fn a_killed_sporadic_server_leaves_leftovers_that_doctor_repair_restores() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let napi = Napi::up();
-    let (original, original_cpus) = (napi.attr(), irqlab_live::rt::affinity(napi.tid).unwrap());
+    let (original, original_cpus) = (napi.attr(), irqlab_host::rt::affinity(napi.tid).unwrap());
     let mut child = irqlab()
         .args(["control", "threads", "napi:irqlab-b", "--policy", "sporadic:1ms/10ms", "--cpu", "0"])
         .stdout(Stdio::null())
@@ -541,7 +541,7 @@ fn a_killed_sporadic_server_leaves_leftovers_that_doctor_repair_restores() {
     let killed = Command::new("kill").args(["-9", &child.id().to_string()]).status().unwrap();
     assert!(killed.success());
     wait_at_most(&mut child, Duration::from_secs(5));
-    assert_eq!(irqlab_live::rt::affinity(napi.tid).unwrap(), vec![0], "SIGKILL cannot have restored the CPUs");
+    assert_eq!(irqlab_host::rt::affinity(napi.tid).unwrap(), vec![0], "SIGKILL cannot have restored the CPUs");
 
     let status = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -563,7 +563,7 @@ fn a_killed_sporadic_server_leaves_leftovers_that_doctor_repair_restores() {
     let still = doctor["leftovers"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().contains(&format!("tid {}", napi.tid)));
     assert!(!still, "doctor --repair still reports the leftover: {}", doctor["leftovers"]);
     assert_eq!(napi.attr(), original);
-    assert_eq!(irqlab_live::rt::affinity(napi.tid).unwrap(), original_cpus);
+    assert_eq!(irqlab_host::rt::affinity(napi.tid).unwrap(), original_cpus);
 }
 
 /// The testbed device's NAPI instance as `control napi` lists it (netlink).
@@ -673,14 +673,14 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     if !live_tests_enabled("bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood") {
         return;
     }
-    if irqlab_live::rt::online_cpus().unwrap().len() < 2 {
+    if irqlab_host::rt::online_cpus().unwrap().len() < 2 {
         eprintln!("bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood: NOT CHECKED: needs 2 CPUs");
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let napi = Napi::up();
     let original = napi.attr();
-    let original_cpus = irqlab_live::rt::affinity(napi.tid).unwrap();
+    let original_cpus = irqlab_host::rt::affinity(napi.tid).unwrap();
     let _hog = Hog::on("1");
     let mut flood = irqlab()
         .args(["traffic", "udp", "--from", "b", "--interval", "2us", "--port", "9", "--cpu", "0", "--duration", "7s"])
@@ -703,7 +703,7 @@ fn bh_budget_holds_the_napi_thread_to_thresholds_under_a_flood() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(napi.attr(), original, "scheduling not restored");
-    assert_eq!(irqlab_live::rt::affinity(napi.tid).unwrap(), original_cpus, "CPUs not restored");
+    assert_eq!(irqlab_host::rt::affinity(napi.tid).unwrap(), original_cpus, "CPUs not restored");
     let trace = read_json(&trace_path);
     let summary = read_json(&summary_path);
     assert_eq!(trace["schema"], "irqlab/bh-budget-trace/v1");

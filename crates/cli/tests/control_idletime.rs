@@ -71,7 +71,7 @@ fn bad_input_exits_2_naming_it() {
 
 /// A file of `mib` MiB on the disk, synced so reads reach the device.
 fn data_file(dir: &Path, name: &str, mib: usize) -> PathBuf {
-    irqlab_live::load::write_data_file(dir, name, mib).unwrap()
+    irqlab_measure::load::write_data_file(dir, name, mib).unwrap()
 }
 
 /// `irqlab load reads` on `file`: random 4 KiB reads `gap` apart, or
@@ -288,7 +288,7 @@ fn the_gate_follows_the_interval_on_a_link() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let bed = irqlab_live::testbed::Testbed::up().unwrap();
+    let bed = irqlab_host::testbed::Testbed::up().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut reports = Vec::new();
     // The foreground sends for 30 ms of every 100 ms: p = 1 ms lets the
@@ -373,7 +373,7 @@ fn the_band_puts_the_background_below_the_foreground_under_a_token_bucket() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let bed = irqlab_live::testbed::Testbed::up().unwrap();
+    let bed = irqlab_host::testbed::Testbed::up().unwrap();
     // The link's rate, as the reproduction sets it.
     let bucket = Bucket::on_irqlab_a();
     assert!(below_the_bucket().contains("bfifo"), "{}", below_the_bucket());

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{irqlab, json, live_tests_enabled};
-use irqlab_live::control::sched::{self, SchedAttr};
+use irqlab_host::journal::sched::{self, SchedAttr};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
@@ -83,7 +83,7 @@ fn the_napi_thread_follows_the_waiting_receivers() {
     let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
     let up = irqlab().args(["testbed", "up"]).output().unwrap();
     assert_eq!(up.status.code(), Some(0), "{}", String::from_utf8_lossy(&up.stderr));
-    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let napi = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
     let original = sched::get(napi).unwrap();
     let addr = root_addr_b();
     let (port_low, go_low, low) = receiver(addr, 20);
@@ -155,7 +155,7 @@ fn after_kill_9_the_leftover_is_reverted_and_missing_rights_exit_3() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
     assert_eq!(irqlab().args(["testbed", "up"]).output().unwrap().status.code(), Some(0));
-    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let napi = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
     let original = sched::get(napi).unwrap();
     let out = irqlab().args(["control", "process-aware", "lo", "--duration", "1s"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -261,7 +261,7 @@ fn looping_receiver(
     socket.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
     let port = socket.local_addr().unwrap().port();
     let handle = std::thread::spawn(move || {
-        irqlab_live::rt::pin_to_cpu(cpu).unwrap();
+        irqlab_host::rt::pin_to_cpu(cpu).unwrap();
         // SAFETY: this thread's own id.
         let me = unsafe { libc::gettid() };
         sched::set(me, attr).unwrap();
@@ -284,14 +284,14 @@ fn looping_receiver(
 /// context while it runs). `--record` writes the trace: both waiters'
 /// blocks, bottom halves served to them, ticks charged to the CPU-bound
 /// task; the compensation counted that work against it. With IRQLAB_RECORD_TRACE=FILE
-/// the trace is kept there (`crates/live/tests/data/process_aware_live_trace.json`
-/// came from such a run; `crates/live/tests/process_aware_decisions.rs`
+/// the trace is kept there (`crates/control/tests/data/process_aware_live_trace.json`
+/// came from such a run; `crates/control/tests/process_aware_decisions.rs`
 /// replays it through the live adapter and the simulator's).
 #[test]
 fn the_controller_records_waiters_bottom_halves_and_ticks() {
-    use irqlab_live::control::journal::{self, Object, Value};
-    use irqlab_live::testbed::{Side, Testbed};
-    use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+    use irqlab_host::journal::{self, Object, Value};
+    use irqlab_host::testbed::{Side, Testbed};
+    use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     if !live_tests_enabled("the_controller_records_waiters_bottom_halves_and_ticks") {
@@ -299,16 +299,16 @@ fn the_controller_records_waiters_bottom_halves_and_ticks() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let bed = Testbed::up().unwrap();
-    let focus = *irqlab_live::rt::online_cpus().unwrap().last().unwrap();
+    let focus = *irqlab_host::rt::online_cpus().unwrap().last().unwrap();
     let rps = journal::apply(
         Object::File { path: "/sys/class/net/irqlab-b/queues/rx-0/rps_cpus".into() },
-        Value::Text { text: format!("{:x}", 1u64 << focus) },
+        Value::Text { text: irqlab_host::rt::cpu_mask_hex(&[focus]) },
     )
     .unwrap();
     // The kthread polls on CPU 0; the controller is not pinned (no --cpu).
-    let pinned: Vec<_> = irqlab_live::testbed::napi_threads("irqlab-b")
+    let pinned: Vec<_> = irqlab_host::testbed::napi_threads("irqlab-b")
         .iter()
-        .filter_map(|t| irqlab_live::control::threads::Thread::of(t.pid))
+        .filter_map(|t| irqlab_host::journal::threads::Thread::of(t.pid))
         .map(|thread| journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![0] }).unwrap())
         .collect();
     let addr = bed.root_addr(Side::B);
@@ -341,14 +341,14 @@ fn the_controller_records_waiters_bottom_halves_and_ticks() {
             };
             let stop = Arc::new(AtomicBool::new(false));
             bed.spawn_in(Side::B, move || {
-                irqlab_live::rt::pin_to_cpu(0)?;
+                irqlab_host::rt::pin_to_cpu(0)?;
                 traffic::send(&plan, &stop)
             })
             .unwrap()
         })
         .collect();
     let hog = std::thread::spawn(move || {
-        irqlab_live::rt::pin_to_cpu(focus).unwrap();
+        irqlab_host::rt::pin_to_cpu(focus).unwrap();
         // SAFETY: this thread's own id.
         let me = unsafe { libc::gettid() };
         sched::set(me, SchedAttr::Fifo { priority: 50 }).unwrap();
@@ -356,7 +356,7 @@ fn the_controller_records_waiters_bottom_halves_and_ticks() {
         while start.elapsed() < Duration::from_millis(3000) {
             let run = Instant::now();
             while run.elapsed() < Duration::from_millis(200) {
-                std::hint::black_box(irqlab_live::player::spin(20_000));
+                std::hint::black_box(irqlab_measure::player::spin(20_000));
             }
             std::thread::sleep(Duration::from_millis(100));
         }

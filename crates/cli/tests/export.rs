@@ -277,19 +277,19 @@ fn prometheus_scrapes_it_and_reads_back_growing_softirq_counters() {
 /// (with `--probe` and `--latency`: their figures after one round each).
 #[test]
 fn the_dashboard_queries_only_served_metrics() {
-    use irqlab_live::accounting::report::{CpuReport, TaskReport};
-    use irqlab_live::export::{LatencyFigures, ProbeFigures};
-    let report = irqlab_live::accounting::Report {
+    use irqlab_measure::accounting::report::{CpuReport, TaskReport};
+    use irqlab_measure::export::{LatencyFigures, ProbeFigures};
+    let report = irqlab_measure::accounting::Report {
         cpus: vec![CpuReport { softirq_by_vector_ns: [("NET_RX".to_string(), 1)].into(), ..Default::default() }],
         tasks: vec![TaskReport { tid: 5, ..Default::default() }],
         ..Default::default()
     };
     let mut probe = ProbeFigures::new(1);
     probe.record(&[irqlab_analysis::curve::CurvePoint { window_ns: 100_000, max_load: 0.1 }]);
-    let snapshot = irqlab_live::export::Snapshot {
+    let snapshot = irqlab_measure::export::Snapshot {
         probe: Some(probe),
         latency: Some(LatencyFigures::new(0)),
-        ..irqlab_live::export::Snapshot::of(&report, 10)
+        ..irqlab_measure::export::Snapshot::of(&report, 10)
     };
     let served = snapshot.encode();
     let dashboard = std::fs::read_to_string(common::repo_file("docs/grafana-irqlab.json")).unwrap();

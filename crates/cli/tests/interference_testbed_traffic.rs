@@ -187,7 +187,7 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
         return;
     }
     let _turn = testbed_turn();
-    if irqlab_live::testbed::in_use() || std::path::Path::new("/run/netns/irqlab-a").exists() {
+    if irqlab_host::testbed::in_use() || std::path::Path::new("/run/netns/irqlab-a").exists() {
         eprintln!("status_after_a_killed_testbed_up_tells_the_truth: NOT CHECKED: the testbed is in use by another process");
         return;
     }
@@ -227,8 +227,8 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
             assert!(
                 entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made"),
                 "after {delay_ms} ms: {journal}; in use {}, abandoned {:?}",
-                irqlab_live::testbed::in_use(),
-                irqlab_live::testbed::abandoned().map(|l| l.complete)
+                irqlab_host::testbed::in_use(),
+                irqlab_host::testbed::abandoned().map(|l| l.complete)
             );
             let revert = irqlab().args(["control", "revert", "testbed"]).output().unwrap();
             assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
@@ -273,7 +273,7 @@ fn testbed_and_traffic_round_trip() {
 
     // Another process (a parallel test binary) may be using the testbed:
     // then leave it to them.
-    if irqlab_live::testbed::in_use() {
+    if irqlab_host::testbed::in_use() {
         eprintln!("testbed_and_traffic_round_trip: teardown not checked: another test binary is using the testbed");
         return;
     }
@@ -408,7 +408,7 @@ fn a_second_ctrl_c_still_removes_the_testbed_it_made() {
     // Only this process's guard held it: it must be gone. (A parallel test
     // or `irqlab testbed up` may hold it too; then it rightly stays.)
     let persistent = std::path::Path::new("/run/irqlab/testbed.persistent").exists();
-    if made_here && !persistent && !irqlab_live::testbed::in_use() {
+    if made_here && !persistent && !irqlab_host::testbed::in_use() {
         assert!(!std::path::Path::new("/run/netns/irqlab-a").exists(), "testbed left behind after a second Ctrl-C");
     } else {
         eprintln!("testbed shared with another user: removal not checked");

@@ -117,8 +117,8 @@ fn a_killed_fig6_run_leaves_leftovers_that_revert_restores() {
     assert_eq!(up.status.code(), Some(0), "{}", common::stderr(&up));
     let rps = "/sys/class/net/irqlab-b/queues/rx-0/rps_cpus";
     let read_rps = || std::fs::read_to_string(rps).unwrap().trim().to_string();
-    let napi = irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
-    let (rps_before, cpus_before) = (read_rps(), irqlab_live::rt::affinity(napi).unwrap());
+    let napi = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let (rps_before, cpus_before) = (read_rps(), irqlab_host::rt::affinity(napi).unwrap());
 
     let mut child = irqlab()
         .args(["measure", "accounting", "--fig6", "--rates", "2000", "--duration", "20s"])
@@ -127,7 +127,7 @@ fn a_killed_fig6_run_leaves_leftovers_that_revert_restores() {
         .spawn()
         .unwrap();
     let start = std::time::Instant::now();
-    while read_rps() == rps_before || irqlab_live::rt::affinity(napi).unwrap() == cpus_before {
+    while read_rps() == rps_before || irqlab_host::rt::affinity(napi).unwrap() == cpus_before {
         assert!(start.elapsed().as_secs() < 30, "the Fig. 6 layout was not set up");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -144,7 +144,7 @@ fn a_killed_fig6_run_leaves_leftovers_that_revert_restores() {
     let revert = common::run(&["control", "revert", "--all"]);
     assert_eq!(revert.status.code(), Some(0), "{}", common::stderr(&revert));
     assert_eq!(read_rps(), rps_before);
-    assert_eq!(irqlab_live::rt::affinity(napi).unwrap(), cpus_before);
+    assert_eq!(irqlab_host::rt::affinity(napi).unwrap(), cpus_before);
     if made_testbed {
         common::run(&["testbed", "down"]);
     }

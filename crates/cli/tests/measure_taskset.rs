@@ -20,7 +20,7 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
 /// Whether CPU 1 is online (else the test cannot say anything).
 fn cpu_1_online(test: &str) -> bool {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let cpus = irqlab_live::rt::parse_cpu_list(online.trim()).unwrap();
+    let cpus = irqlab_host::rt::parse_cpu_list(online.trim()).unwrap();
     if !cpus.contains(&1) {
         eprintln!("{test}: NOT CHECKED: CPU 1 is not online ({})", online.trim());
         return false;
@@ -77,7 +77,7 @@ fn latency_defaults_to_every_online_cpu_not_the_callers() {
         return;
     }
     let _turn = turn();
-    let online = irqlab_live::rt::online_cpus().unwrap();
+    let online = irqlab_host::rt::online_cpus().unwrap();
     let out = on_cpu_0(&["measure", "latency", "--interval", "1ms", "--duration", "100ms", "--json", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let cpus: Vec<u64> = document(&out)["threads"].as_array().unwrap().iter().map(|t| t["cpu"].as_u64().unwrap()).collect();

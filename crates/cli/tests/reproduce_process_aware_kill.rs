@@ -10,7 +10,7 @@
 mod common;
 
 use common::{irqlab, live_tests_enabled};
-use irqlab_live::control::sched;
+use irqlab_host::journal::sched;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -67,7 +67,7 @@ fn revert_all() {
 }
 
 fn napi_tid() -> i32 {
-    irqlab_live::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid
+    irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn after_kill_9_the_leftovers_are_named_and_revert_all_restores_every_value() {
     // kthread; the kernel starts each with the same setting, which the
     // testbed's had before the run.
     let napi = napi_tid();
-    let (attr, cpus) = (sched::get(napi).unwrap(), irqlab_live::rt::affinity(napi).unwrap());
+    let (attr, cpus) = (sched::get(napi).unwrap(), irqlab_host::rt::affinity(napi).unwrap());
     let mut child = start();
     let is_napi_sched = |e: &serde_json::Value| {
         e["object"]["kind"] == "thread-sched" && e["object"]["thread"]["comm"].as_str().is_some_and(|c| c.starts_with("napi/irqlab-b"))
@@ -112,12 +112,12 @@ fn after_kill_9_the_leftovers_are_named_and_revert_all_restores_every_value() {
     assert!(names_file(&left, THREADED), "threaded named: {left:?}");
     // The floor (SCHED_OTHER nice 0) may be the kthread's own setting; its
     // CPUs the controller changed for sure (pinned to the measured CPU).
-    assert_ne!(irqlab_live::rt::affinity(tid).unwrap(), cpus, "the controller had pinned it");
+    assert_ne!(irqlab_host::rt::affinity(tid).unwrap(), cpus, "the controller had pinned it");
     revert_all();
     assert_eq!(read(THREADED), threaded, "threaded restored");
     assert_eq!(napi_tid(), tid, "the same kthread");
     assert_eq!(sched::get(tid).unwrap(), attr, "the kthread's scheduling restored");
-    assert_eq!(irqlab_live::rt::affinity(tid).unwrap(), cpus, "the kthread's CPUs restored");
+    assert_eq!(irqlab_host::rt::affinity(tid).unwrap(), cpus, "the kthread's CPUs restored");
     if made_testbed {
         let _ = irqlab().args(["testbed", "down"]).output();
     }

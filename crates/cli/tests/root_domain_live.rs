@@ -1,4 +1,4 @@
-//! `control::root_domain` on this machine's cgroup hierarchy (issue 38):
+//! `journal::root_domain` on this machine's cgroup hierarchy (issue 38):
 //! one CPU split off as a root domain of its own (cgroup v1: exclusive
 //! cpusets, load balancing off in the root; cgroup v2: a cpuset partition),
 //! a SCHED_DEADLINE process pinned there, everything undone on return,
@@ -11,10 +11,10 @@ mod common;
 
 use common::irqlab;
 use common::live::{enabled_as_root, entries_of, wait_at_most};
-use irqlab_live::control::cgroup;
-use irqlab_live::control::root_domain;
-use irqlab_live::control::sched::{self, SchedAttr};
-use irqlab_live::control::threads::Thread;
+use irqlab_host::journal::cgroup;
+use irqlab_host::journal::root_domain;
+use irqlab_host::journal::sched::{self, SchedAttr};
+use irqlab_host::journal::threads::Thread;
 use std::io::BufRead;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -30,7 +30,7 @@ const HOLD: &str = "IRQLAB_TEST_HOLD_ROOT_DOMAIN";
 const DEADLINE: SchedAttr = SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 10_000_000, period_ns: 10_000_000 };
 
 fn measured_cpu() -> usize {
-    *irqlab_live::rt::online_cpus().unwrap().last().unwrap()
+    *irqlab_host::rt::online_cpus().unwrap().last().unwrap()
 }
 
 /// A process that keeps running: the kernel checks a SCHED_DEADLINE
@@ -78,7 +78,7 @@ fn a_cpu_split_off_takes_a_deadline_process_and_everything_is_undone() {
     eprintln!("{}", root_domain::describe(&domain.hierarchy));
     domain.run_deadline(&Thread::of(pid).unwrap(), DEADLINE).unwrap();
     assert_eq!(sched::get(pid).unwrap(), DEADLINE);
-    assert_eq!(irqlab_live::rt::affinity(pid).unwrap(), vec![cpu], "pinned by its cpuset");
+    assert_eq!(irqlab_host::rt::affinity(pid).unwrap(), vec![cpu], "pinned by its cpuset");
     assert_eq!(cgroup_of(pid), "/irqlab-dl");
     if domain.hierarchy.is_v2() {
         let root = domain.hierarchy.root().to_path_buf();
@@ -86,7 +86,7 @@ fn a_cpu_split_off_takes_a_deadline_process_and_everything_is_undone() {
         assert_eq!(partition.trim(), "root");
         // The partition took the CPU from every process outside it.
         let outside = std::fs::read_to_string(root.join("cpuset.cpus.effective")).unwrap();
-        assert!(!irqlab_live::rt::parse_cpu_list(outside.trim()).unwrap().contains(&cpu), "root's effective CPUs: {outside}");
+        assert!(!irqlab_host::rt::parse_cpu_list(outside.trim()).unwrap().contains(&cpu), "root's effective CPUs: {outside}");
         let kinds: Vec<String> = ours().iter().map(|e| e["object"]["kind"].as_str().unwrap().to_string()).collect();
         assert!(kinds.contains(&"cgroup2-thread".to_string()) && kinds.contains(&"cgroup".to_string()), "{kinds:?}");
     }

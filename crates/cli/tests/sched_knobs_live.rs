@@ -130,7 +130,7 @@ fn hrtick_dl_and_the_fair_server_are_held_restored_and_reverted_after_kill_9() {
         eprintln!("{test}: no fair server on this kernel: exit 3 checked");
         return;
     }
-    let cpus = irqlab_live::rt::online_cpus().unwrap();
+    let cpus = irqlab_host::rt::online_cpus().unwrap();
     let old: Vec<u64> = cpus.iter().map(|&c| fair_runtime(c)).collect();
     let args = ["control", "fair-server", "--runtime", "0", "--duration", "4s"];
     let (mut child, lines) = start_with_stderr(&args.iter().map(OsStr::new).collect::<Vec<_>>());

@@ -1,6 +1,6 @@
 //! Experiments: the papers this project reproduces, one module per paper,
-//! above the simulator (`irqlab-sim`) and the live measurement
-//! (`irqlab-live`).
+//! above the simulator (`irqlab-sim`) and the live side (`irqlab-host`,
+//! `irqlab-measure`, `irqlab-control`).
 //!
 //! An experiment is a paper's claims run again: its setups (scenarios in
 //! `scenarios/<paper>/`, embedded with `include_str!`, or configurations
@@ -10,7 +10,7 @@
 //! claim or landmark, each saying whether the relation the paper claims
 //! holds; paper-specific detail (grids, curves, baselines) goes into its
 //! `details`. A live half (the process-aware paper's [`process_aware::fig6`])
-//! runs on this machine through `irqlab-live` and returns its own document.
+//! runs on this machine through the live crates and returns its own document.
 //! The cases a relation compares (configurations, curves, setups) are
 //! enums whose `name()` is the text shown, never strings matched.
 //!

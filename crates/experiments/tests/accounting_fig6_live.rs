@@ -37,7 +37,7 @@ fn stolen_time_grows_with_rate_and_proc_overcharges() {
     // leaves the hypervisor's steal out of that charge, while the true run
     // time (wall clock while current) includes it: add it back.
     let proc = last.hog_proc_charged_ns.expect("hog alive at report time") + last.cpu_steal_ns;
-    let tick = 1_000_000_000 / irqlab_live::accounting::procfs::ticks_per_second();
+    let tick = 1_000_000_000 / irqlab_measure::accounting::procfs::ticks_per_second();
     assert!(
         proc + 2 * tick > last.hog_run_ns + last.hog_stolen_ns / 2,
         "proc + steal {proc} vs run {} stolen {} (steal {})",

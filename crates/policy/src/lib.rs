@@ -2,7 +2,7 @@
 //! types, time as `u64` nanoseconds. Inputs are observations (a thread ran
 //! from `start` to `end`, it woke, it blocked, a timer fired); outputs are
 //! decisions (run it at its high or its low level) and the timers to arm.
-//! The simulator (`irqlab-sim`) and the live controllers (`irqlab-live`)
+//! The simulator (`irqlab-sim`) and the live controllers (`irqlab-control`)
 //! call the same code through thin adapters, so what the simulator
 //! predicts is what the machine is made to do.
 //!

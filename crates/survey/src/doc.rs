@@ -5,10 +5,10 @@
 
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{BaselineUse, HyperbolaFit};
-use irqlab_live::latency::LatencyReport;
-use irqlab_live::machine::MachineContext;
-pub use irqlab_live::probe::{GapSources, Source, SourceKind, WindowSources};
-use irqlab_live::stimulus::StimulusReport;
+use irqlab_host::machine::MachineContext;
+use irqlab_measure::latency::LatencyReport;
+pub use irqlab_measure::probe::{GapSources, Source, SourceKind, WindowSources};
+use irqlab_measure::stimulus::StimulusReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -12,14 +12,14 @@
 //! another CPU, so it is not measured as the driver.
 
 use crate::doc::Load;
-use irqlab_live::control::journal::{self, Applied, Object, Value};
-use irqlab_live::control::sched::SchedAttr;
-use irqlab_live::control::threads::Thread;
-use irqlab_live::error::{Error, Result};
-use irqlab_live::load::{self as live_load, LoadKind};
-use irqlab_live::testbed::{self, Side, Testbed};
-use irqlab_live::traffic::{self, Kind, Plan, Schedule};
-use irqlab_live::{rt, testbed::NsThread};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::sched::SchedAttr;
+use irqlab_host::journal::threads::Thread;
+use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::testbed::{self, Side, Testbed};
+use irqlab_host::{rt, testbed::NsThread};
+use irqlab_measure::load::{self as live_load, LoadKind};
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

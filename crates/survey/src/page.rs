@@ -17,7 +17,7 @@ use crate::doc::{
 use crate::findings::load_at;
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::units::format_ns;
-use irqlab_live::latency::{LinearHistogram, StatsSummary};
+use irqlab_measure::latency::{LinearHistogram, StatsSummary};
 use irqlab_report::html::{HtmlError, Page, Section, Table, Tone};
 use irqlab_report::plot::{LinePlot, PlotError, Series};
 use std::path::{Path, PathBuf};

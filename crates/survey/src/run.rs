@@ -17,12 +17,14 @@ use crate::loads::{self, RunningLoad};
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{fit_hyperbola, FitDocument};
 use irqlab_analysis::taskset::TaskSet;
-use irqlab_live::accounting::{self, Report as AccountingReport};
-use irqlab_live::error::{Error, Result};
-use irqlab_live::machine::MachineContext;
-use irqlab_live::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
-use irqlab_live::testbed::{Side, Testbed};
-use irqlab_live::{doctor, latency, probe, rt};
+use irqlab_control::doctor;
+use irqlab_host::error::{Error, Result};
+use irqlab_host::machine::MachineContext;
+use irqlab_host::rt;
+use irqlab_host::testbed::{Side, Testbed};
+use irqlab_measure::accounting::{self, Report as AccountingReport};
+use irqlab_measure::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
+use irqlab_measure::{latency, probe};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -289,9 +291,9 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
     let running = start_and_ramp(load, cpu, stop)?;
     // With its gaps' sources: the findings name who took the worst windows.
     let config = probe::Config { cpu: Some(cpu), priority: Some(PROBE_PRIORITY), duration_ns, sources: true, ..probe::Config::default() };
-    let steal_before = irqlab_live::accounting::procfs::cpu_steal_ns(cpu);
+    let steal_before = irqlab_measure::accounting::procfs::cpu_steal_ns(cpu);
     let measured = probe::measure(&config, stop, |_| {})?;
-    let steal_ns = irqlab_live::accounting::procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
+    let steal_ns = irqlab_measure::accounting::procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
     let (driver_threads, driver_match) = running.as_ref().map(|r| (r.driver_threads.clone(), r.driver_match.clone())).unwrap_or_default();
     drop(running);
     let mut curve = LoadCurve {
@@ -329,7 +331,7 @@ fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, sto
 /// Stimulus latency from testbed host b to this machine (the root
 /// namespace): the kernel's ICMP echo (softirq path) and a SCHED_FIFO 80
 /// UDP responder (task path), 1 kHz periodic.
-fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool) -> Result<irqlab_live::stimulus::StimulusReport> {
+fn stimulus_under(load: Load, focus: usize, duration_ns: u64, stop: &AtomicBool) -> Result<irqlab_measure::stimulus::StimulusReport> {
     let bed = Testbed::up()?;
     let responder = responder::bind(&ResponderConfig {
         bind: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, STIMULUS_PORT),

@@ -1,12 +1,14 @@
 //! `irqlab control ...`: change the machine through the control journal,
 //! see what irqlab changed, and undo what a killed run left. Wiring only:
-//! the control layer is `irqlab_live::control`.
+//! the control layer is `irqlab_host::journal` (the journal and its
+//! objects) and `irqlab_control` (the controllers).
 
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
-use irqlab_live::control::journal::{self, Entry, Restored, State};
-use irqlab_live::control::{bh_budget, idletime, process_aware, sched, sched_knobs, set_napi, set_threads};
+use irqlab_control::{bh_budget, idletime, process_aware, set_napi, set_threads};
+use irqlab_host::journal::{self, Entry, Restored, State};
+use irqlab_host::journal::{sched, sched_knobs};
 use irqlab_report::html::Table;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -327,9 +329,9 @@ fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
     let duration_ns = args.duration;
     let cpus = match &args.cpu {
         Some(list) => {
-            let cpus = irqlab_live::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
+            let cpus = irqlab_host::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
             for &cpu in &cpus {
-                irqlab_live::rt::require_online(cpu, "--cpu")?;
+                irqlab_host::rt::require_online(cpu, "--cpu")?;
             }
             Some(cpus)
         }
@@ -370,7 +372,7 @@ fn summary(r: &set_threads::Report) -> String {
 
 /// The live sporadic server's figures: per thread, exhaustions, the
 /// reaction latency and the high-level service per period.
-fn server_summary(s: &irqlab_live::control::sporadic::ServerReport) -> String {
+fn server_summary(s: &irqlab_control::sporadic::ServerReport) -> String {
     use irqlab_analysis::format_ns;
     let p = &s.params;
     let ns = |v: Option<u64>| v.map_or("-".to_string(), format_ns);
@@ -446,9 +448,9 @@ fn sched_feature(args: SchedFeatureArgs) -> Result<Status, CliError> {
 fn fair_server(args: FairServerArgs) -> Result<Status, CliError> {
     let cpus = match &args.cpu {
         Some(list) => {
-            let cpus = irqlab_live::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
+            let cpus = irqlab_host::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
             for &cpu in &cpus {
-                irqlab_live::rt::require_online(cpu, "--cpu")?;
+                irqlab_host::rt::require_online(cpu, "--cpu")?;
             }
             Some(cpus)
         }
@@ -676,8 +678,8 @@ fn idletime_run(args: IdletimeArgs) -> Result<Status, CliError> {
 
 fn idletime_summary(r: &idletime::Report) -> String {
     use irqlab_analysis::format_ns;
-    let ns = |s: &Option<irqlab_live::latency::stats::StatsSummary>,
-              pick: fn(&irqlab_live::latency::stats::StatsSummary) -> Option<u64>| {
+    let ns = |s: &Option<irqlab_measure::latency::stats::StatsSummary>,
+              pick: fn(&irqlab_measure::latency::stats::StatsSummary) -> Option<u64>| {
         s.as_ref().and_then(pick).map_or("-".to_string(), format_ns)
     };
     let class = |name: &str, c: &idletime::ClassFigures| {

@@ -4,7 +4,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::json_or_summary;
-use irqlab_live::doctor::{self, Report};
+use irqlab_control::doctor::{self, Report};
 use irqlab_report::html::Table;
 use std::path::PathBuf;
 

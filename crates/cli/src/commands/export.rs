@@ -1,10 +1,10 @@
 //! `irqlab export`: serves the BPF accounting's figures on `/metrics` for
 //! Prometheus, and optionally the probe's max load and timer latency
-//! measured beside it. Wiring only: the exporter is `irqlab_live::export`.
+//! measured beside it. Wiring only: the exporter is `irqlab_measure::export`.
 
 use crate::error::{CliError, Status};
 use crate::flags;
-use irqlab_live::export::{self, Config};
+use irqlab_measure::export::{self, Config};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let (interval_ns, duration_ns) = (args.interval, args.duration);
     if let (Some(p), Some(l)) = (args.probe, args.latency) {
         if p == l {
-            return Err(irqlab_live::Error::Invalid(format!(
+            return Err(irqlab_host::Error::Invalid(format!(
                 "--probe {p} and --latency {l}: the same CPU; the probe spins there at SCHED_FIFO and would starve the latency thread (give them two CPUs)"
             ))
             .into());

@@ -3,8 +3,8 @@
 
 use crate::error::{CliError, Status};
 use crate::output;
-use irqlab_live::load::{self, LoadKind, NetLoad};
-use irqlab_live::testbed::Side;
+use irqlab_host::testbed::Side;
+use irqlab_measure::load::{self, LoadKind, NetLoad};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, clap::ValueEnum)]

@@ -24,13 +24,13 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 /// A library error names the parameter (`cpu 3: not an online CPU`); the
 /// user typed a flag, so the message names that instead (`--cpu 3: ...`).
 /// `flags` pairs parameter names with their flags.
-pub(super) fn name_flags(err: irqlab_live::Error, flags: &[(&str, &str)]) -> irqlab_live::Error {
+pub(super) fn name_flags(err: irqlab_host::Error, flags: &[(&str, &str)]) -> irqlab_host::Error {
     match err {
-        irqlab_live::Error::Invalid(message) => {
+        irqlab_host::Error::Invalid(message) => {
             let renamed = flags.iter().find_map(|(parameter, flag)| {
                 message.strip_prefix(parameter).filter(|rest| rest.starts_with(' ')).map(|rest| format!("{flag}{rest}"))
             });
-            irqlab_live::Error::Invalid(renamed.unwrap_or(message))
+            irqlab_host::Error::Invalid(renamed.unwrap_or(message))
         }
         other => other,
     }
@@ -39,7 +39,7 @@ pub(super) fn name_flags(err: irqlab_live::Error, flags: &[(&str, &str)]) -> irq
 #[cfg(test)]
 mod tests {
     use super::name_flags;
-    use irqlab_live::Error;
+    use irqlab_host::Error;
 
     #[test]
     fn parameters_become_flags_in_messages() {

@@ -1,12 +1,12 @@
 //! `irqlab measure accounting`: per-task interrupt accounting with BPF
 //! (issue 7; the process-aware paper, `docs/papers.md` §2). Wiring only: the
-//! measurement, report and text forms live in `irqlab_live::accounting`.
+//! measurement, report and text forms live in `irqlab_measure::accounting`.
 
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_experiments::process_aware::fig6;
-use irqlab_live::accounting::{self, render, Report};
+use irqlab_measure::accounting::{self, render, Report};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 

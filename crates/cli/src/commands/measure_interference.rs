@@ -4,7 +4,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
 use irqlab_analysis::curve::Curve;
-use irqlab_live::probe::{self, InterferenceCurve, Policy, Snapshot};
+use irqlab_measure::probe::{self, InterferenceCurve, Policy, Snapshot};
 use std::fmt::Write;
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -3,8 +3,8 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::latency::{self, LatencyReport, LiveThread};
-use irqlab_live::rt;
+use irqlab_host::rt;
+use irqlab_measure::latency::{self, LatencyReport, LiveThread};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::stimulus::{
+use irqlab_measure::stimulus::{
     display, generator, responder, GeneratorConfig, PathKind, Pattern, PatternKind, ResponderConfig, StimulusReport,
 };
 use std::io::{IsTerminal, Write};
@@ -116,7 +116,7 @@ fn respond(args: RespondArgs) -> Result<Status, CliError> {
 }
 
 fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
-    let target = irqlab_live::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
+    let target = irqlab_measure::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
     let interval_ns = match (args.interval, args.rate) {
         (Some(i), _) => i,
         (None, Some(rate_interval_ns)) => rate_interval_ns,

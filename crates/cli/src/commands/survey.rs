@@ -4,7 +4,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output;
-use irqlab_live::rt;
+use irqlab_host::rt;
 use irqlab_survey::doc::{Load, Survey, TasksetInput};
 use irqlab_survey::run::{self, Config};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 
 use crate::error::{CliError, Status};
 use crate::output::print;
-use irqlab_live::testbed::{Layout, Testbed};
+use irqlab_host::testbed::{Layout, Testbed};
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -4,8 +4,8 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_live::testbed::{Side, Testbed};
-use irqlab_live::traffic::{self, Counters, Kind, Plan, Schedule};
+use irqlab_host::testbed::{Side, Testbed};
+use irqlab_measure::traffic::{self, Counters, Kind, Plan, Schedule};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
@@ -108,7 +108,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         _ => Kind::Udp { port: args.port },
     };
     if let Some(cpu) = args.cpu {
-        irqlab_live::rt::require_online(cpu, "--cpu")?;
+        irqlab_host::rt::require_online(cpu, "--cpu")?;
     }
     // Ctrl-C handling first: a Ctrl-C while the testbed is being made must
     // still remove it (default SIGINT would kill us without cleanup).
@@ -121,11 +121,11 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         traffic::send_from(&bed, from, plan, stop)?.join()
     } else {
         if kind == Kind::PingFlood {
-            irqlab_live::privilege::require(&[irqlab_live::privilege::Capability::NetRaw], "open a raw ICMP socket for the ping flood")?;
+            irqlab_host::privilege::require(&[irqlab_host::privilege::Capability::NetRaw], "open a raw ICMP socket for the ping flood")?;
         }
-        bed.spawn_in(from, move || -> irqlab_live::Result<Counters> {
+        bed.spawn_in(from, move || -> irqlab_host::Result<Counters> {
             if let Some(cpu) = cpu {
-                irqlab_live::rt::pin_to_cpu(cpu)?;
+                irqlab_host::rt::pin_to_cpu(cpu)?;
             }
             traffic::send(&plan, &stop)
         })?

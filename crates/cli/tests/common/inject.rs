@@ -27,11 +27,11 @@ impl Injector {
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                irqlab_live::rt::pin_to_cpu(cpu).unwrap();
-                irqlab_live::probe::sched::set_policy(irqlab_live::probe::Policy::Fifo, priority).unwrap();
+                irqlab_host::rt::pin_to_cpu(cpu).unwrap();
+                irqlab_measure::probe::sched::set_policy(irqlab_measure::probe::Policy::Fifo, priority).unwrap();
                 // SAFETY: gettid has no preconditions.
                 tx.send(unsafe { libc::gettid() } as u32).unwrap();
-                let now = irqlab_live::rt::monotonic_ns;
+                let now = irqlab_host::rt::monotonic_ns;
                 let mut next = now() / period_ns * period_ns + period_ns;
                 while !halt.load(Ordering::Relaxed) {
                     let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as _, tv_nsec: (next % 1_000_000_000) as _ };

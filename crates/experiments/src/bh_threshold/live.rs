@@ -24,13 +24,13 @@
 
 use super::sim::{self, mean, percentile};
 use crate::report::{Report, Row};
-use irqlab_live::control::bh_budget::{self, Enforce, PeriodRow};
-use irqlab_live::error::{Error, Result};
-use irqlab_live::machine::{cpu_time_ns, CpuTime};
-use irqlab_live::player::{self, Calibration};
-use irqlab_live::rt;
-use irqlab_live::testbed::{self, Side, Testbed};
-use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+use irqlab_control::bh_budget::{self, Enforce, PeriodRow};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::machine::{cpu_time_ns, CpuTime};
+use irqlab_host::rt;
+use irqlab_host::testbed::{self, Side, Testbed};
+use irqlab_measure::player::{self, Calibration};
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use serde::Serialize;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -25,11 +25,11 @@ use crate::repeats::Spread;
 use crate::report::{Report, Row};
 use irqlab_analysis::idletime::{self as model, BaselineTable, ModelParams, ServiceTime, T_MAX_NS};
 use irqlab_analysis::{format_ns, Nanos};
-use irqlab_live::control::idletime::{self as control, disk, gate::Mechanism, selector::Selector, ResourceSpec};
-use irqlab_live::control::journal::{self, Applied, Object, Value};
-use irqlab_live::error::{Error, Result};
-use irqlab_live::load::write_data_file;
-use irqlab_live::testbed::{Side, Testbed};
+use irqlab_control::idletime::{self as control, disk, gate::Mechanism, selector::Selector, ResourceSpec};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::testbed::{Side, Testbed};
+use irqlab_measure::load::write_data_file;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -565,7 +565,7 @@ fn disk_part(bench: &Bench<'_>, disk: &disk::Disk, progress: &mut dyn FnMut(&str
 /// Takes what the senders send to testbed host a, in its namespace, until
 /// `stop`: UDP on the foreground and background ports (datagrams taken,
 /// not answered with ICMP errors) and a TCP discard service.
-fn start_sinks(bed: &Testbed, stop: &Arc<AtomicBool>) -> Result<Vec<irqlab_live::testbed::NsThread<()>>> {
+fn start_sinks(bed: &Testbed, stop: &Arc<AtomicBool>) -> Result<Vec<irqlab_host::testbed::NsThread<()>>> {
     let tick = std::time::Duration::from_millis(100);
     let mut threads = Vec::new();
     for port in [FG_PORT, BG_PORT] {
@@ -636,7 +636,7 @@ fn network_parts(bench: &Bench<'_>, progress: &mut dyn FnMut(&str)) -> Result<Ve
                 break;
             }
             // Throughput counted in payload bytes; a request is one datagram or one segment.
-            let payload = if tcp { TCP_MSS } else { irqlab_live::load::UDP_PAYLOAD_MAX };
+            let payload = if tcp { TCP_MSS } else { irqlab_measure::load::UDP_PAYLOAD_MAX };
             let w = Workload {
                 name,
                 spec: ResourceSpec::Net(Some(dev.clone())),

@@ -17,15 +17,15 @@
 //! would. The sender and the napi thread are kept off the measured CPU.
 //! Everything changed (rps_cpus, the napi thread's affinity) is restored.
 
-use irqlab_live::accounting::names::{softirq_name, NET_RX};
-use irqlab_live::accounting::procfs;
-use irqlab_live::accounting::{self, Options, Report, Session, Storage};
-use irqlab_live::control::journal::{self, Object, Value};
-use irqlab_live::control::threads::Thread;
-use irqlab_live::error::{Error, Result};
-use irqlab_live::rt;
-use irqlab_live::testbed::{self, Side, Testbed};
-use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::threads::Thread;
+use irqlab_host::journal::{self, Object, Value};
+use irqlab_host::rt;
+use irqlab_host::testbed::{self, Side, Testbed};
+use irqlab_measure::accounting::names::{softirq_name, NET_RX};
+use irqlab_measure::accounting::procfs;
+use irqlab_measure::accounting::{self, Options, Report, Session, Storage};
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -173,7 +173,7 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
     // and named by `irqlab control status` / undone by `control revert`
     // after a kill.
     let rps = Object::File { path: format!("/sys/class/net/{}/queues/rx-0/rps_cpus", host.root_device) };
-    let _rps = journal::apply(rps, Value::Text { text: format!("{:x}", 1u64 << cpu) })?;
+    let _rps = journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[cpu]) })?;
     let mut _napi = Vec::new();
     for t in testbed::napi_threads(&host.root_device) {
         let Some(thread) = Thread::of(t.pid) else { continue };

@@ -22,7 +22,7 @@
 //! (full) or 2 s / 0.2 s (quick); the rates are the simulated
 //! reproduction's. Per point: the CPU-bound process's share of its run
 //! phase, from its progress (iterations of the work loop of
-//! `irqlab_live::player`, against its sustained speed measured first on the
+//! `irqlab_measure::player`, against its sustained speed measured first on the
 //! same CPU with no traffic), not from its CPU clock, which on a kernel
 //! without IRQ time accounting also counts the softirq work run in its
 //! context (that charge is kept beside it); and the datagrams the server
@@ -31,14 +31,14 @@
 
 use super::sim;
 use crate::report::{Report, Row};
-use irqlab_live::control::journal::{self, Applied, Object, Value};
-use irqlab_live::control::process_aware::{self, accounting, accounting::Accounted};
-use irqlab_live::control::threads::Thread;
-use irqlab_live::error::{Error, Result};
-use irqlab_live::player::{self, Calibration};
-use irqlab_live::rt;
-use irqlab_live::testbed::{self, Side, Testbed};
-use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+use irqlab_control::process_aware::{self, accounting, accounting::Accounted};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::threads::Thread;
+use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::rt;
+use irqlab_host::testbed::{self, Side, Testbed};
+use irqlab_measure::player::{self, Calibration};
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use serde::Serialize;
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,7 +106,7 @@ pub struct Point {
     pub reception_ratio: f64,
     pub received_per_s: f64,
     /// Fig. 6 live: the CPU-bound thread's charges over its run and
-    /// sleep, from the BPF accounting on its CPU (`control::process_aware::accounting`).
+    /// sleep, from the BPF accounting on its CPU (`irqlab_control::process_aware::accounting`).
     pub accounting: Option<HogAccounting>,
     /// Process-aware: priority changes and their reaction p99, us.
     pub changes: Option<u64>,
@@ -266,7 +266,7 @@ fn layout(mode: Mode, focus: usize) -> Result<Vec<Applied>> {
         Mode::Softirq => {
             changes.push(journal::apply(threaded, Value::Text { text: "0".into() })?);
             let rps = Object::File { path: format!("/sys/class/net/{DEVICE}/queues/rx-0/rps_cpus") };
-            changes.push(journal::apply(rps, Value::Text { text: format!("{:x}", 1u64 << focus) })?);
+            changes.push(journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[focus]) })?);
         }
         Mode::Threaded | Mode::ProcessAware => {
             changes.push(journal::apply(threaded, Value::Text { text: "1".into() })?);
@@ -753,7 +753,7 @@ pub fn reproduce(
     // Before anything else: a kernel that cannot turn the fair server off
     // (lockdown, or none before 6.12) ends the run here, exit 3.
     let knobs = match config.fair_server_off {
-        true => Some(irqlab_live::control::sched_knobs::apply(&irqlab_live::control::sched_knobs::Change::FairServer {
+        true => Some(irqlab_host::journal::sched_knobs::apply(&irqlab_host::journal::sched_knobs::Change::FairServer {
             cpus: Some(vec![focus]),
             runtime_ns: 0,
             period_ns: None,

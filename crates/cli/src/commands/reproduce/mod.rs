@@ -116,8 +116,8 @@ fn knobs_text(knobs: &[String]) -> String {
 /// Where a live table was measured: the date, CPUs, kernel and the
 /// settings that change what is measured (as `irqlab doctor` reads them).
 fn machine_sentence() -> String {
-    let m = irqlab_live::machine::MachineContext::read();
-    let cpus = irqlab_live::rt::online_cpus().map_or(0, |c| c.len());
+    let m = irqlab_host::machine::MachineContext::read();
+    let cpus = irqlab_host::rt::online_cpus().map_or(0, |c| c.len());
     let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400);
     let date = civil_date(days as i64);
     let pick = ["virtualised", "tick", "preemption", "kernel lockdown", "IRQ time accounting", "RT throttling"];

@@ -47,19 +47,19 @@ use irqlab_analysis::curve::{Curve, CurvePoint, FloorPoint};
 use irqlab_analysis::demand::{hyperbolic_demand, periodic_demand, DemandBound};
 use irqlab_analysis::fit::{fit_hyperbola, subtract_baseline_floor, HyperbolaFit};
 use irqlab_analysis::Nanos;
-use irqlab_live::accounting;
-use irqlab_live::control::journal::{self, Applied, Object, Value};
-use irqlab_live::control::root_domain::{self, RootDomain};
-use irqlab_live::control::sched::SchedAttr;
-use irqlab_live::control::sporadic::{self, ServerReport, SporadicParams};
-use irqlab_live::control::threads::Thread;
-use irqlab_live::error::{Error, Result};
-use irqlab_live::latency::stats::LatencyStats;
-use irqlab_live::player::{self, Calibration};
-use irqlab_live::probe;
-use irqlab_live::rt;
-use irqlab_live::testbed::{self, Side, Testbed};
-use irqlab_live::traffic::{self, Kind, Plan, Schedule};
+use irqlab_control::sporadic::{self, ServerReport, SporadicParams};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::root_domain::{self, RootDomain};
+use irqlab_host::journal::sched::SchedAttr;
+use irqlab_host::journal::threads::Thread;
+use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::rt;
+use irqlab_host::testbed::{self, Side, Testbed};
+use irqlab_measure::accounting;
+use irqlab_measure::latency::stats::LatencyStats;
+use irqlab_measure::player::{self, Calibration};
+use irqlab_measure::probe;
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use serde::Serialize;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -343,7 +343,7 @@ fn layout(setup: Setup, place: &Place) -> Result<Layout> {
     if setup == Setup::Config(Configuration::Traditional) {
         l.changes.push(journal::apply(threaded, Value::Text { text: "0".into() })?);
         let rps = Object::File { path: format!("/sys/class/net/{DEVICE}/queues/rx-0/rps_cpus") };
-        l.changes.push(journal::apply(rps, Value::Text { text: format!("{:x}", 1u64 << focus) })?);
+        l.changes.push(journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[focus]) })?);
         return Ok(l);
     }
     l.changes.push(journal::apply(threaded, Value::Text { text: "1".into() })?);
@@ -758,7 +758,7 @@ pub fn reproduce(
     // Before anything else: a kernel that cannot have HRTICK_DL (lockdown)
     // ends the run here, exit 3, with nothing measured or changed.
     let knobs = match config.hrtick_dl {
-        true => Some(irqlab_live::control::sched_knobs::apply(&irqlab_live::control::sched_knobs::Change::SchedFeature {
+        true => Some(irqlab_host::journal::sched_knobs::apply(&irqlab_host::journal::sched_knobs::Change::SchedFeature {
             name: "HRTICK_DL".into(),
             on: true,
         })?),
@@ -770,7 +770,7 @@ pub fn reproduce(
     // for 50 ms of each second whenever they fill the CPU, which the
     // paper's kernel and the analysis do not have (restored at the end, on
     // every exit path).
-    let rt_lift = irqlab_live::rt_limit::LiftedRtLimit::lift()?;
+    let rt_lift = irqlab_host::rt_limit::LiftedRtLimit::lift()?;
     on_stage("calibrating the work loop");
     let calibration = player::calibrate_sustained(focus, TAU1_PRIORITY, 500 * MS)?;
     let bed = Testbed::up()?;

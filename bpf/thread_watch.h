@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+// Shared between thread_watch.bpf.c and user space (crates/control/src/monitor).
+#ifndef IRQLAB_THREAD_WATCH_H
+#define IRQLAB_THREAD_WATCH_H
+
+#define WATCH_MAX 64
+
+// What happened to a watched thread.
+enum watch_kind {
+	WATCH_IN = 1,        // switched in: it runs from `ts`
+	WATCH_PREEMPTED = 2, // switched out still runnable
+	WATCH_BLOCKED = 3,   // switched out to sleep (or exit)
+	WATCH_WAKEUP = 4,    // woken (runnable from `ts`)
+};
+
+// Per watched thread, updated in the kernel.
+struct watched {
+	// On-CPU time since watching started, as of its last switch: its
+	// scheduler runtime clock (se.sum_exec_runtime) minus `base_rt`. The
+	// clock is exact at every switch, so a switch the kernel did not trace
+	// loses nothing (some guest kernels hide a few).
+	__u64 ran_ns;
+	// When its current run started; 0 while it is not running.
+	__u64 on_since;
+	__u64 switches_in;
+	// Its runtime clock when watching started (set by user space from
+	// /proc/TID/schedstat).
+	__u64 base_rt;
+	// When it last left a CPU (CLOCK_MONOTONIC); 0 before that.
+	__u64 off_at;
+};
+
+// One event, as the ring buffer delivers it.
+struct watch_event {
+	__u64 ts;     // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u64 ran_ns; // the thread's ran_ns after this event
+	__u32 tid;
+	__u32 kind;   // enum watch_kind
+	__u32 cpu;
+	__u32 pad;
+};
+
+#endif

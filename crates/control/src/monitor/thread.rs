@@ -1,0 +1,253 @@
+//! What a watched thread does, as the kernel sees it: each switch in, switch
+//! out (preempted or blocked) and wake-up, with the kernel's timestamp, and
+//! its total on-CPU time (`bpf/thread_watch.bpf.c`, `sched_switch` and
+//! `sched_wakeup` tracepoints). A live server's controller turns these
+//! events into the observations of the shared policy code.
+
+use irqlab_host::error::{Error, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+use std::rc::Rc;
+use std::time::Duration;
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+    include!(concat!(env!("OUT_DIR"), "/thread_watch.skel.rs"));
+}
+use skel::{ThreadWatchSkel, ThreadWatchSkelBuilder};
+
+/// How many threads one watch can follow (`WATCH_MAX` in thread_watch.h).
+pub const MAX_THREADS: usize = 64;
+
+/// What happened to a watched thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Switched in: it runs from `ts_ns`.
+    In,
+    /// Switched out while still runnable.
+    Preempted,
+    /// Switched out to sleep (or to exit).
+    Blocked,
+    /// Woken: runnable from `ts_ns`.
+    Wakeup,
+}
+
+/// One event of a watched thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Event {
+    /// CLOCK_MONOTONIC, ns (the clock of [`irqlab_host::rt::monotonic_ns`]).
+    pub ts_ns: u64,
+    pub tid: u32,
+    pub kind: Kind,
+    pub cpu: u32,
+    /// The thread's completed on-CPU time after this event.
+    pub ran_ns: u64,
+}
+
+/// Room for the loaded BPF object; it must outlive the [`ThreadWatch`].
+pub struct Storage(MaybeUninit<OpenObject>);
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage(MaybeUninit::uninit())
+    }
+}
+
+/// Adds `tid` to the watched map: no time yet, not running; its runtime
+/// clock now is the base.
+fn insert(skel: &ThreadWatchSkel, tid: u32) -> Result<()> {
+    let mut value = [0u8; 40];
+    value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
+    skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))
+}
+
+/// A running watch over some threads.
+pub struct ThreadWatch<'obj> {
+    skel: ThreadWatchSkel<'obj>,
+    ring: RingBuffer<'static>,
+    received: Rc<RefCell<Vec<Event>>>,
+}
+
+fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
+    move |e| Error::Failed(format!("{what}: {e}"))
+}
+
+/// Decodes one ring-buffer record (`struct watch_event`).
+fn decode(bytes: &[u8]) -> Option<Event> {
+    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    let kind = match u32_at(20)? {
+        1 => Kind::In,
+        2 => Kind::Preempted,
+        3 => Kind::Blocked,
+        4 => Kind::Wakeup,
+        _ => return None,
+    };
+    Some(Event { ts_ns: u64_at(0)?, ran_ns: u64_at(8)?, tid: u32_at(16)?, kind, cpu: u32_at(24)? })
+}
+
+/// A thread's scheduler runtime clock (`se.sum_exec_runtime`, ns): the
+/// first field of /proc/TID/schedstat; 0 when it cannot be read.
+fn runtime_clock(tid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Loads the thread-watch BPF programs as `start` does, attaches nothing and unloads them:
+/// whether this kernel's verifier accepts them (doctor's readiness). Exit
+/// 3 naming the program it rejects and why.
+pub fn check_loads() -> Result<()> {
+    let mut storage = Storage::default();
+    irqlab_host::bpf_trial::load("the thread-watch BPF programs", || {
+        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        open.load().map(drop).map_err(bpf_err("loading the thread-watch BPF programs"))
+    })
+}
+
+impl<'obj> ThreadWatch<'obj> {
+    /// Loads and attaches the watch for `tids` (at most [`MAX_THREADS`]).
+    /// Exit 3 naming what is missing (BTF, CAP_BPF, CAP_PERFMON).
+    pub fn start(storage: &'obj mut Storage, tids: &[u32]) -> Result<ThreadWatch<'obj>> {
+        irqlab_host::privilege::require_bpf("load and attach the thread-watch BPF program")?;
+        if tids.len() > MAX_THREADS {
+            return Err(Error::Invalid(format!("{} threads to watch: at most {MAX_THREADS}", tids.len())));
+        }
+        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
+        for &tid in tids {
+            insert(&skel, tid)?;
+        }
+        let received = Rc::new(RefCell::new(Vec::new()));
+        let ring = {
+            let sink = received.clone();
+            let mut builder = RingBufferBuilder::new();
+            builder
+                .add(&skel.maps.events, move |bytes: &[u8]| {
+                    if let Some(e) = decode(bytes) {
+                        sink.borrow_mut().push(e);
+                    }
+                    0
+                })
+                .map_err(bpf_err("reading the thread-watch events"))?;
+            builder.build().map_err(bpf_err("reading the thread-watch events"))?
+        };
+        skel.attach().map_err(bpf_err("attaching the thread-watch programs"))?;
+        let watch = ThreadWatch { skel, ring, received };
+        for &tid in tids {
+            watch.count_a_run_in_progress(tid)?;
+        }
+        Ok(watch)
+    }
+
+    /// A thread on a CPU when the watch attached shows no switch in until it
+    /// next leaves the CPU, and its run so far would be lost: a thread the
+    /// kernel calls runnable ('R') and that has not been seen switching is
+    /// counted as running from now. Were it only waiting on a run queue,
+    /// its switch in overwrites this start before any time is added.
+    fn count_a_run_in_progress(&self, tid: u32) -> Result<()> {
+        let runnable = std::fs::read_to_string(format!("/proc/{tid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(|state| state == "R")))
+            .unwrap_or(false);
+        let key = tid.to_ne_bytes();
+        let Some(bytes) = self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))? else {
+            return Ok(());
+        };
+        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        if runnable && field(1) == 0 && field(2) == 0 {
+            let mut value = bytes.clone();
+            value[8..16].copy_from_slice(&irqlab_host::rt::monotonic_ns().to_ne_bytes());
+            self.skel.maps.watched.update(&key, &value, MapFlags::EXIST).map_err(bpf_err("marking a running thread"))?;
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for events and returns those that came, oldest
+    /// first (possibly none).
+    pub fn poll(&mut self, timeout: Duration) -> Result<Vec<Event>> {
+        self.ring.poll(timeout).map_err(bpf_err("polling the thread-watch events"))?;
+        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// The ring buffer's epoll fd: readable while events wait, for a
+    /// caller that sleeps with its own (ns-precision) timeout.
+    pub fn ring_epoll_fd(&self) -> i32 {
+        self.ring.epoll_fd()
+    }
+
+    /// Takes the events already delivered, without waiting.
+    pub fn drain(&mut self) -> Result<Vec<Event>> {
+        self.ring.consume().map_err(bpf_err("reading the thread-watch events"))?;
+        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+    }
+
+    /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
+    /// (CLOCK_MONOTONIC); None when `tid` is not watched.
+    pub fn ran_ns(&self, tid: u32, now_ns: u64) -> Result<Option<u64>> {
+        let Some(bytes) = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?
+        else {
+            return Ok(None);
+        };
+        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let (ran, on_since) = (field(0), field(1));
+        Ok(Some(ran + if on_since > 0 { now_ns.saturating_sub(on_since) } else { 0 }))
+    }
+
+    /// Whether `tid` is on a CPU right now, as the last switch left it.
+    pub fn running(&self, tid: u32) -> Result<bool> {
+        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
+        Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
+    }
+
+    /// Watches one more thread from now on (at most [`MAX_THREADS`] in all).
+    pub fn add(&mut self, tid: u32) -> Result<()> {
+        insert(&self.skel, tid)?;
+        self.count_a_run_in_progress(tid)
+    }
+
+    /// When `tid` last left a CPU (CLOCK_MONOTONIC); None before it has, or
+    /// when it is not watched.
+    pub fn left_at(&self, tid: u32) -> Result<Option<u64>> {
+        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
+        Ok(bytes.map(|b| u64::from_ne_bytes(b[32..40].try_into().expect("8 bytes"))).filter(|&t| t > 0))
+    }
+
+    /// Stops the events (and the reader's wake-ups): for a reader that only
+    /// needs [`ThreadWatch::ran_ns`] and [`ThreadWatch::running`], which
+    /// read the map.
+    pub fn silence(&mut self) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.silent = 1;
+        }
+    }
+
+    /// Events the kernel could not deliver because user space fell behind.
+    pub fn lost_events(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.lost_events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_kernel_layout() {
+        let mut bytes = Vec::new();
+        bytes.extend(1_000u64.to_ne_bytes());
+        bytes.extend(250u64.to_ne_bytes());
+        bytes.extend(42u32.to_ne_bytes());
+        bytes.extend(3u32.to_ne_bytes());
+        bytes.extend(1u32.to_ne_bytes());
+        bytes.extend(0u32.to_ne_bytes());
+        assert_eq!(decode(&bytes), Some(Event { ts_ns: 1_000, tid: 42, kind: Kind::Blocked, cpu: 1, ran_ns: 250 }));
+        assert_eq!(decode(&bytes[..20]), None);
+        bytes[20] = 9;
+        assert_eq!(decode(&bytes), None);
+    }
+}

@@ -1,0 +1,143 @@
+//! Who receives from a device: the processes owning a UDP or TCP socket
+//! whose local address is one of the device's IPv4 addresses or the
+//! wildcard, and their threads.
+//!
+//! Found from `/proc/net/udp` and `/proc/net/tcp` (local address and the
+//! socket's inode) and each process's fd table (`socket:[INODE]` links).
+//! Chosen over BPF socket hooks because it needs no program and no kprobe,
+//! and sees sockets bound before the controller started. What it misses:
+//! IPv6 sockets, raw and packet sockets, and a socket bound to another
+//! address that still receives from the device (routing through it); the
+//! controller rescans every few hundred milliseconds, so a receiver that
+//! binds later is found then.
+
+use irqlab_host::error::{Error, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+/// One receiving socket and its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub pid: i32,
+    pub comm: String,
+    pub protocol: &'static str,
+    pub local: String,
+    pub inode: u64,
+}
+
+/// The IPv4 addresses of `dev`.
+pub fn device_addrs(dev: &str) -> Result<Vec<Ipv4Addr>> {
+    let addrs = nix::ifaddrs::getifaddrs().map_err(|e| Error::io("listing the interface addresses", std::io::Error::from(e)))?;
+    Ok(addrs.filter(|a| a.interface_name == dev).filter_map(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|v4| v4.ip()))).collect())
+}
+
+/// (local address, port, inode) of each socket of a `/proc/net/{udp,tcp}`
+/// table (IPv4 addresses are written as little-endian hex words).
+pub fn parse_proc_net(text: &str) -> Vec<(Ipv4Addr, u16, u64)> {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (addr, port) = f.get(1)?.split_once(':')?;
+            let ip = Ipv4Addr::from(u32::from_str_radix(addr, 16).ok()?.swap_bytes());
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let inode = f.get(9)?.parse().ok()?;
+            Some((ip, port, inode))
+        })
+        .collect()
+}
+
+/// Socket inodes → their owning processes, from every fd table.
+fn socket_owners(wanted: &BTreeSet<u64>) -> BTreeMap<u64, Vec<i32>> {
+    let mut owners: BTreeMap<u64, Vec<i32>> = BTreeMap::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return owners };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for fd in fds.flatten() {
+            let Ok(link) = std::fs::read_link(fd.path()) else { continue };
+            let Some(inode) =
+                link.to_str().and_then(|l| l.strip_prefix("socket:[")).and_then(|l| l.strip_suffix(']')).and_then(|i| i.parse().ok())
+            else {
+                continue;
+            };
+            if wanted.contains(&inode) {
+                let list = owners.entry(inode).or_default();
+                if !list.contains(&pid) {
+                    list.push(pid);
+                }
+            }
+        }
+    }
+    owners
+}
+
+/// The receivers of `dev` now (one entry per socket and owner).
+pub fn find(dev: &str) -> Result<Vec<Candidate>> {
+    let addrs = device_addrs(dev)?;
+    let mut sockets = Vec::new();
+    for protocol in ["udp", "tcp"] {
+        let text = std::fs::read_to_string(format!("/proc/net/{protocol}")).unwrap_or_default();
+        for (ip, port, inode) in parse_proc_net(&text) {
+            if inode != 0 && (ip.is_unspecified() || addrs.contains(&ip)) {
+                sockets.push((protocol, format!("{ip}:{port}"), inode));
+            }
+        }
+    }
+    let owners = socket_owners(&sockets.iter().map(|s| s.2).collect());
+    let mut found = Vec::new();
+    for (protocol, local, inode) in sockets {
+        for &pid in owners.get(&inode).into_iter().flatten() {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim_end().to_string();
+            found.push(Candidate { pid, comm, protocol, local: local.clone(), inode });
+        }
+    }
+    Ok(found)
+}
+
+/// The threads of `pid`.
+pub fn threads_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut tids: Vec<i32> = tasks.flatten().filter_map(|t| t.file_name().to_str().and_then(|s| s.parse().ok())).collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// System calls a thread blocks in while it waits for data from a socket
+/// (x86_64 numbers): read, poll, select, recvfrom, recvmsg, epoll_wait,
+/// pselect6, ppoll, epoll_pwait, recvmmsg, epoll_pwait2.
+const RECEIVE_CALLS: [u64; 11] = [0, 7, 23, 45, 47, 232, 270, 271, 281, 299, 441];
+
+/// Whether `tid` is blocked in a receive-family system call now
+/// (`/proc/TID/syscall`: the number first, or "running").
+pub fn blocked_in_receive(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/syscall"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .is_some_and(|n| RECEIVE_CALLS.contains(&n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_net_lines_give_address_port_and_inode() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+                    \x20 123: 0500D50A:1389 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0\n\
+                    \x20 124: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 77 2 0000000000000000 0\n";
+        assert_eq!(parse_proc_net(text), vec![(Ipv4Addr::new(10, 213, 0, 5), 5001, 4242), (Ipv4Addr::UNSPECIFIED, 53, 77)]);
+        assert!(parse_proc_net("header only\n").is_empty());
+    }
+
+    #[test]
+    fn this_process_owns_the_socket_it_binds_on_loopback() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = s.local_addr().unwrap().port();
+        let found = find("lo").unwrap();
+        let me = std::process::id() as i32;
+        assert!(found.iter().any(|c| c.pid == me && c.protocol == "udp" && c.local == format!("127.0.0.1:{port}")), "{found:?}");
+        assert!(threads_of(me).contains(&me));
+    }
+}

@@ -1,0 +1,174 @@
+//! `irqlab control threads MATCH --policy P [--cpu LIST]`: puts the matched
+//! threads under a fixed scheduling policy (or under a live sporadic server,
+//! [`crate::sporadic`]) for a while, or for good with `persist` (fixed
+//! policies only), optionally pinned to CPUs, and restores each one's own
+//! setting at the end.
+
+use crate::sporadic::{self, ServerReport, SporadicParams};
+use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::sched::{PolicySpec, SchedAttr};
+use irqlab_host::journal::threads::{Match, Thread};
+use irqlab_host::journal::{self, Object, Restored, Value};
+use irqlab_host::privilege::{self, Capability};
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub const SCHEMA: &str = "irqlab/control/v1";
+
+/// What to control, resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The MATCH as typed, for messages and the document.
+    pub matched: String,
+    pub policy: PolicySpec,
+    /// How long to hold it; `None`: until stopped or every thread exited.
+    pub duration_ns: Option<u64>,
+    /// Leave it applied and recorded instead of restoring.
+    pub persist: bool,
+    /// Pin the threads to these CPUs too.
+    pub cpus: Option<Vec<usize>>,
+    /// Take every thread a glob matches, kernel threads and PID 1 included
+    /// (never the kernel's per-CPU threads nor irqlab's own).
+    pub all_matching: bool,
+}
+
+/// One controlled thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadOutcome {
+    pub thread: Thread,
+    pub old: SchedAttr,
+    pub new: SchedAttr,
+    /// The journal entry (kept only with `persist`).
+    pub entry: String,
+    /// Exited while controlled (nothing was left to restore).
+    pub exited: bool,
+    /// Restored at the end (false with `persist` or when it exited).
+    pub restored: bool,
+    /// The CPUs it could run on before, and after, when `--cpu` pinned it.
+    pub old_cpus: Option<Vec<usize>>,
+    pub new_cpus: Option<Vec<usize>>,
+}
+
+/// The `irqlab/control/v1` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub matched: String,
+    pub policy: PolicySpec,
+    pub persist: bool,
+    pub held_ns: u64,
+    pub threads: Vec<ThreadOutcome>,
+    /// The live sporadic server's figures (`--policy sporadic:...`).
+    pub server: Option<ServerReport>,
+    /// Why it ended: "duration", "stopped", "threads exited", "persisted".
+    pub ended_by: &'static str,
+    pub complete: bool,
+}
+
+/// Applies the policy to every matched thread and holds it (a sporadic
+/// server runs its controller meanwhile); `on_applied` is told each
+/// (thread, old, new) as it takes effect.
+pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Thread, SchedAttr, SchedAttr)) -> Result<Report> {
+    // `attr`: what the threads are set to through the journal; a served
+    // thread starts at its low level (the server raises it).
+    let (attr, server) = match config.policy {
+        PolicySpec::Fixed { attr } => (attr, None),
+        PolicySpec::Sporadic { budget_ns, period_ns, high, low, max_repl } => {
+            if config.persist {
+                return Err(Error::Invalid(
+                    "--persist with --policy sporadic: the server lives only while irqlab runs (deadline:RUNTIME/PERIOD is the kernel's own \
+                     server and can persist)"
+                        .into(),
+                ));
+            }
+            let params = SporadicParams::new(budget_ns, period_ns, high, low, max_repl);
+            (params.low, Some(params))
+        }
+    };
+    privilege::require(&[Capability::SysNice], "change other threads' scheduling (sched_setattr)")?;
+    let threads = Match::parse(&config.matched)?.resolve_guarded(&config.matched, config.all_matching)?;
+    let mut applied = Vec::new();
+    for thread in &threads {
+        let pinned = match &config.cpus {
+            Some(cpus) => Some(journal::apply(Object::ThreadAffinity { thread: thread.clone() }, Value::Cpus { cpus: cpus.clone() })?),
+            None => None,
+        };
+        let change = journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr })?;
+        let Value::Sched { attr: old } = change.entry().old else {
+            return Err(Error::Failed(format!("the journal recorded {} for {}", change.entry().old, change.entry().object)));
+        };
+        on_applied(thread, old, server.map_or(attr, |p| p.high));
+        applied.push((thread.clone(), old, change, pinned));
+    }
+    let started = Instant::now();
+    let past_duration = || config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d));
+    let mut server_report = None;
+    let ended_by = if config.persist {
+        "persisted"
+    } else if let Some(params) = server {
+        let report = sporadic::serve(&threads, params, stop, || !past_duration())?;
+        let ended_by = if stop.load(Ordering::SeqCst) {
+            "stopped"
+        } else if past_duration() {
+            "duration"
+        } else {
+            "threads exited"
+        };
+        server_report = Some(report);
+        ended_by
+    } else {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                break "stopped";
+            }
+            if past_duration() {
+                break "duration";
+            }
+            if applied.iter().all(|(t, _, _, _)| !t.alive()) {
+                break "threads exited";
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let held_ns = started.elapsed().as_nanos() as u64;
+    let mut outcomes = Vec::new();
+    for (thread, old, change, pinned) in applied {
+        let entry = change.entry().id.clone();
+        let cpus = |v: &Value| match v {
+            Value::Cpus { cpus } => Some(cpus.clone()),
+            _ => None,
+        };
+        let (old_cpus, new_cpus) = pinned.as_ref().map_or((None, None), |p| (cpus(&p.entry().old), cpus(&p.entry().new)));
+        let (exited, restored) = if config.persist {
+            change.persist()?;
+            if let Some(p) = pinned {
+                p.persist()?;
+            }
+            (false, false)
+        } else {
+            let outcome = change.restore()?;
+            if let Some(p) = pinned {
+                p.restore()?;
+            }
+            match outcome {
+                Restored::Restored => (false, true),
+                Restored::Gone => (true, false),
+            }
+        };
+        let new = server.map_or(attr, |p| p.high);
+        outcomes.push(ThreadOutcome { thread, old, new, entry, exited, restored, old_cpus, new_cpus });
+    }
+    Ok(Report {
+        schema: SCHEMA,
+        matched: config.matched.clone(),
+        policy: config.policy,
+        persist: config.persist,
+        held_ns,
+        threads: outcomes,
+        server: server_report,
+        ended_by,
+        // Ctrl-C is how an open-ended hold ends; only a --duration cut short is incomplete.
+        complete: !(ended_by == "stopped" && config.duration_ns.is_some()),
+    })
+}

@@ -1,0 +1,22 @@
+//! The host layer of irqlab's live side: errors and privileges, the
+//! real-time toolkit (`rt`, `rt_limit`), machine settings (`machine`), exit
+//! paths (`cleanup`, `stop`), the netns testbed, the kernel's tracepoints,
+//! and the control [`journal`]: every change live code makes to the machine,
+//! with the objects it changes (`journal::{sched, sched_knobs, threads,
+//! cgroup, root_domain, netdev}`). Measurements (`irqlab-measure`) and
+//! controllers (`irqlab-control`) build on it.
+
+pub mod bpf_trial;
+pub mod cleanup;
+pub mod error;
+mod flock;
+pub mod journal;
+pub mod machine;
+pub mod privilege;
+pub mod rt;
+pub mod rt_limit;
+pub mod stop;
+pub mod testbed;
+pub mod tracepoints;
+
+pub use error::{Error, Result};

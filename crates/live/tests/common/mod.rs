@@ -1,3 +1,0 @@
-//! Helpers shared by the live tests.
-
-pub use irqlab_live::stop::StopOnDrop;

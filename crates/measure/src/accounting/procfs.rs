@@ -1,0 +1,156 @@
+//! What /proc says about tasks: the CPU time it charges them (utime +
+//! stime, tick-sampled, the number the process-aware paper calls wrong),
+//! their names, and which kernel threads do interrupt work.
+
+use std::collections::HashMap;
+
+/// Fields of /proc/<tid>/stat that the accounting needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskStat {
+    pub comm: String,
+    /// utime + stime, in clock ticks.
+    pub charged_ticks: u64,
+    /// PF_KTHREAD is set.
+    pub kernel_thread: bool,
+}
+
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Parses one /proc/<tid>/stat line. The comm is in parentheses and may
+/// itself contain spaces and parentheses, so split at the last ')'.
+pub fn parse_stat(line: &str) -> Option<TaskStat> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let comm = line.get(open + 1..close)?.to_string();
+    // Fields after the comm, starting with field 3 (state).
+    let rest: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    let flags = field(9)?;
+    Some(TaskStat { comm, charged_ticks: field(14)? + field(15)?, kernel_thread: flags & PF_KTHREAD != 0 })
+}
+
+/// /proc/<tgid>/task/<tid>/stat of one thread; `None` once it exited.
+/// (/proc/<tid>/stat would sum the whole thread group's times.)
+pub fn task_stat(tgid: u32, tid: u32) -> Option<TaskStat> {
+    std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok().and_then(|l| parse_stat(&l))
+}
+
+/// Every thread on the machine now, with its stat.
+pub fn all_threads() -> HashMap<u32, TaskStat> {
+    let mut out = HashMap::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            if let Some(stat) = task_stat(pid, tid) {
+                out.insert(tid, stat);
+            }
+        }
+    }
+    out
+}
+
+pub use irqlab_host::machine::{cpu_time_ns, ticks_per_second, CpuTime};
+
+/// Time the hypervisor has taken from `cpu` so far, in ns; 0 on bare
+/// metal. The kernel leaves it out of every task's utime/stime, while a
+/// task's wall-clock run time (the accounting's) includes it.
+pub fn cpu_steal_ns(cpu: usize) -> u64 {
+    cpu_time_ns(Some(cpu), &[CpuTime::Steal])
+}
+
+/// What kind of work a task does, from its name and kthread flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskKind {
+    /// The per-CPU idle task (tid 0, "swapper/N").
+    Idle,
+    /// ksoftirqd/N: softirqs deferred to a thread.
+    Ksoftirqd,
+    /// irq/N-name: a threaded IRQ handler.
+    IrqThread,
+    /// napi/dev-id: threaded NAPI polling.
+    NapiThread,
+    /// Any other kernel thread.
+    Kthread,
+    /// A user-space thread.
+    #[default]
+    User,
+}
+
+impl TaskKind {
+    pub fn classify(tid: u32, comm: &str, kernel_thread: bool) -> TaskKind {
+        if tid == 0 {
+            TaskKind::Idle
+        } else if comm.starts_with("ksoftirqd/") || comm.starts_with("ktimers/") {
+            // ktimers/N is PREEMPT_RT's softirq thread for TIMER and
+            // HRTIMER (6.12+): ksoftirqd's job for those two vectors.
+            TaskKind::Ksoftirqd
+        } else if comm.starts_with("irq/") {
+            TaskKind::IrqThread
+        } else if comm.starts_with("napi/") {
+            TaskKind::NapiThread
+        } else if kernel_thread {
+            TaskKind::Kthread
+        } else {
+            TaskKind::User
+        }
+    }
+
+    /// Threads whose own run time is interrupt work done for someone else.
+    pub fn is_service(self) -> bool {
+        matches!(self, TaskKind::Ksoftirqd | TaskKind::IrqThread | TaskKind::NapiThread)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            TaskKind::Idle => "idle",
+            TaskKind::Ksoftirqd => "ksoftirqd",
+            TaskKind::IrqThread => "irq-thread",
+            TaskKind::NapiThread => "napi-thread",
+            TaskKind::Kthread => "kthread",
+            TaskKind::User => "user",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_comm() {
+        let line = "4242 (we ird) (x)) R 1 4242 4242 0 -1 4194560 100 0 0 0 250 17 0 0 20 0 1 0 5000 1000 10";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "we ird) (x)");
+        assert_eq!(s.charged_ticks, 267);
+        assert!(!s.kernel_thread);
+        let k = "12 (ksoftirqd/0) S 2 0 0 0 -1 69238848 0 0 0 0 3 44 0 0 20 0 1 0 9 0 0";
+        let s = parse_stat(k).unwrap();
+        assert!(s.kernel_thread);
+        assert_eq!(s.charged_ticks, 47);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn own_thread_is_visible_and_user() {
+        let me = nix::unistd::gettid().as_raw() as u32;
+        let s = task_stat(std::process::id(), me).expect("own stat");
+        assert!(!s.kernel_thread);
+        assert_eq!(TaskKind::classify(me, &s.comm, s.kernel_thread), TaskKind::User);
+        assert!(all_threads().contains_key(&me));
+    }
+
+    #[test]
+    fn classifies_interrupt_threads() {
+        assert_eq!(TaskKind::classify(0, "swapper/1", true), TaskKind::Idle);
+        assert_eq!(TaskKind::classify(15, "ksoftirqd/1", true), TaskKind::Ksoftirqd);
+        assert_eq!(TaskKind::classify(18, "ktimers/0", true), TaskKind::Ksoftirqd, "PREEMPT_RT's timer softirq thread");
+        assert_eq!(TaskKind::classify(99, "napi/veth0-8193", true), TaskKind::NapiThread);
+        assert_eq!(TaskKind::classify(98, "irq/24-virtio0", true), TaskKind::IrqThread);
+        assert!(TaskKind::NapiThread.is_service());
+        assert!(!TaskKind::Kthread.is_service());
+    }
+}

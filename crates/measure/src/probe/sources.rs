@@ -1,0 +1,732 @@
+//! Who interfered: what ran on the probed CPU during the probe's gaps
+//! (issue 43). A BPF monitor (`bpf/gap_sources.bpf.c`) cuts the probed
+//! CPU's timeline at every hard IRQ, system vector, softirq and context
+//! switch boundary and sends each piece as a segment charged to the
+//! innermost context. Here the segments are lined up with the gaps: the
+//! part of a gap a segment covers is that source's; what no segment covers
+//! is `unseen` (the hypervisor stopping the vCPU, SMIs, the entry and exit
+//! paths around each handler, the probe's own clock reads). So the sources
+//! of any stretch of gaps add up to its gap time exactly, by construction.
+//!
+//! The segments' clock is CLOCK_MONOTONIC (`bpf_ktime_get_ns`); the probe's
+//! gaps are in ns since its first clock read, mapped to CLOCK_MONOTONIC by
+//! the calibration pairs that bracket the run ([`super::run`]).
+
+use super::window::Gap;
+use irqlab_host::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What kind of context a source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A hard IRQ handler (by number and action name) or an x86 system
+    /// vector (local timer, IPIs).
+    Irq,
+    /// A softirq vector (NET_RX, TIMER, ...), wherever it ran.
+    Softirq,
+    /// A thread that ran instead of the probe (kernel threads included).
+    Thread,
+    /// Gap time no tracepoint accounted for.
+    Unseen,
+}
+
+/// One source's share of a window's busy time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// `irq 11 virtio0`, `irq LOC timer`, `NET_RX`, `inject/4211 FIFO 95`,
+    /// `ksoftirqd/1/23 OTHER`, `unseen`.
+    pub label: String,
+    pub kind: SourceKind,
+    /// Thread id (threads only): what `irqlab control threads pid:N` takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The thread's policy in `irqlab control threads --policy` spelling
+    /// (`fifo:95`, `other`, `other:5`, `idle`), so that a command can move
+    /// it and keep it; `None` for other kinds and for policies that
+    /// spelling cannot restate (batch, deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    pub ns: u64,
+}
+
+/// The composition of one window length's maximum-load window.
+///
+/// `busy_ns` is the gap time in `[start_ns, start_ns + window_ns]` (the
+/// window that set the curve's `max_load` for `window_ns`, before any
+/// baseline was subtracted), and the `sources`' `ns` add up to it exactly.
+/// Sources are sorted by `ns`, largest first; `unseen` is one of them when
+/// it is not zero.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowSources {
+    pub window_ns: u64,
+    /// Where the window starts, ns since the start of the run.
+    pub start_ns: u64,
+    pub busy_ns: u64,
+    pub sources: Vec<Source>,
+}
+
+/// The `sources` of a curve document: whether the run has them, why not
+/// when it has none, and the composition of each window length's
+/// maximum-load window (one entry per curve point, same `window_ns`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GapSources {
+    pub available: bool,
+    /// What the monitor did or why it could not run.
+    pub note: String,
+    /// Segments received from the kernel.
+    pub segments: u64,
+    /// Segments the ring buffer had no room for: their time is counted as
+    /// `unseen`.
+    pub lost_segments: u64,
+    #[serde(default)]
+    pub windows: Vec<WindowSources>,
+}
+
+impl GapSources {
+    /// No sources, and why.
+    pub fn off(note: impl Into<String>) -> Self {
+        GapSources { available: false, note: note.into(), segments: 0, lost_segments: 0, windows: Vec::new() }
+    }
+
+    /// The composition of the maximum-load window of `window_ns`.
+    pub fn window(&self, window_ns: u64) -> Option<&WindowSources> {
+        self.windows.iter().find(|w| w.window_ns == window_ns)
+    }
+
+    /// The composition of the window length nearest `window_ns` (log
+    /// scale), as a curve's `load_at` picks its point.
+    pub fn nearest(&self, window_ns: u64) -> Option<&WindowSources> {
+        let distance = |w: u64| ((w.max(1) as f64).ln() - (window_ns.max(1) as f64).ln()).abs();
+        self.windows.iter().min_by(|a, b| distance(a.window_ns).total_cmp(&distance(b.window_ns)))
+    }
+
+    /// The sources of every max-load window as stacked layers, bottom to
+    /// top: the `named` sources that take the largest share of any window,
+    /// then `others`, then `unseen`. Each point is (window_ns, top of the
+    /// layer as a fraction of the window), so the last layer's top is the
+    /// raw max-load curve. Layers that are zero everywhere are left out.
+    pub fn layers(&self, named: usize) -> Vec<Layer> {
+        if !self.available || self.windows.is_empty() {
+            return Vec::new();
+        }
+        // Rank by the largest share a source takes of any window.
+        let mut share: std::collections::BTreeMap<&str, f64> = Default::default();
+        for w in &self.windows {
+            for x in w.sources.iter().filter(|x| x.kind != SourceKind::Unseen) {
+                let v = share.entry(x.label.as_str()).or_default();
+                *v = v.max(x.ns as f64 / w.window_ns as f64);
+            }
+        }
+        let mut ranked: Vec<(&str, f64)> = share.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let names: Vec<&str> = ranked.iter().take(named).map(|r| r.0).collect();
+        let mut layers: Vec<Layer> = names.iter().map(|n| Layer { name: n.to_string(), points: Vec::new() }).collect();
+        layers.push(Layer { name: "others".into(), points: Vec::new() });
+        layers.push(Layer { name: "unseen".into(), points: Vec::new() });
+        for w in &self.windows {
+            let of = |pred: &dyn Fn(&Source) -> bool| {
+                w.sources.iter().filter(|s| pred(s)).map(|s| s.ns).sum::<u64>() as f64 / w.window_ns as f64
+            };
+            let mut top = 0.0;
+            for (i, layer) in layers.iter_mut().enumerate() {
+                top += match i {
+                    _ if i < names.len() => of(&|s| s.label == layer.name),
+                    _ if layer.name == "unseen" => of(&|s| s.kind == SourceKind::Unseen),
+                    _ => of(&|s| s.kind != SourceKind::Unseen && !names.contains(&s.label.as_str())),
+                };
+                layer.points.push((w.window_ns, top.min(1.0)));
+            }
+        }
+        layers.retain(|l| l.points.iter().any(|&(_, y)| y > 0.0));
+        layers
+    }
+}
+
+/// One layer of [`GapSources::layers`]: (window_ns, top as a fraction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    pub name: String,
+    pub points: Vec<(u64, f64)>,
+}
+
+/// Who a segment is charged to (its label, kind and thread id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SourceId {
+    pub label: String,
+    pub kind: SourceKind,
+    pub pid: Option<u32>,
+    /// Threads: `--policy` spelling (see [`Source::policy`]).
+    pub policy: Option<String>,
+}
+
+/// A stretch of the probed CPU's time one source ran, in ns since the
+/// start of the run. Segments are disjoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Index into the source table.
+    pub source: usize,
+}
+
+/// Segments with their source table, sorted by start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timeline {
+    pub sources: Vec<SourceId>,
+    pub segments: Vec<Segment>,
+}
+
+impl Timeline {
+    /// Builds a timeline from (start, end, source) in any order; source
+    /// ids are interned. Overlaps (which one CPU's exclusive segments do
+    /// not have) are cut so no time is counted twice.
+    pub fn new(raw: impl IntoIterator<Item = (u64, u64, SourceId)>) -> Self {
+        let mut index: HashMap<SourceId, usize> = HashMap::new();
+        let mut t = Timeline::default();
+        for (start_ns, end_ns, id) in raw {
+            if end_ns <= start_ns {
+                continue;
+            }
+            let next = t.sources.len();
+            let source = *index.entry(id.clone()).or_insert(next);
+            if source == next {
+                t.sources.push(id);
+            }
+            t.segments.push(Segment { start_ns, end_ns, source });
+        }
+        t.segments.sort_by_key(|s| (s.start_ns, s.end_ns));
+        let mut floor = 0;
+        t.segments.retain_mut(|s| {
+            s.start_ns = s.start_ns.max(floor);
+            floor = floor.max(s.end_ns);
+            s.end_ns > s.start_ns
+        });
+        t
+    }
+
+    /// Adds each source's overlap with `[a, b)` to `into` (by source index);
+    /// returns the total added (at most `b - a`, segments being disjoint).
+    fn overlap(&self, a: u64, b: u64, into: &mut HashMap<usize, u64>) -> u64 {
+        let mut seen = 0;
+        let first = self.segments.partition_point(|s| s.end_ns <= a);
+        for s in self.segments[first..].iter().take_while(|s| s.start_ns < b) {
+            let ns = s.end_ns.min(b).saturating_sub(s.start_ns.max(a));
+            if ns > 0 {
+                *into.entry(s.source).or_default() += ns;
+                seen += ns;
+            }
+        }
+        seen
+    }
+
+    /// The sources of the gap time in `[t, t + window]`: each source's
+    /// overlap with the gaps there, `unseen` the rest. Their sum is the gap
+    /// time in the window (conservation).
+    pub fn compose(&self, gaps: &[Gap], t: u64, window: u64) -> (u64, Vec<Source>) {
+        let end = t.saturating_add(window);
+        let mut per: HashMap<usize, u64> = HashMap::new();
+        let (mut busy, mut seen) = (0u64, 0u64);
+        let first = gaps.partition_point(|g| g.start_ns + g.len_ns <= t);
+        for g in gaps[first..].iter().take_while(|g| g.start_ns < end) {
+            let (a, b) = (g.start_ns.max(t), (g.start_ns + g.len_ns).min(end));
+            if b > a {
+                busy += b - a;
+                seen += self.overlap(a, b, &mut per);
+            }
+        }
+        let mut out: Vec<Source> = per
+            .into_iter()
+            .map(|(i, ns)| {
+                let id = &self.sources[i];
+                Source { label: id.label.clone(), kind: id.kind, pid: id.pid, policy: id.policy.clone(), ns }
+            })
+            .collect();
+        let unseen = busy - seen;
+        if unseen > 0 {
+            out.push(Source { label: "unseen".into(), kind: SourceKind::Unseen, pid: None, policy: None, ns: unseen });
+        }
+        out.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.label.cmp(&y.label)));
+        (busy, out)
+    }
+}
+
+/// Where a window of `window` ns with the most gap time starts, and that
+/// gap time; `None` when the run is shorter than the window. The candidates
+/// are those of [`super::window::GapIndex`]: a window starting at a gap's
+/// start, ending at a gap's end, or at either end of the run; of equal
+/// maxima the earliest.
+pub fn max_window(gaps: &[Gap], total_ns: u64, window: u64) -> Option<(u64, u64)> {
+    if window == 0 || window > total_ns {
+        return None;
+    }
+    // before[k]: gap time of gaps 0..k.
+    let mut before = Vec::with_capacity(gaps.len() + 1);
+    before.push(0u64);
+    for g in gaps {
+        before.push(before.last().copied().unwrap_or(0) + g.len_ns);
+    }
+    // Gap time in [0, x].
+    let upto = |x: u64| {
+        let k = gaps.partition_point(|g| g.start_ns < x);
+        match k.checked_sub(1) {
+            None => 0,
+            Some(j) => before[j] + (gaps[j].start_ns + gaps[j].len_ns).min(x) - gaps[j].start_ns,
+        }
+    };
+    let last = total_ns - window;
+    let candidates = gaps
+        .iter()
+        .map(|g| g.start_ns)
+        .chain(gaps.iter().filter_map(|g| (g.start_ns + g.len_ns).checked_sub(window)))
+        .chain([0, last])
+        .filter(|&t| t <= last);
+    let mut best: Option<(u64, u64)> = None;
+    for t in candidates {
+        let busy = upto(t + window) - upto(t);
+        if best.is_none_or(|(bt, bb)| busy > bb || (busy == bb && t < bt)) {
+            best = Some((t, busy));
+        }
+    }
+    best
+}
+
+/// The composition of each window length's maximum-load window.
+pub fn per_window(timeline: &Timeline, gaps: &[Gap], total_ns: u64, windows_ns: &[u64]) -> Vec<WindowSources> {
+    windows_ns
+        .iter()
+        .filter_map(|&w| {
+            let (start_ns, _) = max_window(gaps, total_ns, w)?;
+            let (busy_ns, sources) = timeline.compose(gaps, start_ns, w);
+            Some(WindowSources { window_ns: w, start_ns, busy_ns, sources })
+        })
+        .collect()
+}
+
+/// Linux's softirq vector names (`include/linux/interrupt.h`).
+const SOFTIRQ_NAMES: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
+
+fn policy_name(policy: u32) -> &'static str {
+    match policy {
+        0 => "OTHER",
+        1 => "FIFO",
+        2 => "RR",
+        3 => "BATCH",
+        5 => "IDLE",
+        6 => "DEADLINE",
+        _ => "policy?",
+    }
+}
+
+/// A thread's policy as `irqlab control threads --policy` takes it, where
+/// that spelling can restate it.
+fn policy_spec(policy: u32, rt_priority: u32, nice: i32) -> Option<String> {
+    match policy {
+        0 if nice != 0 => Some(format!("other:{nice}")),
+        0 => Some("other".into()),
+        1 => Some(format!("fifo:{rt_priority}")),
+        2 => Some(format!("rr:{rt_priority}")),
+        5 => Some("idle".into()),
+        _ => None,
+    }
+}
+
+/// A segment record's source, as the BPF program describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSource {
+    pub kind: u32,
+    pub id: u32,
+    pub tgid: u32,
+    pub policy: u32,
+    pub rt_priority: u32,
+    pub nice: i32,
+    pub name: String,
+}
+
+/// The label a report shows for a source. Threads are `comm/tid` with
+/// their policy and priority as they were when the segment ended.
+pub fn source_id(r: &RawSource) -> SourceId {
+    const IRQ: u32 = 1;
+    const SOFTIRQ: u32 = 2;
+    const THREAD: u32 = 3;
+    const SYSVEC: u32 = 4;
+    match r.kind {
+        IRQ => {
+            SourceId { label: format!("irq {} {}", r.id, r.name).trim_end().to_string(), kind: SourceKind::Irq, pid: None, policy: None }
+        }
+        SYSVEC => {
+            let name = match r.id {
+                1 => "LOC timer",
+                2 => "RES resched IPI",
+                3 => "CAL function IPI",
+                4 => "CAL function-single IPI",
+                _ => "system vector",
+            };
+            SourceId { label: format!("irq {name}"), kind: SourceKind::Irq, pid: None, policy: None }
+        }
+        SOFTIRQ => {
+            let label = SOFTIRQ_NAMES.get(r.id as usize).map_or_else(|| format!("softirq {}", r.id), |n| (*n).to_string());
+            SourceId { label, kind: SourceKind::Softirq, pid: None, policy: None }
+        }
+        THREAD if r.id == 0 => SourceId { label: "idle".into(), kind: SourceKind::Thread, pid: None, policy: None },
+        THREAD => {
+            let prio = match r.policy {
+                1 | 2 => format!(" {}", r.rt_priority),
+                _ if r.nice != 0 => format!(" nice {}", r.nice),
+                _ => String::new(),
+            };
+            SourceId {
+                label: format!("{}/{} {}{prio}", r.name, r.id, policy_name(r.policy)),
+                kind: SourceKind::Thread,
+                pid: Some(r.id),
+                policy: policy_spec(r.policy, r.rt_priority, r.nice),
+            }
+        }
+        _ => SourceId { label: format!("source kind {}", r.kind), kind: SourceKind::Irq, pid: None, policy: None },
+    }
+}
+
+/// One segment as received, CLOCK_MONOTONIC ns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSegment {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub source: RawSource,
+}
+
+/// Turns received segments into a timeline relative to the probe's run
+/// start (`origin_mono_ns`, CLOCK_MONOTONIC), dropping the probe thread's
+/// own segments (`probe_tid`) and everything outside `[0, total_ns]`.
+pub fn timeline(raw: &[RawSegment], origin_mono_ns: u64, total_ns: u64, probe_tid: Option<u32>) -> Timeline {
+    Timeline::new(raw.iter().filter(|s| !(s.source.kind == 3 && Some(s.source.id) == probe_tid)).filter_map(|s| {
+        let a = s.start_ns.saturating_sub(origin_mono_ns).min(total_ns);
+        let b = s.end_ns.saturating_sub(origin_mono_ns).min(total_ns);
+        (b > a).then(|| (a, b, source_id(&s.source)))
+    }))
+}
+
+/// The curve's `sources` from what the monitor collected (or why it has
+/// none): segments moved onto the run's time base (`origin_mono_ns`, the
+/// loop's first read on CLOCK_MONOTONIC), the probe thread's own dropped,
+/// and each window length's maximum-load window composed.
+pub fn assemble(
+    collected: std::result::Result<Collected, String>,
+    cpu: usize,
+    origin_mono_ns: u64,
+    probe_tid: Option<u32>,
+    gaps: &[Gap],
+    total_ns: u64,
+    windows_ns: &[u64],
+) -> GapSources {
+    let c = match collected {
+        Ok(c) => c,
+        Err(why) => return GapSources::off(why),
+    };
+    let timeline = timeline(&c.segments, origin_mono_ns, total_ns, probe_tid);
+    let mut note = format!("BPF monitor on CPU {cpu}: {} segments", c.segments.len());
+    if c.lost > 0 {
+        note.push_str(&format!(", {} lost (ring buffer full; their time counts as unseen)", c.lost));
+    }
+    if !c.missing.is_empty() {
+        note.push_str(&format!("; no tracepoint {} on this kernel (that time counts as unseen)", c.missing.join(", ")));
+    }
+    GapSources {
+        available: true,
+        note,
+        segments: c.segments.len() as u64,
+        lost_segments: c.lost,
+        windows: per_window(&timeline, gaps, total_ns, windows_ns),
+    }
+}
+
+/// What the monitor collected.
+#[derive(Debug, Clone, Default)]
+pub struct Collected {
+    pub segments: Vec<RawSegment>,
+    pub lost: u64,
+    /// Optional tracepoints (system vectors) this kernel lacks.
+    pub missing: Vec<String>,
+}
+
+/// The BPF monitor of the probed CPU, running on a thread of its own (off
+/// that CPU) until [`Monitor::finish`].
+pub struct Monitor {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<std::result::Result<Collected, String>>>,
+}
+
+use irqlab_host::tracepoints::SYSTEM_VECTORS;
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+    include!(concat!(env!("OUT_DIR"), "/gap_sources.skel.rs"));
+}
+
+fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+/// A segment record out of the ring buffer, through the skeleton's
+/// generated type.
+fn decode(bytes: &[u8]) -> Option<RawSegment> {
+    use skel::types::gs_segment;
+    if bytes.len() < std::mem::size_of::<gs_segment>() {
+        return None;
+    }
+    // SAFETY: gs_segment is the generated #[repr(C)] type of integers and
+    // a char array, for which every bit pattern is valid, and the slice
+    // holds at least its size.
+    let s: gs_segment = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const gs_segment) };
+    let name: Vec<u8> = s.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    Some(RawSegment {
+        start_ns: s.start_ns,
+        end_ns: s.end_ns,
+        source: RawSource {
+            kind: s.kind,
+            id: s.id,
+            tgid: s.tgid,
+            policy: s.policy,
+            rt_priority: s.rt_priority,
+            nice: s.nice,
+            name: String::from_utf8_lossy(&name).into_owned(),
+        },
+    })
+}
+
+/// How often the reader empties the ring buffer: 8 MB of 64-byte segments
+/// hold 131072, some 50 ms of a CPU switching and interrupted at 2.6 MHz.
+const POLL: Duration = Duration::from_millis(20);
+
+impl Monitor {
+    /// [`Monitor::start`] when `wanted`; otherwise, or when it cannot run,
+    /// the note a curve without sources carries.
+    pub fn start_if(wanted: bool, cpu: usize) -> std::result::Result<Monitor, String> {
+        if wanted {
+            Monitor::start(cpu).map_err(|e| format!("sources unavailable: {e}"))
+        } else {
+            Err("sources not asked for (--no-sources)".to_string())
+        }
+    }
+
+    /// Loads and attaches the monitor for `cpu`; returns once it is
+    /// attached. Errors say why it cannot run (privilege, BTF, verifier).
+    pub fn start(cpu: usize) -> Result<Monitor> {
+        irqlab_host::privilege::require_bpf("watch the probed CPU for gap sources")?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
+        let halt = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("irqlab-sources".into())
+            .spawn(move || watch(cpu, &halt, &tx))
+            .map_err(|e| Error::io("spawning the gap-source monitor", e))?;
+        match rx.recv() {
+            Ok(Ok(())) => Ok(Monitor { stop, thread: Some(thread) }),
+            Ok(Err(why)) => {
+                let _ = thread.join();
+                Err(Error::Failed(why))
+            }
+            Err(_) => Err(Error::Failed("the gap-source monitor thread died".into())),
+        }
+    }
+
+    /// Stops the monitor and returns what it collected.
+    pub fn finish(mut self) -> Result<Collected> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(Ok(c))) => Ok(c),
+            Some(Ok(Err(why))) => Err(Error::Failed(why)),
+            _ => Err(Error::Failed("the gap-source monitor thread panicked".into())),
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The monitor thread: the skeleton borrows its storage, so both live
+/// here, from loading to the last read.
+fn watch(
+    cpu: usize,
+    stop: &AtomicBool,
+    ready: &std::sync::mpsc::Sender<std::result::Result<(), String>>,
+) -> std::result::Result<Collected, String> {
+    use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let fail = |why: String| {
+        let _ = ready.send(Err(why.clone()));
+        Err(why)
+    };
+    // Off the probed CPU: a SCHED_FIFO probe spinning there would starve
+    // the reader, and the reader there would be interference.
+    let _ = irqlab_host::rt::pin_off(cpu);
+    let missing = match irqlab_host::tracepoints::missing(SYSTEM_VECTORS.iter().map(|(_, tp)| *tp)) {
+        Ok(m) => m,
+        Err(why) => return fail(why),
+    };
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let mut open = match skel::GapSourcesSkelBuilder::default().open(&mut storage) {
+        Ok(o) => o,
+        Err(e) => return fail(bpf_err("opening the gap-source BPF object")(e)),
+    };
+    for mut prog in open.open_object_mut().progs_mut() {
+        if SYSTEM_VECTORS.iter().any(|(p, tp)| prog.name() == *p && missing.iter().any(|m| m == tp)) {
+            prog.set_autoload(false);
+        }
+    }
+    let mut skel = match open.load() {
+        Ok(s) => s,
+        Err(e) => return fail(bpf_err("loading the gap-source BPF programs")(e)),
+    };
+    match skel.maps.bss_data.as_deref_mut() {
+        Some(bss) => bss.target_cpu = cpu as u32,
+        None => return fail("the gap-source BPF object has no .bss".into()),
+    }
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let ring = {
+        let sink = received.clone();
+        let mut builder = libbpf_rs::RingBufferBuilder::new();
+        if let Err(e) = builder.add(&skel.maps.segments, move |bytes: &[u8]| {
+            if let Some(s) = decode(bytes) {
+                sink.borrow_mut().push(s);
+            }
+            0
+        }) {
+            return fail(bpf_err("reading the gap-source segments")(e));
+        }
+        match builder.build() {
+            Ok(r) => r,
+            Err(e) => return fail(bpf_err("reading the gap-source segments")(e)),
+        }
+    };
+    if let Err(e) = skel.attach() {
+        return fail(bpf_err("attaching the gap-source programs")(e));
+    }
+    let _ = ready.send(Ok(()));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(POLL);
+        ring.consume().map_err(bpf_err("reading the gap-source segments"))?;
+    }
+    ring.consume().map_err(bpf_err("reading the gap-source segments"))?;
+    let lost = skel.maps.bss_data.as_deref().map_or(0, |b| b.lost_segments);
+    drop(ring);
+    let segments = std::mem::take(&mut *received.borrow_mut());
+    Ok(Collected { segments, lost, missing })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id(label: &str, kind: SourceKind) -> SourceId {
+        SourceId { label: label.into(), kind, pid: None, policy: None }
+    }
+
+    #[test]
+    fn a_gap_is_split_between_its_sources_and_unseen() {
+        // Gap [100, 200): IRQ 110..120, the injector 120..180, the rest unseen.
+        let t = Timeline::new([
+            (110, 120, id("irq 11 virtio0", SourceKind::Irq)),
+            (120, 180, id("inject/7 FIFO 95", SourceKind::Thread)),
+            // Outside the gap: not counted.
+            (300, 400, id("inject/7 FIFO 95", SourceKind::Thread)),
+        ]);
+        let gaps = [Gap { start_ns: 100, len_ns: 100 }];
+        let (busy, sources) = t.compose(&gaps, 0, 250);
+        assert_eq!(busy, 100);
+        let got: Vec<(&str, u64)> = sources.iter().map(|s| (s.label.as_str(), s.ns)).collect();
+        assert_eq!(got, vec![("inject/7 FIFO 95", 60), ("unseen", 30), ("irq 11 virtio0", 10)]);
+    }
+
+    #[test]
+    fn segments_nested_in_the_probes_run_count_only_inside_gaps() {
+        // An IRQ segment that starts before the gap (the probe saw the gap
+        // start at its last clock read): only the overlap counts.
+        let t = Timeline::new([(90, 130, id("irq LOC timer", SourceKind::Irq))]);
+        let gaps = [Gap { start_ns: 100, len_ns: 50 }];
+        let (busy, sources) = t.compose(&gaps, 0, 1000);
+        assert_eq!(busy, 50);
+        assert_eq!(sources.iter().map(|s| s.ns).collect::<Vec<_>>(), vec![30, 20]);
+        assert_eq!(sources[1].kind, SourceKind::Unseen);
+    }
+
+    #[test]
+    fn the_max_window_is_found_where_the_index_finds_it() {
+        let gaps: Vec<Gap> = (0..50).map(|i| Gap { start_ns: i * 2_000 + 700, len_ns: 600 + (i % 7) * 10 }).collect();
+        let idx = super::super::window::GapIndex::new(&gaps, 100_000);
+        for w in [1, 500, 1_000, 3_333, 10_000, 99_999, 100_000] {
+            let (t, busy) = max_window(&gaps, 100_000, w).unwrap();
+            assert_eq!(Some(busy), idx.max_in_window(w), "w={w}");
+            assert!(t + w <= 100_000);
+        }
+        assert_eq!(max_window(&gaps, 100_000, 100_001), None);
+    }
+
+    #[test]
+    fn labels_name_what_a_user_knows() {
+        let raw =
+            |kind, id, policy, rt_priority, name: &str| RawSource { kind, id, tgid: id, policy, rt_priority, nice: 0, name: name.into() };
+        assert_eq!(source_id(&raw(1, 11, 0, 0, "virtio0")).label, "irq 11 virtio0");
+        assert_eq!(source_id(&raw(4, 1, 0, 0, "")).label, "irq LOC timer");
+        assert_eq!(source_id(&raw(2, 3, 0, 0, "")).label, "NET_RX");
+        let t = source_id(&raw(3, 4211, 1, 95, "inject"));
+        assert_eq!((t.label.as_str(), t.pid, t.policy.as_deref()), ("inject/4211 FIFO 95", Some(4211), Some("fifo:95")));
+        let k = source_id(&raw(3, 23, 0, 0, "ksoftirqd/1"));
+        assert_eq!((k.label.as_str(), k.policy.as_deref()), ("ksoftirqd/1/23 OTHER", Some("other")));
+        // SCHED_DEADLINE cannot be restated without its runtime and period.
+        assert_eq!(source_id(&raw(3, 24, 6, 0, "dl")).policy, None);
+        assert_eq!(source_id(&raw(1, 11, 0, 0, "virtio0")).policy, None);
+    }
+
+    #[test]
+    fn the_probes_own_segments_and_the_clock_offset() {
+        let seg = |a, b, kind, id| RawSegment {
+            start_ns: a,
+            end_ns: b,
+            source: RawSource { kind, id, tgid: 1, policy: 0, rt_priority: 0, nice: 0, name: "x".into() },
+        };
+        let raw = [seg(1_000, 1_100, 3, 42), seg(1_100, 1_200, 1, 5), seg(1_200, 1_300, 3, 43)];
+        let t = timeline(&raw, 1_000, 250, Some(42));
+        let spans: Vec<(u64, u64)> = t.segments.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+        assert_eq!(spans, vec![(100, 200), (200, 250)]);
+    }
+
+    proptest! {
+        /// Conservation on recorded gaps with synthetic segments: the
+        /// sources of every maximum-load window add up to its gap time,
+        /// which is the curve's maximum.
+        #[test]
+        fn sources_add_up_to_the_windows_busy_time(
+            spec in proptest::collection::vec((0u64..400, 1u64..300), 1..40),
+            segs in proptest::collection::vec((0u64..20_000, 1u64..500, 0usize..4), 0..80),
+            w in 1u64..5_000,
+        ) {
+            let mut t = 0;
+            let mut gaps = Vec::new();
+            for (space, len) in spec {
+                t += space;
+                gaps.push(Gap { start_ns: t, len_ns: len });
+                t += len;
+            }
+            let total = t + 10;
+            let kinds = [SourceKind::Irq, SourceKind::Softirq, SourceKind::Thread, SourceKind::Thread];
+            let timeline = Timeline::new(segs.iter().map(|&(a, l, k)| (a, a + l, id(&format!("s{k}"), kinds[k]))));
+            let idx = super::super::window::GapIndex::new(&gaps, total);
+            for ws in per_window(&timeline, &gaps, total, &[w]) {
+                prop_assert_eq!(ws.sources.iter().map(|s| s.ns).sum::<u64>(), ws.busy_ns);
+                prop_assert_eq!(Some(ws.busy_ns), idx.max_in_window(w));
+            }
+        }
+    }
+}

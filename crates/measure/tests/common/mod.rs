@@ -1,0 +1,3 @@
+//! Helpers shared by the live tests.
+
+pub use irqlab_host::stop::StopOnDrop;
