@@ -89,12 +89,21 @@ fn commands(machine: &Machine) -> Vec<Readiness> {
         _ => None,
     };
     let clock_note = clock::tsc_usable().err().map(|why| format!("samples clock_gettime instead of the TSC: {why}"));
+    // The probe runs without its gap-source monitor where that cannot
+    // load: a note on the row, not a missing feature.
+    let sources_note = irqlab_measure::probe::sources::check_loads()
+        .err()
+        .map(|why| format!("no gap sources (who took the gaps; --no-sources runs without them): {why}"));
+    let probe_note = match (clock_note, sources_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let rt_tests = privilege::require_program("cyclictest").and_then(|()| privilege::require_program("oslat"));
     // One trial serves both commands whose threads lock memory and run at
     // SCHED_FIFO.
     let realtime = readiness("measure latency", realtime::check_prerequisites(1), None);
     vec![
-        readiness("measure interference", probe_run::check_prerequisites(Policy::Fifo), clock_note),
+        readiness("measure interference", probe_run::check_prerequisites(Policy::Fifo), probe_note),
         realtime.clone(),
         readiness("measure accounting", accounting_check, skipped),
         readiness("measure accounting --fig6", accounting::check_testbed_experiment_prerequisites(), None),

@@ -64,18 +64,27 @@ pub fn is_root() -> bool {
 /// neither is possible (root without setpriv).
 pub fn unprivileged(args: &[&str]) -> Option<Output> {
     if is_root() {
-        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|p| Path::new(p).exists())?;
-        Some(
-            Command::new(setpriv)
-                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"])
-                .arg(env!("CARGO_BIN_EXE_irqlab"))
-                .args(args)
-                .output()
-                .unwrap(),
-        )
+        with_capabilities(&[], args)
     } else {
         Some(irqlab().args(args).output().unwrap())
     }
+}
+
+/// Runs irqlab as uid nobody with only `caps` (e.g. "sys_nice"), through
+/// setpriv's ambient set; `None` unless root with setpriv.
+pub fn with_capabilities(caps: &[&str], args: &[&str]) -> Option<Output> {
+    if !is_root() {
+        return None;
+    }
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"].into_iter().find(|p| Path::new(p).exists())?;
+    let plus: String = caps.iter().map(|c| format!(",+{c}")).collect();
+    let bounding = if caps.is_empty() { "--bounding-set=-all".to_string() } else { format!("--bounding-set=-all{plus}") };
+    let mut command = Command::new(setpriv);
+    command.args(["--reuid=65534", "--regid=65534", "--clear-groups", &format!("--inh-caps=-all{plus}"), &bounding]);
+    if !caps.is_empty() {
+        command.arg(format!("--ambient-caps={}", plus.trim_start_matches(',')));
+    }
+    Some(command.arg("--").arg(env!("CARGO_BIN_EXE_irqlab")).args(args).output().unwrap())
 }
 
 /// A live document records the machine it was measured on: the running

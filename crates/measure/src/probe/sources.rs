@@ -555,12 +555,43 @@ impl Drop for Monitor {
 
 /// The monitor thread: the skeleton borrows its storage, so both live
 /// here, from loading to the last read.
+/// The gap-source object opened, its programs for system vectors this
+/// kernel has no tracepoint for left out of the load.
+/// Also returns the tracepoints left out.
+type Opened<'obj> = (skel::OpenGapSourcesSkel<'obj>, Vec<String>);
+
+fn open_skel(storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>) -> std::result::Result<Opened<'_>, String> {
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    let missing = irqlab_host::tracepoints::missing(SYSTEM_VECTORS.iter().map(|(_, tp)| *tp))?;
+    let mut open = skel::GapSourcesSkelBuilder::default().open(storage).map_err(bpf_err("opening the gap-source BPF object"))?;
+    for mut prog in open.open_object_mut().progs_mut() {
+        if SYSTEM_VECTORS.iter().any(|(p, tp)| prog.name() == *p && missing.iter().any(|m| m == tp)) {
+            prog.set_autoload(false);
+        }
+    }
+    Ok((open, missing))
+}
+
+/// Loads the gap-source programs as [`Monitor::start`] does, attaches
+/// nothing and unloads them: whether this kernel's verifier accepts them
+/// (doctor's readiness of `measure interference`'s sources). Exit 3
+/// naming the program it rejects and why.
+pub fn check_loads() -> Result<()> {
+    use libbpf_rs::skel::OpenSkel;
+    irqlab_host::privilege::require_bpf("load the gap-source BPF programs")?;
+    let mut storage = std::mem::MaybeUninit::uninit();
+    irqlab_host::bpf_trial::load("the gap-source BPF programs", || {
+        let (open, _) = open_skel(&mut storage).map_err(Error::Failed)?;
+        open.load().map(drop).map_err(|e| Error::Failed(bpf_err("loading the gap-source BPF programs")(e)))
+    })
+}
+
 fn watch(
     cpu: usize,
     stop: &AtomicBool,
     ready: &std::sync::mpsc::Sender<std::result::Result<(), String>>,
 ) -> std::result::Result<Collected, String> {
-    use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    use libbpf_rs::skel::{OpenSkel, Skel};
     use std::cell::RefCell;
     use std::rc::Rc;
     let fail = |why: String| {
@@ -570,20 +601,11 @@ fn watch(
     // Off the probed CPU: a SCHED_FIFO probe spinning there would starve
     // the reader, and the reader there would be interference.
     let _ = irqlab_host::rt::pin_off(cpu);
-    let missing = match irqlab_host::tracepoints::missing(SYSTEM_VECTORS.iter().map(|(_, tp)| *tp)) {
-        Ok(m) => m,
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let (open, missing) = match open_skel(&mut storage) {
+        Ok(o) => o,
         Err(why) => return fail(why),
     };
-    let mut storage = std::mem::MaybeUninit::uninit();
-    let mut open = match skel::GapSourcesSkelBuilder::default().open(&mut storage) {
-        Ok(o) => o,
-        Err(e) => return fail(bpf_err("opening the gap-source BPF object")(e)),
-    };
-    for mut prog in open.open_object_mut().progs_mut() {
-        if SYSTEM_VECTORS.iter().any(|(p, tp)| prog.name() == *p && missing.iter().any(|m| m == tp)) {
-            prog.set_autoload(false);
-        }
-    }
     let mut skel = match open.load() {
         Ok(s) => s,
         Err(e) => return fail(bpf_err("loading the gap-source BPF programs")(e)),
