@@ -218,6 +218,65 @@ fn a_thread_that_exits_mid_run_is_reported() {
     assert_eq!(doc["threads"][0]["exited"], true);
 }
 
+/// Issue 44: a persisted change someone else changed since is seen. After
+/// `control threads pid:N --policy fifo:10 --persist` and `chrt -o -p 0 N`
+/// (SCHED_OTHER again, by hand), `control status` marks the entry drifted
+/// with what the thread has now, `revert` refuses naming it (exit 1), and
+/// `revert --force` puts the old policy back.
+#[test]
+fn a_persisted_change_changed_by_hand_is_drifted_and_reverted_only_with_force() {
+    if !live_tests_enabled("a_persisted_change_changed_by_hand_is_drifted_and_reverted_only_with_force") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    struct Sleeper(Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // SCHED_BATCH, so that the old value differs from what the hand sets
+    // (SCHED_OTHER) as well as from irqlab's (FIFO 10): a hand that puts
+    // the old value back is shown as such, not as drift.
+    let sleeper = Sleeper(Command::new("chrt").args(["-b", "0", "sleep", "60"]).spawn().expect("chrt (util-linux)"));
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = sleeper.0.id() as i32;
+    let persist = irqlab().args(["control", "threads", &format!("pid:{pid}"), "--policy", "fifo:10", "--persist"]).output().unwrap();
+    assert!(persist.status.success(), "{}", String::from_utf8_lossy(&persist.stderr));
+    assert_eq!(sched::get(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
+    let entry = |status: &serde_json::Value| {
+        status["entries"].as_array().unwrap().iter().find(|e| e["object"]["thread"]["tid"] == pid).cloned().expect("the entry")
+    };
+    let status = || -> serde_json::Value {
+        let o = irqlab().args(["control", "status", "--json", "-"]).output().unwrap();
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let e = entry(&status());
+    assert_eq!((e["state"].as_str(), e["now"].as_str()), (Some("persistent"), Some("as-set")), "{e}");
+    let id = e["id"].as_str().unwrap().to_string();
+
+    let chrt = Command::new("chrt").args(["-o", "-p", "0", &pid.to_string()]).status().expect("chrt (util-linux)");
+    assert!(chrt.success());
+    let e = entry(&status());
+    assert_eq!(e["now"], "drifted", "{e}");
+    assert_eq!(e["value"]["attr"], serde_json::json!({"policy": "other", "nice": 0}), "{e}");
+    let text = irqlab().args(["control", "status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("DRIFTED: now SCHED_OTHER nice 0"), "{}", String::from_utf8_lossy(&text.stdout));
+
+    let refused = irqlab().args(["control", "revert", &id]).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains(&id) && err.contains("drifted") && err.contains("--force"), "{err}");
+    assert_eq!(sched::get(pid).unwrap(), SchedAttr::Other { nice: 0 }, "a refused revert changes nothing");
+
+    let forced = irqlab().args(["control", "revert", &id, "--force"]).output().unwrap();
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stderr));
+    assert_eq!(sched::get(pid).unwrap(), SchedAttr::Batch { nice: 0 });
+    assert!(status()["entries"].as_array().unwrap().iter().all(|e| e["object"]["thread"]["tid"] != pid));
+    drop(sleeper);
+}
+
 /// A busy loop (SCHED_OTHER) pinned to one CPU, killed on drop: it keeps
 /// a served thread's low level (SCHED_IDLE) from running much, and it
 /// starves nothing (an RT hog would make the kernel's fair server stop

@@ -308,6 +308,10 @@ pub struct RevertArgs {
     /// Undo every leftover of a killed run and every persisted change
     #[arg(long)]
     all: bool,
+    /// Also revert a persisted change someone changed since (DRIFTED in
+    /// `control status`): its old value goes back over their change
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run(command: Command) -> Result<Status, CliError> {
@@ -839,10 +843,14 @@ struct StatusEntry {
     #[serde(flatten)]
     entry: Entry,
     state: State,
+    /// What the object holds now: as set, back to old, drifted, gone.
+    #[serde(flatten)]
+    now: journal::Now,
 }
 
 fn status(args: StatusArgs) -> Result<Status, CliError> {
-    let entries: Vec<StatusEntry> = journal::entries().into_iter().map(|entry| StatusEntry { state: entry.state(), entry }).collect();
+    let entries: Vec<StatusEntry> =
+        journal::entries().into_iter().map(|entry| StatusEntry { state: entry.state(), now: entry.now(), entry }).collect();
     let doc = StatusDoc { schema: "irqlab/control-status/v1", entries, unreadable: journal::unreadable() };
     json_or_summary(args.json.as_deref(), &doc, |d| {
         let unreadable: String = d.unreadable.iter().map(|u| format!("UNREADABLE: {u}\n")).collect();
@@ -852,7 +860,7 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
             }
             return "irqlab has changed nothing on this machine\n".to_string();
         }
-        let mut t = Table::new(["ID", "OBJECT", "OLD -> NEW", "BY", "STATE"]);
+        let mut t = Table::new(["ID", "OBJECT", "OLD -> NEW", "NOW", "BY", "STATE"]);
         for e in &d.entries {
             let state = match e.state {
                 State::Active => "active (its owner restores it)".to_string(),
@@ -863,6 +871,7 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
                 e.entry.id.clone(),
                 e.entry.object.to_string(),
                 format!("{} -> {}", e.entry.old, e.entry.new),
+                e.now.to_string(),
                 if e.entry.owner.pid > 0 { format!("pid {}", e.entry.owner.pid) } else { e.entry.owner.describe() },
                 state,
             ]);
@@ -879,7 +888,16 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
         // (a thread leaves an irqlab cgroup before the cgroup is removed).
         None => journal::entries().into_iter().rev().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
     };
-    let mut text: String = revert_ids(&ids)?.concat();
+    // Each entry on its own: one refused (drifted) or failed does not keep
+    // the others in place; the run then exits 1 naming it.
+    let mut text = String::new();
+    let mut refused = Vec::new();
+    for id in &ids {
+        match revert_ids(std::slice::from_ref(id), args.force) {
+            Ok(lines) => text.push_str(&lines.concat()),
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
     let unreadable = journal::unreadable();
     if ids.is_empty() && unreadable.is_empty() {
         text.push_str("nothing to revert\n");
@@ -888,6 +906,9 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
         text.push_str(&format!("not reverted: {u}\n"));
     }
     output::print(&text)?;
+    if !refused.is_empty() {
+        return Err(CliError::Failed(format!("not reverted: {}", refused.join("; "))));
+    }
     Ok(Status::Success)
 }
 
@@ -895,13 +916,13 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
 /// --repair`. One line per entry, as `control revert` prints them.
 pub fn revert_leftovers() -> Result<Vec<String>, CliError> {
     let ids: Vec<String> = journal::entries().into_iter().rev().filter(|e| e.state() == State::Leftover).map(|e| e.id).collect();
-    revert_ids(&ids)
+    revert_ids(&ids, false)
 }
 
-fn revert_ids(ids: &[String]) -> Result<Vec<String>, CliError> {
+fn revert_ids(ids: &[String], force: bool) -> Result<Vec<String>, CliError> {
     let mut lines = Vec::new();
     for id in ids {
-        let (entry, outcome) = journal::revert(id)?;
+        let (entry, outcome) = journal::revert(id, force)?;
         lines.push(match outcome {
             Restored::Restored => format!("{}: back to {}\n", entry.object, entry.old),
             Restored::Gone => format!("{}: gone, nothing to restore\n", entry.object),

@@ -215,6 +215,69 @@ impl std::fmt::Display for Value {
     }
 }
 
+impl Value {
+    /// Whether two values are the same setting, as the kernel shows it:
+    /// CPU masks compare as masks (`00000002` = `2` = `0,00000002`), CPU
+    /// lists as sets, text by its trimmed words.
+    pub fn same_setting(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Text { text: a }, Value::Text { text: b }) => normal_text(a) == normal_text(b),
+            (Value::Cpus { cpus: a }, Value::Cpus { cpus: b }) => {
+                let set = |c: &[usize]| c.iter().copied().collect::<std::collections::BTreeSet<_>>();
+                set(a) == set(b)
+            }
+            _ => self == other,
+        }
+    }
+}
+
+/// A text setting reduced to what it means: a hex mask (digits and
+/// commas) without its grouping and leading zeros, other text with its
+/// whitespace collapsed.
+fn normal_text(text: &str) -> String {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_hexdigit() || c == ',') && t.chars().any(|c| c.is_ascii_hexdigit()) {
+        let digits: String = t.chars().filter(|c| *c != ',').collect::<String>().to_ascii_lowercase();
+        let trimmed = digits.trim_start_matches('0');
+        return if trimmed.is_empty() { "0".into() } else { trimmed.into() };
+    }
+    t.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What an entry's object holds now, beside what irqlab set and what was
+/// there before (tuned's verify): `control status` shows it, and a
+/// persistent entry someone changed since is reverted only with `--force`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "now", rename_all = "kebab-case")]
+pub enum Now {
+    /// Its owner runs and manages the value (a server moves its thread's
+    /// priority): not read.
+    Held,
+    /// The value irqlab set.
+    AsSet,
+    /// The value from before irqlab's change: someone put it back.
+    Old,
+    /// Neither: someone changed it since.
+    Drifted { value: Value },
+    /// The object is gone (its thread exited, its device went away).
+    Gone,
+    /// It could not be read.
+    Unknown { why: String },
+}
+
+impl std::fmt::Display for Now {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Now::Held => write!(f, "held by its owner"),
+            Now::AsSet => write!(f, "as set"),
+            Now::Old => write!(f, "back to the old value"),
+            Now::Drifted { value } => write!(f, "DRIFTED: now {value}"),
+            Now::Gone => write!(f, "gone"),
+            Now::Unknown { why } => write!(f, "unknown ({why})"),
+        }
+    }
+}
+
 /// The object's setting now.
 pub fn read(object: &Object) -> Result<Value> {
     match object {
@@ -443,6 +506,22 @@ impl Entry {
 
     fn path(&self) -> PathBuf {
         Path::new(DIR).join(format!("{}.json", self.id))
+    }
+
+    /// What the object holds now (read from the machine).
+    pub fn now(&self) -> Now {
+        if self.state() == State::Active {
+            return Now::Held;
+        }
+        if !self.object.exists() {
+            return Now::Gone;
+        }
+        match read(&self.object) {
+            Ok(v) if v.same_setting(&self.new) => Now::AsSet,
+            Ok(v) if v.same_setting(&self.old) => Now::Old,
+            Ok(value) => Now::Drifted { value },
+            Err(e) => Now::Unknown { why: e.to_string() },
+        }
     }
 }
 
@@ -715,8 +794,12 @@ pub fn restore(entry: &Entry) -> Result<Restored> {
 }
 
 /// Restores a leftover or persistent entry by id; an entry whose owner is
-/// alive is refused (it restores its own).
-pub fn revert(id: &str) -> Result<(Entry, Restored)> {
+/// alive is refused (it restores its own), and so is a persistent entry
+/// someone changed since ([`Now::Drifted`]) unless `force`: putting the
+/// old value back would undo their change too. A leftover is restored
+/// even so: the controller that died may itself have moved the value
+/// (a server switches its thread's priority).
+pub fn revert(id: &str, force: bool) -> Result<(Entry, Restored)> {
     let entry = entries()
         .into_iter()
         .find(|e| e.id == id)
@@ -728,6 +811,12 @@ pub fn revert(id: &str) -> Result<(Entry, Restored)> {
         )));
     }
     let _lock = ObjectLock::acquire(&entry.object)?;
+    if let (State::Persistent, Now::Drifted { value }, false) = (entry.state(), entry.now(), force) {
+        return Err(Error::Failed(format!(
+            "{} ({}) drifted: irqlab set {}, it is now {value}; reverting puts back {} over that change (add --force to do it anyway)",
+            entry.id, entry.object, entry.new, entry.old
+        )));
+    }
     let outcome = restore(&entry)?;
     Ok((entry, outcome))
 }
@@ -735,6 +824,23 @@ pub fn revert(id: &str) -> Result<(Entry, Restored)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_compare_as_the_kernel_means_them() {
+        let text = |t: &str| Value::Text { text: t.into() };
+        // CPU masks: grouping and leading zeros do not matter.
+        assert!(text("00000002").same_setting(&text("2")));
+        assert!(text("0,00000002\n").same_setting(&text("2")));
+        assert!(text("10,00000000,00000000,00000000").same_setting(&text("10000000000000000000000000")));
+        assert!(text("0").same_setting(&text("00000000")));
+        assert!(!text("2").same_setting(&text("3")));
+        // Other text by its words.
+        assert!(text("tbf rate 100Mbit  burst 3000b").same_setting(&text("tbf rate 100Mbit burst 3000b ")));
+        assert!(!text("mq-deadline").same_setting(&text("bfq")));
+        let cpus = |c: &[usize]| Value::Cpus { cpus: c.to_vec() };
+        assert!(cpus(&[1, 0]).same_setting(&cpus(&[0, 1])));
+        assert!(!cpus(&[1]).same_setting(&cpus(&[0, 1])));
+    }
 
     #[test]
     fn root_qdisc_specs_read_back() {
