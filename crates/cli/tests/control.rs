@@ -277,6 +277,65 @@ fn a_persisted_change_changed_by_hand_is_drifted_and_reverted_only_with_force() 
     drop(sleeper);
 }
 
+/// Issue 44: an open-ended `control threads comm:GLOB` started before any
+/// matching thread exists takes the ones that appear while it holds
+/// (journalled, reported) and restores them at the end.
+#[test]
+fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
+    if !live_tests_enabled("a_glob_hold_takes_threads_that_appear_later_and_restores_them") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut control = irqlab()
+        .args(["control", "threads", "comm:irqlab-late-*", "--policy", "fifo:5", "--duration", "4s", "--json", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // Two processes whose comm matches (a command's comm is the name it was
+    // run by: a symlink to sleep named irqlab-late-N).
+    struct Late(Child);
+    impl Drop for Late {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let late: Vec<Late> = (1..=2)
+        .map(|n| {
+            let link = dir.path().join(format!("irqlab-late-{n}"));
+            std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
+            Late(Command::new(&link).arg("30").spawn().unwrap())
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !late.iter().all(|l| sched::get(l.0.id() as i32).unwrap() == SchedAttr::Fifo { priority: 5 }) {
+        assert!(Instant::now() < deadline, "the late threads did not get the policy while the hold ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = control.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("no thread matches comm:irqlab-late-* yet"), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["ended_by"], "duration", "{doc}");
+    let threads = doc["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2, "{doc}");
+    assert!(threads.iter().all(|t| t["restored"] == true && t["thread"]["comm"].as_str().unwrap().starts_with("irqlab-late-")), "{doc}");
+    for l in &late {
+        assert_eq!(sched::get(l.0.id() as i32).unwrap(), SchedAttr::Other { nice: 0 }, "restored after the hold");
+    }
+    let status = common::run(&["control", "status", "--json", "-"]);
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(status["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| !e["object"]["thread"]["comm"].as_str().unwrap_or("").starts_with("irqlab-late-")));
+}
+
 /// A busy loop (SCHED_OTHER) pinned to one CPU, killed on drop: it keeps
 /// a served thread's low level (SCHED_IDLE) from running much, and it
 /// starves nothing (an RT hog would make the kernel's fair server stop

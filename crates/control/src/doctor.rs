@@ -156,7 +156,7 @@ fn cgroup_rows() -> Vec<Readiness> {
     let reproduction = match &shield {
         Ok(h) if h.is_v2() => Err(irqlab_host::Error::MissingKernelFeature {
             feature: "a verified run on cgroup v2".into(),
-            detail: "the split takes the reproduction's threads one by one on v2 (a threaded partition), but a quick run in a 6.12-rt guest stalled in its probe phase (emulated, loaded host; cause not found); v1 cpusets are verified".into(),
+            detail: "the split takes the reproduction's threads one by one on v2 (a threaded partition, tested in 6.1-rt and 6.12-rt guests), but the whole run has only been tried in emulated guests, where its probe phase does not finish at an emulated CPU's speed (docs/lab.md); v1 cpusets are verified".into(),
         }),
         Ok(_) => Ok(()),
         Err(e) => Err(irqlab_host::Error::MissingKernelFeature { feature: "the load-bounds shielding".into(), detail: e.to_string() }),

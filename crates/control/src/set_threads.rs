@@ -16,6 +16,13 @@ use std::time::{Duration, Instant};
 
 pub const SCHEMA: &str = "irqlab/control/v1";
 
+/// How often an open-ended hold looks for new matching threads.
+const NEW_THREAD_SCAN: Duration = Duration::from_millis(200);
+
+/// A thread under the policy: its old setting and the journal's changes
+/// (the policy, and the pinning with `--cpu`).
+type Held = (Thread, SchedAttr, journal::Applied, Option<journal::Applied>);
+
 /// What to control, resolved from the command line.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -87,9 +94,17 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         }
     };
     privilege::require(&[Capability::SysNice], "change other threads' scheduling (sched_setattr)")?;
-    let threads = Match::parse(&config.matched)?.resolve_guarded(&config.matched, config.all_matching)?;
-    let mut applied = Vec::new();
-    for thread in &threads {
+    let matched = Match::parse(&config.matched)?;
+    // An open-ended hold of a glob or a device's threads also takes the
+    // matching threads that appear while it holds (tuned re-applies on
+    // new threads); it may start before any exists.
+    let open_hold = !config.persist && server.is_none() && matched.open();
+    let threads = match matched.resolve_guarded(&config.matched, config.all_matching) {
+        Ok(threads) => threads,
+        Err(_) if open_hold && matched.resolve(&config.matched).is_err() => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    let apply = |thread: &Thread| -> Result<Held> {
         let pinned = match &config.cpus {
             Some(cpus) => Some(journal::apply(Object::ThreadAffinity { thread: thread.clone() }, Value::Cpus { cpus: cpus.clone() })?),
             None => None,
@@ -98,8 +113,13 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         let Value::Sched { attr: old } = change.entry().old else {
             return Err(Error::Failed(format!("the journal recorded {} for {}", change.entry().old, change.entry().object)));
         };
-        on_applied(thread, old, server.map_or(attr, |p| p.high));
-        applied.push((thread.clone(), old, change, pinned));
+        Ok((thread.clone(), old, change, pinned))
+    };
+    let mut applied = Vec::new();
+    for thread in &threads {
+        let held = apply(thread)?;
+        on_applied(thread, held.1, server.map_or(attr, |p| p.high));
+        applied.push(held);
     }
     let started = Instant::now();
     let past_duration = || config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d));
@@ -118,6 +138,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         server_report = Some(report);
         ended_by
     } else {
+        let mut last_scan = Instant::now();
         loop {
             if stop.load(Ordering::SeqCst) {
                 break "stopped";
@@ -125,7 +146,18 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
             if past_duration() {
                 break "duration";
             }
-            if applied.iter().all(|(t, _, _, _)| !t.alive()) {
+            if open_hold && last_scan.elapsed() >= NEW_THREAD_SCAN {
+                last_scan = Instant::now();
+                let taken: Vec<Thread> = applied.iter().map(|h| h.0.clone()).collect();
+                for thread in matched.newcomers(&taken, config.all_matching) {
+                    // One that exited between the scan and the change is skipped.
+                    if let Ok(held) = apply(&thread) {
+                        on_applied(&thread, held.1, attr);
+                        applied.push(held);
+                    }
+                }
+            }
+            if !applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive()) {
                 break "threads exited";
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -349,6 +349,11 @@ fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
         cpus,
         all_matching: args.all_matching,
     };
+    if let Ok(m) = irqlab_host::journal::threads::Match::parse(&config.matched) {
+        if m.open() && !config.persist && m.resolve(&config.matched).is_err() {
+            eprintln!("no thread matches {} yet: holding, and taking matching threads as they appear", config.matched);
+        }
+    }
     let stop = crate::signal::stop_flag();
     let report = set_threads::run(&config, &stop, |thread, old, new| {
         eprintln!("{} (tid {}): {old} -> {new}", thread.comm, thread.tid);
@@ -888,14 +893,19 @@ fn revert(args: RevertArgs) -> Result<Status, CliError> {
         // (a thread leaves an irqlab cgroup before the cgroup is removed).
         None => journal::entries().into_iter().rev().filter(|e| e.state() != State::Active).map(|e| e.id).collect(),
     };
-    // Each entry on its own: one refused (drifted) or failed does not keep
-    // the others in place; the run then exits 1 naming it.
+    // With --all each entry on its own: one refused (drifted) or failed
+    // does not keep the others in place; the run then exits 1 naming it.
+    // One ID's error is the command's (a bad ID exits 2).
     let mut text = String::new();
     let mut refused = Vec::new();
-    for id in &ids {
-        match revert_ids(std::slice::from_ref(id), args.force) {
-            Ok(lines) => text.push_str(&lines.concat()),
-            Err(e) => refused.push(e.to_string()),
+    if args.id.is_some() {
+        text = revert_ids(&ids, args.force)?.concat();
+    } else {
+        for id in &ids {
+            match revert_ids(std::slice::from_ref(id), args.force) {
+                Ok(lines) => text.push_str(&lines.concat()),
+                Err(e) => refused.push(e.to_string()),
+            }
         }
     }
     let unreadable = journal::unreadable();

@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// One thread, as /proc shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,12 +127,7 @@ impl Match {
     /// [`GLOB_LIMIT`] threads or any kernel thread, and PID 1, only with
     /// `all_matching`. A refusal lists what matched.
     pub fn resolve_guarded(&self, text: &str, all_matching: bool) -> Result<Vec<Thread>> {
-        let own = std::process::id() as i32;
-        let own_threads: Vec<i32> = std::fs::read_dir("/proc/self/task")
-            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-            .unwrap_or_default();
-        let ksoftirqd_by_name = |t: &Thread| t.comm.starts_with("ksoftirqd/") && !matches!(self, Match::Ksoftirqd(_));
-        let kept = |t: &Thread| !own_threads.contains(&t.tid) && t.tid != own && !is_protected(&t.comm) && !ksoftirqd_by_name(t);
+        let kept = |t: &Thread| self.may_take(t);
         let found = self.resolve(text)?;
         let refused: Vec<&Thread> = found.iter().filter(|t| !kept(t)).collect();
         let found: Vec<Thread> = found.iter().filter(|t| kept(t)).cloned().collect();
@@ -163,6 +159,44 @@ impl Match {
             }
         }
         Ok(found)
+    }
+
+    /// Whether this MATCH may ever take `t`: not one of the kernel's own
+    /// per-CPU threads ([`is_protected`]; ksoftirqd only by `ksoftirqd:N`)
+    /// nor a thread of this process.
+    pub fn may_take(&self, t: &Thread) -> bool {
+        let own = std::process::id() as i32;
+        let ours = t.tid == own || Path::new(&format!("/proc/self/task/{}", t.tid)).exists();
+        let ksoftirqd_by_name = t.comm.starts_with("ksoftirqd/") && !matches!(self, Match::Ksoftirqd(_));
+        !ours && !is_protected(&t.comm) && !ksoftirqd_by_name
+    }
+
+    /// Threads matching now that `taken` does not hold yet and that a
+    /// hold may add as they appear (an open-ended `control threads` on a
+    /// glob or a device): what [`Match::may_take`] allows, and without
+    /// `all_matching` no kernel thread for a `comm:` glob and no more than
+    /// [`GLOB_LIMIT`] in all. Empty when nothing new matches.
+    pub fn newcomers(&self, taken: &[Thread], all_matching: bool) -> Vec<Thread> {
+        if matches!(self, Match::Pid(_)) {
+            return Vec::new();
+        }
+        let mut room = if all_matching || !matches!(self, Match::Comm(_)) { usize::MAX } else { GLOB_LIMIT.saturating_sub(taken.len()) };
+        let mut out = Vec::new();
+        for t in all_threads().into_iter().filter(|t| self.matches(t) && !taken.contains(t) && self.may_take(t)) {
+            let kernel_refused = matches!(self, Match::Comm(_)) && !all_matching && is_kernel_thread(t.tid);
+            if kernel_refused || room == 0 {
+                continue;
+            }
+            room -= 1;
+            out.push(t);
+        }
+        out
+    }
+
+    /// Whether threads of this MATCH can appear later (a glob, a device's
+    /// NAPI or IRQ threads), unlike one pid.
+    pub fn open(&self) -> bool {
+        !matches!(self, Match::Pid(_) | Match::Ksoftirqd(_))
     }
 
     /// The threads it names now; none is an `Invalid` error naming the
