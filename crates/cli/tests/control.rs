@@ -287,7 +287,7 @@ fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let mut control = irqlab()
+    let control = irqlab()
         .args(["control", "threads", "comm:irqlab-late-*", "--policy", "fifo:5", "--duration", "4s", "--json", "-"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
