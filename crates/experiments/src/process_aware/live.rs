@@ -33,8 +33,7 @@ use super::sim;
 use crate::report::{Report, Row};
 use irqlab_control::process_aware::{self, accounting, accounting::Accounted};
 use irqlab_host::error::{Error, Result};
-use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::journal::{self, netdev, Applied, Object, Value};
 use irqlab_host::rt;
 use irqlab_host::testbed::{self, Side, Testbed};
 use irqlab_measure::player::{self, Calibration};
@@ -261,27 +260,16 @@ pub fn check_prerequisites() -> Result<()> {
 /// What one point needs to run: the journalled layout of its mode.
 fn layout(mode: Mode, focus: usize) -> Result<Vec<Applied>> {
     let mut changes = Vec::new();
-    let threaded = Object::File { path: format!("/sys/class/net/{DEVICE}/threaded") };
     match mode {
-        Mode::Softirq => {
-            changes.push(journal::apply(threaded, Value::Text { text: "0".into() })?);
-            let rps = Object::File { path: format!("/sys/class/net/{DEVICE}/queues/rx-0/rps_cpus") };
-            changes.push(journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[focus]) })?);
-        }
+        Mode::Softirq => changes.extend(netdev::softirq_receive_on(DEVICE, focus)?),
         Mode::Threaded | Mode::ProcessAware => {
-            changes.push(journal::apply(threaded, Value::Text { text: "1".into() })?);
-            for _ in 0..50 {
-                if !testbed::napi_threads(DEVICE).is_empty() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let (on, kthreads) = netdev::threaded_receive(DEVICE)?;
+            changes.push(on);
             // Under process-aware the controller pins the kthreads itself.
             if mode == Mode::ProcessAware {
                 return Ok(changes);
             }
-            for t in testbed::napi_threads(DEVICE) {
-                let Some(thread) = Thread::of(t.pid) else { continue };
+            for thread in kthreads {
                 changes.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![focus] })?);
             }
         }

@@ -307,6 +307,42 @@ pub fn ifindex(dev: &str) -> Result<u32> {
     Err(Error::Invalid(format!("no network device `{dev}` (there are: {})", devices.join(", "))))
 }
 
+/// `dev`'s NAPI kthreads once threaded NAPI was switched on: the kernel
+/// creates them asynchronously, so this waits up to 0.5 s for the first;
+/// empty if none appeared.
+pub fn wait_for_napi_kthreads(dev: &str) -> Vec<super::threads::Thread> {
+    let napi = super::threads::Match::Napi(dev.to_string());
+    for _ in 0..50 {
+        if let Ok(found) = napi.resolve(&format!("napi:{dev}")) {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Vec::new()
+}
+
+/// `dev`'s receive work in softirq context on `cpu` (the papers' vanilla
+/// kernel): threaded NAPI off and RPS steering queue 0's packets to
+/// `cpu`, through the journal (the guards restore both).
+pub fn softirq_receive_on(dev: &str, cpu: usize) -> Result<Vec<crate::journal::Applied>> {
+    use crate::journal::{apply, Object, Value};
+    Ok(vec![
+        apply(Object::File { path: format!("/sys/class/net/{dev}/threaded") }, Value::Text { text: "0".into() })?,
+        apply(
+            Object::File { path: format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus") },
+            Value::Text { text: crate::rt::cpu_mask_hex(&[cpu]) },
+        )?,
+    ])
+}
+
+/// `dev`'s receive work in its NAPI kthreads: threaded NAPI on through the
+/// journal, and the kthreads once they appear (empty if none did).
+pub fn threaded_receive(dev: &str) -> Result<(crate::journal::Applied, Vec<super::threads::Thread>)> {
+    use crate::journal::{apply, Object, Value};
+    let on = apply(Object::File { path: format!("/sys/class/net/{dev}/threaded") }, Value::Text { text: "1".into() })?;
+    Ok((on, wait_for_napi_kthreads(dev)))
+}
+
 /// The NAPI kthreads of `dev`, with threaded NAPI switched on through the
 /// journal when it was off (the returned guard restores it).
 pub fn napi_kthreads(dev: &str) -> Result<(Vec<super::threads::Thread>, Option<crate::journal::Applied>)> {
@@ -343,11 +379,9 @@ pub fn napi_kthreads(dev: &str) -> Result<(Vec<super::threads::Thread>, Option<c
         }
         Err(e) => return Err(e),
     };
-    for _ in 0..50 {
-        if let Some(found) = find() {
-            return Ok((found, Some(applied)));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    let found = wait_for_napi_kthreads(dev);
+    if !found.is_empty() {
+        return Ok((found, Some(applied)));
     }
     Err(Error::MissingKernelFeature {
         feature: "threaded NAPI".into(),

@@ -52,7 +52,7 @@ use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::root_domain::{self, RootDomain};
 use irqlab_host::journal::sched::SchedAttr;
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::journal::{self, netdev, Applied, Object, Value};
 use irqlab_host::rt;
 use irqlab_host::testbed::{self, Side, Testbed};
 use irqlab_measure::accounting;
@@ -339,21 +339,13 @@ impl Drop for Layout {
 fn layout(setup: Setup, place: &Place) -> Result<Layout> {
     let focus = place.focus;
     let mut l = Layout { changes: Vec::new(), kthreads: Vec::new() };
-    let threaded = Object::File { path: format!("/sys/class/net/{DEVICE}/threaded") };
     if setup == Setup::Config(Configuration::Traditional) {
-        l.changes.push(journal::apply(threaded, Value::Text { text: "0".into() })?);
-        let rps = Object::File { path: format!("/sys/class/net/{DEVICE}/queues/rx-0/rps_cpus") };
-        l.changes.push(journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[focus]) })?);
+        l.changes.extend(netdev::softirq_receive_on(DEVICE, focus)?);
         return Ok(l);
     }
-    l.changes.push(journal::apply(threaded, Value::Text { text: "1".into() })?);
-    for _ in 0..50 {
-        if !testbed::napi_threads(DEVICE).is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    l.kthreads = testbed::napi_threads(DEVICE).iter().filter_map(|t| Thread::of(t.pid)).collect();
+    let (on, kthreads) = netdev::threaded_receive(DEVICE)?;
+    l.changes.push(on);
+    l.kthreads = kthreads;
     if l.kthreads.is_empty() {
         return Err(Error::MissingKernelFeature {
             feature: "threaded NAPI".into(),
