@@ -85,13 +85,13 @@ fn main() {
             round + 1,
             out.report.figures.periods,
             out.report.figures.packets_per_s,
-            o.controller_us_per_s,
+            o.controller.controller_us_per_s,
             us(o.setattr.p50_ns),
             us(o.setattr.p99_ns),
             us(o.setattr.max_ns),
             o.setattr.count
         );
-        cpu_us.push(o.controller_us_per_s);
+        cpu_us.push(o.controller.controller_us_per_s);
         p50.push(us(o.setattr.p50_ns));
         p99.push(us(o.setattr.p99_ns));
         max.push(us(o.setattr.max_ns));

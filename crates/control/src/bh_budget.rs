@@ -54,6 +54,7 @@
 //! issue's `netdev_budget_usecs` fallback is not implemented: it would be
 //! a global, per-softirq-run limit, not a per-period budget.
 
+use crate::controller_thread;
 use crate::monitor::napi::{NapiWatch, Polls};
 use crate::monitor::thread::ThreadWatch;
 use irqlab_analysis::format_ns;
@@ -528,9 +529,10 @@ pub struct Report {
 /// it), per second held, and each `sched_setattr` round trip.
 #[derive(Debug, Clone, Serialize)]
 pub struct Overhead {
-    pub controller_cpu_ns: u64,
-    /// Controller CPU time per second of wall time, us.
-    pub controller_us_per_s: f64,
+    /// The controller thread's CPU time (`controller_cpu_ns`,
+    /// `controller_us_per_s`, `cpu_share`).
+    #[serde(flatten)]
+    pub controller: controller_thread::Overhead,
     pub setattr: StatsSummary,
 }
 
@@ -583,25 +585,9 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     let machine = Machine::read();
     let context = MachineContext::of(&machine);
     let started = monotonic_ns();
-    let looped = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                irqlab_host::rt::set_fifo(99)?;
-                // Not on the kthreads' CPU: at FIFO 99 there, every event of
-                // a kthread switching in would wake the controller, which
-                // would preempt it, which is another event (a livelock seen
-                // when it was pinned with them).
-                if let Some(cpu) = config.cpu {
-                    irqlab_host::rt::pin_off(cpu)?;
-                }
-                irqlab_host::rt::lock_memory()?;
-                let r = control_loop(config, &threads, stop, on_period);
-                irqlab_host::rt::unlock_memory();
-                r
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Failed("the bh-budget controller panicked".into())))
-    });
+    let off: Vec<usize> = config.cpu.into_iter().collect();
+    let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
+    let looped = controller_thread::run("bh-budget", setup, || control_loop(config, &threads, stop, on_period));
     let held_ns = monotonic_ns() - started;
     // Restore before reporting (errors here are the run's errors).
     journal::restore_all(guards)?;
@@ -609,7 +595,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     if let Some(g) = threaded_guard {
         g.restore()?;
     }
-    let looped = looped?;
+    let (looped, controller_cpu_ns) = looped?;
     let figures = Figures::of(&looped.rows, config.period_ns);
     // A run a signal stopped is never complete (the trace says so too).
     let complete = looped.ended_by != "stopped";
@@ -640,11 +626,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         late_periods: looped.late_periods,
         lost_events: looped.lost_events,
         held_ns,
-        overhead: Overhead {
-            controller_cpu_ns: looped.controller_cpu_ns,
-            controller_us_per_s: looped.controller_cpu_ns as f64 / 1e3 / (held_ns.max(1) as f64 / 1e9),
-            setattr: looped.setattr.clone(),
-        },
+        overhead: Overhead { controller: controller_thread::Overhead::of(controller_cpu_ns, held_ns), setattr: looped.setattr.clone() },
         ended_by: looped.ended_by,
         complete,
         machine: context,
@@ -674,7 +656,6 @@ struct Looped {
     deadline_refusals: u64,
     late_periods: u64,
     lost_events: u64,
-    controller_cpu_ns: u64,
     setattr: StatsSummary,
 }
 
@@ -822,7 +803,6 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     watch.silence();
     let mut nw_storage = crate::monitor::napi::Storage::default();
     let napi = NapiWatch::start(&mut nw_storage, &tids)?;
-    let cpu_start = irqlab_host::rt::thread_cpu_ns();
     let mut k = Kthreads { threads, tids, at_high: true, setattr: LatencyStats::new() };
     let mut ctl = LiveController::new(config);
     let period = config.period_ns;
@@ -837,7 +817,6 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         deadline_refusals: 0,
         late_periods: 0,
         lost_events: 0,
-        controller_cpu_ns: 0,
         setattr: LatencyStats::new().summary(BUCKET_NS / 10, MAX_BUCKETS),
     };
     let mut applied_dl = config.initial();
@@ -912,7 +891,6 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         }
     }
     out.lost_events = watch.lost_events();
-    out.controller_cpu_ns = irqlab_host::rt::thread_cpu_ns().saturating_sub(cpu_start);
     out.setattr = k.setattr.summary(BUCKET_NS / 10, MAX_BUCKETS);
     Ok(out)
 }

@@ -11,6 +11,7 @@
 //! `run(&Config, &stop, on_event) -> Result<Report>`.
 
 pub mod bh_budget;
+pub mod controller_thread;
 pub mod doctor;
 pub mod idletime;
 pub mod monitor;

@@ -13,8 +13,9 @@
 //! instant (the controller's wake-up plus `sched_setattr`) is the reaction
 //! latency, reported as a histogram.
 
+use crate::controller_thread;
 use crate::monitor::thread::{Event, Kind, Storage, ThreadWatch};
-use irqlab_host::error::{Error, Result};
+use irqlab_host::error::Result;
 use irqlab_host::rt::monotonic_ns;
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::server::{Accounting, Decision, SporadicServer, Timers};
@@ -253,6 +254,8 @@ pub struct ServerReport {
     /// Monitor events lost (the controller fell behind); its figures are
     /// unreliable when this is not 0.
     pub lost_events: u64,
+    /// What the controller's thread cost.
+    pub overhead: controller_thread::Overhead,
 }
 
 struct Served {
@@ -303,18 +306,25 @@ impl Served {
 /// execution escapes the budget. Runs on its own
 /// SCHED_FIFO 99 thread with memory locked.
 pub fn serve(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, keep_going: impl Fn() -> bool + Sync) -> Result<ServerReport> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                irqlab_host::rt::set_fifo(99)?;
-                irqlab_host::rt::lock_memory()?;
-                let report = serve_here(threads, params, stop, &keep_going);
-                irqlab_host::rt::unlock_memory();
-                report
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Failed("the sporadic-server controller panicked".into())))
-    })
+    // Off the served threads' CPUs when they are pinned to one (as bh-budget's).
+    let off = served_cpus(threads);
+    let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
+    let (mut report, cpu_ns) = controller_thread::run("sporadic-server", setup, || serve_here(threads, params, stop, &keep_going))?;
+    report.overhead = controller_thread::Overhead::of(cpu_ns, report.end_ns.saturating_sub(report.start_ns));
+    Ok(report)
+}
+
+/// The CPUs the served threads are pinned to, when that is not every CPU.
+fn served_cpus(threads: &[Thread]) -> Vec<usize> {
+    let online = irqlab_host::rt::online_cpus().unwrap_or_default();
+    let mut cpus: Vec<usize> = threads.iter().filter_map(|t| irqlab_host::rt::affinity(t.tid).ok()).flatten().collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.len() >= online.len() {
+        Vec::new()
+    } else {
+        cpus
+    }
 }
 
 fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, keep_going: &dyn Fn() -> bool) -> Result<ServerReport> {
@@ -391,7 +401,8 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
             exited: s.exited,
         })
         .collect();
-    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events })
+    // The thread's CPU time is measured around this call ([`serve`]).
+    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::of(0, 1) })
 }
 
 #[cfg(test)]

@@ -404,10 +404,16 @@ fn server_summary(s: &irqlab_control::sporadic::ServerReport) -> String {
         p.low,
         t.to_text()
     );
+    text.push_str(&overhead_line(&s.overhead));
     if s.lost_events > 0 {
         text.push_str(&format!("warning: the monitor lost {} events; the figures above are unreliable\n", s.lost_events));
     }
     text
+}
+
+/// What the controller's own thread cost, one line.
+fn overhead_line(o: &irqlab_control::controller_thread::Overhead) -> String {
+    format!("controller: {:.0} us of CPU per second ({:.2}% of a CPU)\n", o.controller_us_per_s, o.cpu_share * 100.0)
 }
 
 fn napi(args: NapiArgs) -> Result<Status, CliError> {
@@ -589,7 +595,7 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
     }
     text.push_str(&format!(
         "controller overhead: {:.0} us of CPU per second; sched_setattr round trip p50/p99/max {}/{}/{} over {} calls\n",
-        r.overhead.controller_us_per_s,
+        r.overhead.controller.controller_us_per_s,
         ns(r.overhead.setattr.p50_ns),
         ns(r.overhead.setattr.p99_ns),
         ns(r.overhead.setattr.max_ns),
@@ -756,7 +762,7 @@ fn process_aware_summary(r: &process_aware::Report) -> String {
     let threads: Vec<String> = r.threads.iter().map(|t| format!("{} ({})", t.comm, t.tid)).collect();
     let receivers: Vec<String> = r.candidates.iter().map(|c| format!("{} ({}) {} {}", c.comm, c.pid, c.protocol, c.local)).collect();
     format!(
-        "process-aware on {} ({}), floor {}, {} ({})\nreceivers: {}\nwatched threads {}, waits seen {}, priority changes {}; reaction p50/p99/max {}/{}/{}\n{}",
+        "process-aware on {} ({}), floor {}, {} ({})\nreceivers: {}\nwatched threads {}, waits seen {}, priority changes {}; reaction p50/p99/max {}/{}/{}\n{}{}",
         r.config.dev,
         threads.join(", "),
         r.config.floor,
@@ -769,6 +775,7 @@ fn process_aware_summary(r: &process_aware::Report) -> String {
         ns(r.reaction.p50_ns),
         ns(r.reaction.p99_ns),
         ns(r.reaction.max_ns),
+        overhead_line(&r.overhead),
         if r.lost_events > 0 { format!("warning: {} monitor events lost\n", r.lost_events) } else { String::new() }
     ) + &r.accounting.as_ref().map_or(String::new(), accounting_summary)
 }

@@ -35,6 +35,7 @@ pub mod accounting;
 pub mod candidates;
 pub mod compensation;
 
+use crate::controller_thread;
 use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
 use candidates::Candidate;
 use compensation::Compensator;
@@ -263,6 +264,9 @@ pub struct Report {
     pub recorded: Vec<(u64, Observation)>,
     pub switched_threaded_on: bool,
     pub held_ns: u64,
+    /// What the controller's thread cost (its accounting thread, when
+    /// asked for, is not counted: it is a measurement).
+    pub overhead: controller_thread::Overhead,
     pub ended_by: &'static str,
     pub complete: bool,
 }
@@ -316,17 +320,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
                 accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
             })
         });
-        let looped = scope
-            .spawn(|| {
-                irqlab_host::rt::set_fifo(99)?;
-                // Off the kthreads' CPU, as bh-budget's controller.
-                if let Some(cpu) = config.cpu {
-                    irqlab_host::rt::pin_off(cpu)?;
-                }
-                control_loop(config, &threads, stop, &mut on_change)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Failed("the process-aware controller panicked".into())));
+        // Off the kthreads' CPU, as every controller.
+        let off: Vec<usize> = config.cpu.into_iter().collect();
+        let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
+        let looped = controller_thread::run("process-aware", setup, || control_loop(config, &threads, stop, &mut on_change));
         acct_stop.store(true, Ordering::SeqCst);
         let accounted =
             acct.map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("the process-aware accounting panicked".into())))).transpose();
@@ -338,7 +335,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
     if let Some(g) = threaded_guard {
         g.restore()?;
     }
-    let l = looped?;
+    let (l, controller_cpu_ns) = looped?;
+    let overhead = controller_thread::Overhead::of(controller_cpu_ns, held_ns);
     let accounted = accounted?;
     let complete = l.ended_by != "stopped";
     let mut recorded = l.recorded;
@@ -361,6 +359,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         recorded,
         switched_threaded_on,
         held_ns,
+        overhead,
         ended_by: l.ended_by,
         complete,
     })

@@ -320,7 +320,7 @@ fn summarize(
         reaction_p99_us: (setup == Setup::BhBudget).then(|| f.reaction.p99_ns.map(|ns| ns as f64 / 1e3)).flatten(),
         threshold_mean_us: mean(&series.iter().map(|r| r.t_ns / 1e3).collect::<Vec<_>>()),
         late_periods: report.late_periods,
-        controller_us_per_s: report.overhead.controller_us_per_s,
+        controller_us_per_s: report.overhead.controller.controller_us_per_s,
     }
 }
 
