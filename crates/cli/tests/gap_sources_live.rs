@@ -86,11 +86,24 @@ fn the_injector_is_the_top_source_of_the_1ms_window() {
         let w = window(&doc, WINDOW_1MS);
         let top = &w["sources"][0];
         let label = top["label"].as_str().unwrap();
-        assert!(
-            label.starts_with("irqlab-inject/") && top["kind"] == "thread",
-            "top source of the 1 ms window: {top} (all: {})",
-            w["sources"]
-        );
+        if !label.starts_with("irqlab-inject/") {
+            // Two things can take a whole 1 ms window over a SCHED_FIFO 80
+            // probe besides the injector: the hypervisor stopping the vCPU
+            // (unseen), and the fair class's deadline server (6.12+, up to
+            // 50 ms of each second) running a starved fair-class task that
+            // was queued on CPU 1 (a CI run: `bash/20540 OTHER`, 968 us of
+            // the window). The monitor named it rightly, and the injector's
+            // burst was not the heaviest window: another run.
+            assert!(
+                top["kind"] == "unseen" || fair_class(label),
+                "top source of the 1 ms window is neither the injector nor what can run over the probe: {top} (all: {})",
+                w["sources"]
+            );
+            eprintln!("attempt {attempt}: the heaviest 1 ms window was {top}, not a burst of the injector");
+            shares.push(0);
+            continue;
+        }
+        assert_eq!(top["kind"], "thread", "{top}");
         assert!(label.ends_with(&format!("FIFO {INJECTOR_PRIORITY}")), "{top}");
         let ns = top["ns"].as_u64().unwrap();
         assert!(ns >= RUN_NS - RUN_NS / 10, "injector's share of the 1 ms window: {ns} ns, less than a burst ({RUN_NS} ns) - 10%");
@@ -106,7 +119,13 @@ fn the_injector_is_the_top_source_of_the_1ms_window() {
         }
         eprintln!("attempt {attempt}: injector's share {ns} ns, more than {RUN_NS} ns + 10% (a vCPU stall inside its run?)");
     }
-    panic!("injector's share of the 1 ms max-load window in {ATTEMPTS} runs: {shares:?} ns, expected {RUN_NS} within 10%");
+    panic!("injector's share of the 1 ms max-load window in {ATTEMPTS} runs: {shares:?} ns (0: another source was heavier), expected {RUN_NS} within 10%");
+}
+
+/// Whether a thread source's label (`comm/tid POLICY ...`) is of the fair
+/// class, which runs over a real-time probe only through the fair server.
+fn fair_class(label: &str) -> bool {
+    label.split(' ').nth(1).is_some_and(|policy| matches!(policy, "OTHER" | "BATCH" | "IDLE"))
 }
 
 #[test]

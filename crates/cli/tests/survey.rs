@@ -400,8 +400,12 @@ fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
         // This VM's host stops a vCPU for several ms at times (see
         // `judge` above): a stall in the worst 1 ms window makes it
         // unseen time, and the finding then rightly names the hypervisor.
-        // It is rare within one survey's 2 s probe, so a few are made.
-        assert!(title.contains("unseen by the kernel"), "neither the injector nor a stall named: {finding}");
+        // Likewise the fair server (6.12+) running a starved fair-class
+        // task queued on CPU 1 over the SCHED_FIFO probe (seen in CI for
+        // the probe alone: `bash/20540 OTHER`, 968 us of a 1 ms window).
+        // Both are rare within one survey's 2 s probe, so a few are made.
+        let fair = [" OTHER", " BATCH", " IDLE"].iter().any(|p| title.contains(p));
+        assert!(title.contains("unseen by the kernel") || fair, "neither the injector nor what can run over the probe named: {finding}");
         eprintln!("attempt {attempt}: the worst window was a stall: {title}");
         seen.push(title.to_string());
     }
