@@ -152,6 +152,25 @@ fn time_no_tracepoint_saw_on_a_vm_is_the_hosts_with_the_steal_beside_it() {
     assert!(!metal.recommendations.iter().any(|r| r.finding == "load-cpu1-idle"));
 }
 
+/// The load's own NAPI thread is answered by the driver rules, also when
+/// the kernel cut its comm at 15 characters (seen in a 6.1-rt guest:
+/// `napi/irqlab-b-8/263` for napi/irqlab-b-8198).
+#[test]
+fn the_loads_own_driver_thread_is_not_moved_even_with_its_comm_cut_short() {
+    let mut survey = fixture();
+    let net = survey.cpus[1].curves.iter_mut().find(|c| c.load == Load::Net).unwrap();
+    net.driver_threads = vec!["napi/irqlab-b-8198 (SCHED_FIFO 50, CPU 1)".into()];
+    let window = &mut net.sources.as_mut().unwrap().windows;
+    for w in window.iter_mut() {
+        for s in w.sources.iter_mut().filter(|s| s.label.starts_with("napi/")) {
+            s.label = "napi/irqlab-b-8/263 FIFO 50".into();
+        }
+    }
+    findings::derive(&mut survey, None);
+    assert!(finding(&survey, "load-cpu1-net").title.contains("napi/irqlab-b-8/263"));
+    assert!(!survey.recommendations.iter().any(|r| r.title.starts_with("Move napi/")), "{:#?}", survey.recommendations);
+}
+
 #[test]
 fn an_irq_is_steered_a_system_vector_and_the_kernels_own_threads_are_not_targeted() {
     let mut survey = with_sources(0.3, &[("irq 11 virtio0", SourceKind::Irq, None, None, 200_000)], false);

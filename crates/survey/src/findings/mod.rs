@@ -248,8 +248,11 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
         SourceKind::Thread => {
             let label = &c.source.label;
             // The load's own driver thread has its recommendations (driver_servers).
+            // The kernel cuts a comm at 15 characters (`napi/irqlab-b-8`
+            // for napi/irqlab-b-8196): a prefix of the driver thread's name.
             let comm = label.split(' ').next().and_then(|w| w.rsplit_once('/')).map(|(comm, _)| comm);
-            let drives_the_load = comm.is_some_and(|c| curve.driver_threads.iter().any(|t| t.split(' ').next() == Some(c)));
+            let drives_the_load =
+                comm.is_some_and(|c| curve.driver_threads.iter().any(|t| t.split(' ').next().is_some_and(|name| name.starts_with(c))));
             if drives_the_load || untouchable_thread(label) {
                 return;
             }
