@@ -40,6 +40,17 @@ pub struct Config {
     pub all_matching: bool,
 }
 
+impl Config {
+    /// Whether the hold also takes matching threads that appear while it
+    /// holds (and may start before any exists): an open-ended hold of a
+    /// glob or a device's threads with a fixed policy (tuned re-applies on
+    /// new threads), not `--persist`, not a sporadic server (it serves the
+    /// threads it started with).
+    pub fn open_hold(&self, matched: &Match) -> bool {
+        !self.persist && matches!(self.policy, PolicySpec::Fixed { .. }) && matched.open()
+    }
+}
+
 /// One controlled thread.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThreadOutcome {
@@ -95,10 +106,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
     };
     privilege::require(&[Capability::SysNice], "change other threads' scheduling (sched_setattr)")?;
     let matched = Match::parse(&config.matched)?;
-    // An open-ended hold of a glob or a device's threads also takes the
-    // matching threads that appear while it holds (tuned re-applies on
-    // new threads); it may start before any exists.
-    let open_hold = !config.persist && server.is_none() && matched.open();
+    let open_hold = config.open_hold(&matched);
     let threads = match matched.resolve_guarded(&config.matched, config.all_matching) {
         Ok(threads) => threads,
         Err(_) if open_hold && matched.resolve(&config.matched).is_err() => Vec::new(),

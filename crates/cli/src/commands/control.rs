@@ -350,7 +350,7 @@ fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
         all_matching: args.all_matching,
     };
     if let Ok(m) = irqlab_host::journal::threads::Match::parse(&config.matched) {
-        if m.open() && !config.persist && m.resolve(&config.matched).is_err() {
+        if config.open_hold(&m) && m.resolve(&config.matched).is_err() {
             eprintln!("no thread matches {} yet: holding, and taking matching threads as they appear", config.matched);
         }
     }

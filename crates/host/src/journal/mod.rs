@@ -811,11 +811,14 @@ pub fn revert(id: &str, force: bool) -> Result<(Entry, Restored)> {
         )));
     }
     let _lock = ObjectLock::acquire(&entry.object)?;
-    if let (State::Persistent, Now::Drifted { value }, false) = (entry.state(), entry.now(), force) {
-        return Err(Error::Failed(format!(
-            "{} ({}) drifted: irqlab set {}, it is now {value}; reverting puts back {} over that change (add --force to do it anyway)",
-            entry.id, entry.object, entry.new, entry.old
-        )));
+    // Read the object only where its value decides: a persistent entry, unforced.
+    if entry.state() == State::Persistent && !force {
+        if let Now::Drifted { value } = entry.now() {
+            return Err(Error::Failed(format!(
+                "{} ({}) drifted: irqlab set {}, it is now {value}; reverting puts back {} over that change (add --force to do it anyway)",
+                entry.id, entry.object, entry.new, entry.old
+            )));
+        }
     }
     let outcome = restore(&entry)?;
     Ok((entry, outcome))

@@ -177,9 +177,6 @@ impl Match {
     /// `all_matching` no kernel thread for a `comm:` glob and no more than
     /// [`GLOB_LIMIT`] in all. Empty when nothing new matches.
     pub fn newcomers(&self, taken: &[Thread], all_matching: bool) -> Vec<Thread> {
-        if matches!(self, Match::Pid(_)) {
-            return Vec::new();
-        }
         let mut room = if all_matching || !matches!(self, Match::Comm(_)) { usize::MAX } else { GLOB_LIMIT.saturating_sub(taken.len()) };
         let mut out = Vec::new();
         for t in all_threads().into_iter().filter(|t| self.matches(t) && !taken.contains(t) && self.may_take(t)) {

@@ -231,11 +231,17 @@ fn culprit(survey: &Survey, w: &WindowSources) -> Option<Culprit> {
     Some(Culprit { source: top.clone(), share: top.ns as f64 / w.busy_ns as f64, virtualised })
 }
 
-/// Kernel threads the kernel itself relies on, or that irqlab runs: never
-/// the target of a "move it" recommendation.
-fn untouchable_thread(label: &str) -> bool {
-    const KERNEL: [&str; 9] = ["migration/", "cpuhp/", "idle_inject/", "rcu", "watchdog/", "ksoftirqd/", "ktimers/", "kworker/", "irqlab-"];
-    label == "idle" || KERNEL.iter().any(|k| label.starts_with(k))
+/// Threads never the target of a "move it" recommendation: those no
+/// `control threads` MATCH takes (`threads::is_protected`), the softirq and
+/// timer threads and workqueue workers, which are per CPU, and irqlab's own.
+fn untouchable_thread(comm: &str) -> bool {
+    const PER_CPU: [&str; 4] = ["ksoftirqd/", "ktimers/", "kworker/", "irqlab-"];
+    irqlab_host::journal::threads::is_protected(comm) || PER_CPU.iter().any(|k| comm.starts_with(k))
+}
+
+/// The CPU the quietest-CPU rule found, if it ran.
+fn quietest(out: &Out) -> Option<usize> {
+    out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu)
 }
 
 /// A recommendation aimed at what took the worst window: a thread is
@@ -253,7 +259,8 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             let comm = label.split(' ').next().and_then(|w| w.rsplit_once('/')).map(|(comm, _)| comm);
             let drives_the_load =
                 comm.is_some_and(|c| curve.driver_threads.iter().any(|t| t.split(' ').next().is_some_and(|name| name.starts_with(c))));
-            if drives_the_load || untouchable_thread(label) {
+            // The idle task (tid 0) has no comm/tid label.
+            if drives_the_load || label == "idle" || comm.is_some_and(untouchable_thread) {
                 return;
             }
             let command = match (c.source.pid, &c.source.policy, &elsewhere) {
@@ -307,8 +314,7 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
 /// Other CPUs to move work to, as a CPU list: the quietest CPU when it is
 /// another one, else the other surveyed CPUs; `None` with one CPU surveyed.
 fn elsewhere(survey: &Survey, out: &Out, cpu: usize) -> Option<String> {
-    let quietest = out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu).filter(|&q| q != cpu);
-    let others: Vec<String> = match quietest {
+    let others: Vec<String> = match quietest(out).filter(|&q| q != cpu) {
         Some(q) => vec![q.to_string()],
         None => survey.options.cpus.iter().filter(|&&c| c != cpu).map(|c| c.to_string()).collect(),
     };
@@ -485,7 +491,7 @@ fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u:
 }
 
 fn own_cpu_for_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u: f64) {
-    let quietest = out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu);
+    let quietest = quietest(out);
     let other = survey.options.cpus.iter().copied().find(|&c| Some(c) != quietest);
     let command = match (quietest, other) {
         (Some(_), Some(other)) => Some(format!("irqlab control threads {matched} --policy fifo:50 --cpu {other}")),
