@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod idletime;
 pub mod monitor;
 pub mod process_aware;
+pub mod profile;
 pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;

@@ -111,6 +111,19 @@ pub fn cpu_mask_hex(cpus: &[usize]) -> String {
     text
 }
 
+/// The CPUs of a kernel CPU mask ([`cpu_mask_hex`]'s format, leading
+/// zeros and any grouping accepted: `3`, `00000003`, `2,00000000`).
+pub fn parse_cpu_mask_hex(text: &str) -> std::result::Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    let words: Vec<&str> = text.trim().split(',').collect();
+    for (i, word) in words.iter().rev().enumerate() {
+        let value =
+            u32::from_str_radix(word, 16).map_err(|_| format!("`{word}` is not a 32-bit hex word in CPU mask `{}`", text.trim()))?;
+        cpus.extend((0..32).filter(|bit| value & (1 << bit) != 0).map(|bit| i * 32 + bit));
+    }
+    Ok(cpus)
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     pin_to(&[cpu])
@@ -297,6 +310,15 @@ mod tests {
         assert_eq!(parse_cpu_list("1,1,0").unwrap(), vec![0, 1]);
         let e = parse_cpu_list("0-18446744073709551615").unwrap_err();
         assert!(e.contains("8191"), "{e}");
+    }
+
+    #[test]
+    fn cpu_masks_parse_back() {
+        for cpus in [vec![0, 1], vec![1], vec![], vec![33], vec![0, 100]] {
+            assert_eq!(parse_cpu_mask_hex(&cpu_mask_hex(&cpus)).unwrap(), cpus);
+        }
+        assert_eq!(parse_cpu_mask_hex("00000003\n").unwrap(), vec![0, 1]);
+        assert!(parse_cpu_mask_hex("xyz").unwrap_err().contains("xyz"));
     }
 
     #[test]

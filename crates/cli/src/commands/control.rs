@@ -6,7 +6,7 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
-use irqlab_control::{bh_budget, idletime, process_aware, set_napi, set_threads};
+use irqlab_control::{bh_budget, idletime, process_aware, profile, set_napi, set_threads};
 use irqlab_host::journal::{self, Entry, Restored, State};
 use irqlab_host::journal::{sched, sched_knobs};
 use irqlab_report::html::Table;
@@ -48,6 +48,14 @@ pub enum Command {
     /// with --persist): runtime 0 lets real-time tasks take the whole CPU
     #[command(name = "fair-server")]
     FairServer(FairServerArgs),
+    /// Steer IRQs (by number, handler name or device; `default` for IRQs
+    /// registered later) to CPUs while this runs (or for good with
+    /// --persist); each gets its own affinity back at the end
+    Irq(IrqArgs),
+    /// Apply a profile (IRQ affinities, thread policies, NAPI and RPS
+    /// settings; `irqlab survey` writes one) as one change: all or nothing,
+    /// held while this runs (or for good with --persist)
+    Apply(ApplyArgs),
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -293,6 +301,46 @@ pub struct FairServerArgs {
     json: Option<PathBuf>,
 }
 
+/// What `control irq` and `control apply` share: how long, and the report.
+#[derive(clap::Args)]
+pub struct HoldArgs {
+    /// Hold it this long, then restore (default: until Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
+    duration: Option<u64>,
+    /// Apply, record in the journal as persistent, and exit (undo with `irqlab control revert ID`)
+    #[arg(long)]
+    persist: bool,
+    /// Print each change as old -> new and change nothing
+    #[arg(long, conflicts_with_all = ["duration", "persist"])]
+    dry_run: bool,
+    /// Write the irqlab/control-apply/v1 document ("-": to stdout, instead of the summary)
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct IrqArgs {
+    /// IRQs: a number (38), a handler's name (virtio2-input.0), a device
+    /// (virtio2, eth0: all its IRQs), `*` (every IRQ the kernel lets move),
+    /// or `default` (/proc/irq/default_smp_affinity)
+    #[arg(value_name = "IRQ|DEVICE", required = true)]
+    irqs: Vec<String>,
+    /// The CPUs to deliver them to (e.g. 0 or 0-3,6)
+    #[arg(long, value_name = "LIST")]
+    cpus: String,
+    #[command(flatten)]
+    hold: HoldArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// The profile (TOML, schema irqlab/profile/v1; `irqlab survey --out DIR` writes DIR/profile.toml)
+    #[arg(value_name = "PROFILE")]
+    profile: PathBuf,
+    #[command(flatten)]
+    hold: HoldArgs,
+}
+
 #[derive(clap::Args)]
 pub struct StatusArgs {
     /// Write the entries as JSON ("-": to stdout, instead of the table)
@@ -323,6 +371,8 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::Idletime(a) => idletime_run(a),
         Command::SchedFeature(a) => sched_feature(a),
         Command::FairServer(a) => fair_server(a),
+        Command::Irq(a) => irq(a),
+        Command::Apply(a) => apply(a),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -512,6 +562,84 @@ fn sched_knobs_run(
         )
     })?;
     Ok(Status::from_ok(report.complete))
+}
+
+fn irq(args: IrqArgs) -> Result<Status, CliError> {
+    let cpus = profile::cpus(&args.cpus).map_err(|e| CliError::Usage(format!("--{e}")))?;
+    let irqs = journal::irq::list()?;
+    let mut plan = Vec::new();
+    for spec in &args.irqs {
+        if spec == "default" {
+            plan.push(profile::Planned {
+                setting: "default".into(),
+                object: journal::Object::IrqDefaultAffinity,
+                new: journal::Value::Cpus { cpus: cpus.clone() },
+                because: None,
+                may_be_refused: false,
+            });
+        } else {
+            plan.extend(profile::plan_irq(spec, &cpus, None, &irqs)?);
+        }
+    }
+    let source = format!("control irq {} --cpus {}", args.irqs.join(" "), args.cpus);
+    hold_plan(source, plan, args.hold)
+}
+
+fn apply(args: ApplyArgs) -> Result<Status, CliError> {
+    let file = args.profile.display().to_string();
+    let text = output::read_text(&args.profile)?;
+    let profile = profile::Profile::parse(&file, &text)?;
+    let plan = profile.plan(&file, &text)?;
+    if plan.is_empty() {
+        eprintln!("{file}: the profile declares no setting: nothing to apply");
+    }
+    hold_plan(file, plan, args.hold)
+}
+
+/// Applies (or, with --dry-run, shows) a resolved plan, holds it, reports.
+fn hold_plan(source: String, plan: Vec<profile::Planned>, args: HoldArgs) -> Result<Status, CliError> {
+    let config = profile::Config { source, duration_ns: args.duration, persist: args.persist, dry_run: args.dry_run };
+    let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
+    let report = if config.dry_run {
+        profile::dry_run(&config, &plan)?
+    } else {
+        let stop = crate::signal::stop_flag();
+        profile::apply(&config, plan, &stop, |row| {
+            if !quiet {
+                match row.outcome {
+                    "refused" => eprintln!("{}: kept by the kernel ({})", row.object, row.why.as_deref().unwrap_or("")),
+                    "already" => eprintln!("{}: already {}", row.object, row.new),
+                    _ => eprintln!("{}: {} -> {}", row.object, row.old, row.new),
+                }
+            }
+        })?
+    };
+    json_or_summary(args.json.as_deref(), &report, apply_summary)?;
+    Ok(Status::from_ok(report.complete))
+}
+
+fn apply_summary(r: &profile::Report) -> String {
+    let mut t = Table::new(["SETTING", "OBJECT", "WAS", "SET TO", "AT THE END"]);
+    for row in &r.rows {
+        let end = match row.outcome {
+            "dry-run" => "not changed (dry run)".to_string(),
+            "already" => "already so".to_string(),
+            "refused" => "kept by the kernel".to_string(),
+            _ if r.persist => format!("kept (entry {})", row.entry),
+            _ if row.restored => "restored".to_string(),
+            _ => "gone".to_string(),
+        };
+        let new = match &row.effective {
+            Some(e) if e != &row.new.trim_start_matches("CPU ") => format!("{} (kernel delivers to {e})", row.new),
+            _ => row.new.clone(),
+        };
+        t = t.row([row.setting.clone(), row.object.clone(), row.old.clone(), new, end]);
+    }
+    let head = match r.ended_by {
+        None => format!("{}: dry run, nothing changed:", r.source),
+        Some(by) => format!("{}: held {} ({by}):", r.source, irqlab_analysis::format_ns(r.held_ns)),
+    };
+    format!("{head}\n{}", t.to_text())
 }
 
 fn bh_budget_run(args: BhBudgetArgs) -> Result<Status, CliError> {

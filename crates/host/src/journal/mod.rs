@@ -20,6 +20,8 @@
 //! cgroups irqlab creates, [`netdev`] a device's queues and NAPI settings.
 
 pub mod cgroup;
+pub mod hold;
+pub mod irq;
 pub mod netdev;
 pub mod root_domain;
 pub mod sched;
@@ -101,6 +103,12 @@ pub enum Object {
     /// checks runtime <= period after each write and only the pair's writer
     /// can order the two writes so that every step is valid.
     FairServer { cpu: usize },
+    /// The CPUs an IRQ may be delivered to (`/proc/irq/N/smp_affinity_list`);
+    /// `name` is its handler's, for people (`journal::irq`).
+    IrqAffinity { irq: u32, name: String },
+    /// The CPUs IRQs registered from now on start with
+    /// (`/proc/irq/default_smp_affinity`).
+    IrqDefaultAffinity,
 }
 
 impl std::fmt::Display for Object {
@@ -125,6 +133,9 @@ impl std::fmt::Display for Object {
             Object::DebugfsMount { path } => write!(f, "debugfs mount at {path}"),
             Object::SchedFeature { name } => write!(f, "scheduler feature {name} (debugfs sched/features)"),
             Object::FairServer { cpu } => write!(f, "fair server of CPU {cpu} (debugfs sched/fair_server)"),
+            Object::IrqAffinity { irq, name } if name.is_empty() => write!(f, "affinity of IRQ {irq}"),
+            Object::IrqAffinity { irq, name } => write!(f, "affinity of IRQ {irq} ({name})"),
+            Object::IrqDefaultAffinity => write!(f, "default IRQ affinity (/proc/irq/default_smp_affinity)"),
         }
     }
 }
@@ -150,6 +161,8 @@ impl Object {
             Object::DebugfsMount { path } => format!("debugfs{}", path.replace(['/', '.'], "_")),
             Object::SchedFeature { name } => format!("sched-feature-{name}"),
             Object::FairServer { cpu } => format!("fair-server-{cpu}"),
+            Object::IrqAffinity { irq, .. } => format!("irq-{irq}"),
+            Object::IrqDefaultAffinity => "irq-default".into(),
         }
     }
 
@@ -174,6 +187,8 @@ impl Object {
             Object::ChildQdisc { dev, parent } => tc(&["qdisc", "show", "dev", dev]).is_ok_and(|show| has_qdisc(&show, parent)),
             // Kernel-wide settings; a CPU taken offline keeps its server.
             Object::DebugfsMount { .. } | Object::SchedFeature { .. } | Object::FairServer { .. } => true,
+            Object::IrqAffinity { irq, .. } => irq::exists(*irq),
+            Object::IrqDefaultAffinity => true,
         }
     }
 }
@@ -321,6 +336,8 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::DebugfsMount { path } => Ok(sched_knobs::read_mount(path)),
         Object::SchedFeature { name } => sched_knobs::read_feature(name),
         Object::FairServer { cpu } => sched_knobs::read_fair_server(*cpu),
+        Object::IrqAffinity { irq, .. } => Ok(Value::Cpus { cpus: irq::affinity(*irq)? }),
+        Object::IrqDefaultAffinity => Ok(Value::Cpus { cpus: irq::default_affinity()? }),
     }
 }
 
@@ -428,6 +445,8 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::DebugfsMount { path }, value) => sched_knobs::write_mount(path, value),
         (Object::SchedFeature { name }, value) => sched_knobs::write_feature(name, value),
         (Object::FairServer { cpu }, value) => sched_knobs::write_fair_server(*cpu, value),
+        (Object::IrqAffinity { irq, name }, Value::Cpus { cpus }) => irq::set_affinity(*irq, name, cpus),
+        (Object::IrqDefaultAffinity, Value::Cpus { cpus }) => irq::set_default_affinity(cpus),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }

@@ -16,13 +16,13 @@
 //! for that one access: a revert never depends on another entry's order.
 
 use crate::error::{Error, Result};
+use crate::journal::hold::{self, Changed, EndedBy};
 use crate::journal::{self, Applied, Object, Value};
 use crate::privilege::{self, Capability};
 use serde::Serialize;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
 pub const SCHEMA: &str = "irqlab/control-sched/v1";
 
@@ -414,16 +414,6 @@ pub struct Config {
     pub persist: bool,
 }
 
-/// One change made.
-#[derive(Debug, Clone, Serialize)]
-pub struct Changed {
-    pub object: String,
-    pub old: String,
-    pub new: String,
-    pub entry: String,
-    pub restored: bool,
-}
-
 /// The `irqlab/control-sched/v1` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -436,7 +426,7 @@ pub struct Report {
     pub changes: Vec<Changed>,
     pub persist: bool,
     pub held_ns: u64,
-    pub ended_by: &'static str,
+    pub ended_by: EndedBy,
     pub complete: bool,
 }
 
@@ -504,35 +494,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
     }
     let debugfs = held.debugfs.mount.display().to_string();
     let mounted_debugfs = held.debugfs.mounted.is_some();
-    let started = Instant::now();
-    let ended_by = if config.persist {
-        "persisted"
-    } else {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                break "stopped";
-            }
-            if config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) {
-                break "duration";
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    let held_ns = started.elapsed().as_nanos() as u64;
-    let mut changes = Vec::new();
-    // Newest first, as they were applied in reverse.
-    let applied: Vec<Applied> = std::mem::take(&mut held.changes);
-    for a in applied.into_iter().rev() {
-        let e = a.entry().clone();
-        let restored = if config.persist {
-            a.persist()?;
-            false
-        } else {
-            a.restore()? == journal::Restored::Restored
-        };
-        changes.push(Changed { object: e.object.to_string(), old: e.old.to_string(), new: e.new.to_string(), entry: e.id, restored });
-    }
-    changes.reverse();
+    let (held_ns, ended_by) = hold::wait(stop, config.duration_ns, config.persist);
+    let changes = hold::settle(std::mem::take(&mut held.changes), config.persist)?;
     if let Some(mount) = held.debugfs.mounted.take() {
         mount.restore()?;
     }
@@ -546,7 +509,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
         persist: config.persist,
         held_ns,
         ended_by,
-        complete: !(ended_by == "stopped" && config.duration_ns.is_some()),
+        complete: ended_by.complete(config.duration_ns),
     })
 }
 
