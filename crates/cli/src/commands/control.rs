@@ -630,7 +630,7 @@ fn apply_summary(r: &profile::Report) -> String {
             _ => "gone".to_string(),
         };
         let new = match &row.effective {
-            Some(e) if e != &row.new.trim_start_matches("CPU ") => format!("{} (kernel delivers to {e})", row.new),
+            Some(e) if e != row.new.trim_start_matches("CPU ") => format!("{} (kernel delivers to {e})", row.new),
             _ => row.new.clone(),
         };
         t = t.row([row.setting.clone(), row.object.clone(), row.old.clone(), new, end]);
