@@ -167,11 +167,12 @@ impl Profile {
     /// Every change, resolved against the machine now (IRQs by name,
     /// threads by MATCH, online CPUs), or the first setting that cannot be
     /// honoured, at its place in `text`.
-    pub fn plan(&self, file: &str, text: &str) -> std::result::Result<Vec<Planned>, InputError> {
+    pub fn plan(&self, file: &str, text: &str) -> std::result::Result<Plan, InputError> {
         let at = |span: std::ops::Range<usize>| Location::at_span(file, text, span);
         let located = |span: std::ops::Range<usize>| move |e: Error| InputError::at(e.to_string(), at(span.clone()));
         let cpus_of = |s: &Spanned<String>| cpus(s.get_ref()).map_err(located(s.span()));
         let mut planned = Vec::new();
+        let mut absent = Vec::new();
         if let Some(d) = &self.default_irq {
             planned.push(Planned {
                 setting: "default_irq".into(),
@@ -190,6 +191,12 @@ impl Profile {
             let policy = fixed_policy(s.policy.get_ref()).map_err(located(s.policy.span()))?;
             let pin = s.cpus.as_ref().map(cpus_of).transpose()?;
             let matched = Match::parse(s.matched.get_ref()).map_err(located(s.matched.span()))?;
+            // A thread the survey saw may have exited since (a pid), a
+            // device's threads may be gone with it: nothing to set, said.
+            if let Err(e) = matched.resolve(s.matched.get_ref()) {
+                absent.push(Row::absent(format!("threads {}", s.matched.get_ref()), s.policy.get_ref(), e, s.because.clone()));
+                continue;
+            }
             let threads = matched.resolve_guarded(s.matched.get_ref(), s.all_matching).map_err(located(s.matched.span()))?;
             for thread in threads {
                 let setting = format!("threads {}", s.matched.get_ref());
@@ -257,8 +264,27 @@ impl Profile {
                 });
             }
         }
-        Ok(planned)
+        Ok(Plan { changes: last_word(planned), absent })
     }
+}
+
+/// A profile resolved against the machine: the changes, and the settings
+/// that name nothing now (a thread that exited).
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub changes: Vec<Planned>,
+    pub absent: Vec<Row>,
+}
+
+/// One change per object: where two settings name the same object (an IRQ
+/// in `*` and by its number), the later one decides, as in the file.
+pub fn last_word(plan: Vec<Planned>) -> Vec<Planned> {
+    let mut kept: Vec<Planned> = Vec::new();
+    for p in plan {
+        kept.retain(|k| k.object != p.object);
+        kept.push(p);
+    }
+    kept
 }
 
 /// `/sys/class/net/DEV`, or exit 2 naming the devices there are.
@@ -325,7 +351,8 @@ pub struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effective: Option<String>,
     /// What happened: `applied`, `already` (it was so: nothing changed),
-    /// `refused` (a wildcard IRQ the kernel does not move), `dry-run`.
+    /// `refused` (a wildcard IRQ the kernel does not move), `dry-run`,
+    /// `absent` (its MATCH names no thread now: nothing set).
     pub outcome: &'static str,
     /// The kernel's refusal, for `refused`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -335,6 +362,23 @@ pub struct Row {
     pub restored: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub because: Option<String>,
+}
+
+impl Row {
+    fn absent(setting: String, new: &str, why: Error, because: Option<String>) -> Row {
+        Row {
+            setting,
+            object: String::new(),
+            old: String::new(),
+            new: new.to_string(),
+            effective: None,
+            outcome: "absent",
+            why: Some(why.to_string()),
+            entry: String::new(),
+            restored: false,
+            because,
+        }
+    }
 }
 
 /// The `irqlab/control-apply/v1` document.
@@ -367,9 +411,9 @@ fn effective_of(object: &Object) -> Option<String> {
 }
 
 /// `--dry-run`: each change as old -> new, nothing written.
-pub fn dry_run(config: &Config, plan: &[Planned]) -> Result<Report> {
-    let mut rows = Vec::new();
-    for p in plan {
+pub fn dry_run(config: &Config, plan: &Plan) -> Result<Report> {
+    let mut rows = plan.absent.clone();
+    for p in &plan.changes {
         let old = journal::read(&p.object)?;
         let outcome = if old.same_setting(&p.new) { "already" } else { "dry-run" };
         rows.push(Row {
@@ -400,11 +444,14 @@ pub fn dry_run(config: &Config, plan: &[Planned]) -> Result<Report> {
 /// Applies every change (all or nothing), holds them until `stop` or the
 /// duration, then restores them newest first, or keeps them (`persist`);
 /// `on_applied` is told each row as it takes effect.
-pub fn apply(config: &Config, plan: Vec<Planned>, stop: &AtomicBool, mut on_applied: impl FnMut(&Row)) -> Result<Report> {
+pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: impl FnMut(&Row)) -> Result<Report> {
     privilege::require(&[Capability::SysNice, Capability::SysAdmin], "set thread policies and IRQ affinities")?;
     let mut applied = Vec::new();
-    let mut rows = Vec::new();
-    for p in plan {
+    let mut rows: Vec<(Row, Option<usize>, Object)> = Vec::new();
+    for row in &plan.absent {
+        on_applied(row);
+    }
+    for p in plan.changes {
         let now = journal::read(&p.object)?;
         let mut row = Row {
             setting: p.setting.clone(),
@@ -471,7 +518,8 @@ pub fn apply(config: &Config, plan: Vec<Planned>, stop: &AtomicBool, mut on_appl
             }
             row
         })
-        .collect();
+        .collect::<Vec<Row>>();
+    let rows = plan.absent.into_iter().chain(rows).collect();
     Ok(Report {
         schema: SCHEMA,
         source: config.source.clone(),
@@ -548,6 +596,17 @@ cpus = "0"
             assert!(e.message.contains(says), "{e}");
             assert_eq!(e.location.as_ref().map(|l| l.line), Some(line), "{e:?}");
         }
+    }
+
+    #[test]
+    fn the_later_setting_of_an_object_decides() {
+        let irqs = irq::parse_interrupts("  CPU0 CPU1\n 24: 1 0 IO-APIC 5-edge ACPI:Ged\n 38: 0 9 PCI-MSIX 1-edge virtio2-input.0\n");
+        let mut plan = plan_irq("*", &[1], None, &irqs).unwrap();
+        plan.extend(plan_irq("38", &[0], None, &irqs).unwrap());
+        let plan = last_word(plan);
+        assert_eq!(plan.len(), 2);
+        assert_eq!((plan[1].setting.as_str(), &plan[1].new), ("irq 38", &Value::Cpus { cpus: vec![0] }));
+        assert_eq!(plan[0].object, Object::IrqAffinity { irq: 24, name: "ACPI:Ged".into() });
     }
 
     #[test]

@@ -48,6 +48,11 @@ pub struct Survey {
     pub findings: Vec<Finding>,
     pub recommendations: Vec<Recommendation>,
     pub verdict: Verdict,
+    /// Where the recommendations were written as a profile
+    /// (`DIR/profile.toml`, `irqlab control apply`). Absent in surveys
+    /// written before profiles existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// What was asked for, with the defaults resolved.
@@ -317,6 +322,42 @@ pub struct Recommendation {
     pub command: Option<String>,
     /// What the analysis predicts once it is applied.
     pub predicted: Option<String>,
+    /// The setting it declares, when irqlab can apply it as part of a
+    /// profile (`DIR/profile.toml`, `irqlab control apply`); `command` is
+    /// made from it. Absent in surveys written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setting: Option<Declared>,
+}
+
+/// A recommendation as a setting: what `irqlab control irq` / `control
+/// threads` apply now, and what a profile declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Declared {
+    /// IRQs (numbers, names, `*`, `default`) steered to `cpus` (a CPU list).
+    Irq { irqs: Vec<String>, cpus: String },
+    /// A MATCH under a fixed policy, pinned to `cpus` when given.
+    Threads { matched: String, policy: String, cpus: Option<String> },
+    /// A network device's receive polled in a kernel thread (threaded NAPI).
+    NapiThreaded { dev: String },
+}
+
+impl Declared {
+    /// The command that applies it while it runs.
+    pub fn command(&self) -> String {
+        match self {
+            Declared::Irq { irqs, cpus } => {
+                // `*` quoted for the shell.
+                let irqs: Vec<String> = irqs.iter().map(|i| if i == "*" { "'*'".to_string() } else { i.clone() }).collect();
+                format!("irqlab control irq {} --cpus {cpus}", irqs.join(" "))
+            }
+            Declared::Threads { matched, policy, cpus } => {
+                let pin = cpus.as_ref().map(|c| format!(" --cpu {c}")).unwrap_or_default();
+                format!("irqlab control threads {matched} --policy {policy}{pin}")
+            }
+            Declared::NapiThreaded { dev } => format!("irqlab control napi {dev} --threaded on"),
+        }
+    }
 }
 
 /// The one line at the top of the page.

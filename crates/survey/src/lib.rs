@@ -16,6 +16,7 @@ pub mod doc;
 pub mod findings;
 pub mod loads;
 pub mod page;
+pub mod profile;
 pub mod run;
 
 pub use doc::{Survey, SCHEMA};

@@ -158,6 +158,17 @@ fn recommendations(survey: &Survey) -> Section {
             section = section.paragraph(format!("Predicted: {predicted}."));
         }
     }
+    let applied = survey.recommendations.iter().filter(|r| r.setting.is_some()).count();
+    if let (Some(profile), true) = (&survey.profile, applied > 0) {
+        section = section
+            .subheading("All of them at once")
+            .paragraph(format!(
+                "The {applied} setting(s) above are declared in {profile}: applied as one change (all or nothing), held until Ctrl-C; \
+                 --persist keeps them (undo: irqlab control revert --all), --dry-run shows old -> new. Then survey again with \
+                 --compare to see what changed."
+            ))
+            .code(format!("irqlab control apply {profile}"));
+    }
     section
 }
 

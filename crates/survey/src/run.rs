@@ -153,6 +153,7 @@ fn empty(config: &Config, cpus: &[usize]) -> Survey {
         findings: Vec::new(),
         recommendations: Vec::new(),
         verdict: Verdict { severity: Severity::Note, headline: String::new() },
+        profile: None,
     }
 }
 

@@ -179,7 +179,7 @@ fn an_irq_is_steered_a_system_vector_and_the_kernels_own_threads_are_not_targete
     assert_eq!(f.severity, Severity::Warn);
     assert!(f.title.ends_with("most of it irq 11 virtio0 (100%)"), "{}", f.title);
     let r = survey.recommendations.iter().find(|r| r.finding == f.id).unwrap();
-    assert_eq!(r.command.as_deref(), Some("echo 0 > /proc/irq/11/smp_affinity_list"));
+    assert_eq!(r.command.as_deref(), Some("irqlab control irq 11 --cpus 0"));
     for (label, kind) in
         [("irq LOC timer", SourceKind::Irq), ("ksoftirqd/1/23 OTHER", SourceKind::Thread), ("rcuc/1/19 FIFO 1", SourceKind::Thread)]
     {
@@ -192,4 +192,32 @@ fn an_irq_is_steered_a_system_vector_and_the_kernels_own_threads_are_not_targete
     let mut quiet = with_sources(0.05, &[("irq 11 virtio0", SourceKind::Irq, None, None, 50_000)], false);
     findings::derive(&mut quiet, None);
     assert!(!finding(&quiet, "load-cpu1-idle").title.contains("irq 11"));
+}
+
+/// The recommendations irqlab applies become the profile's settings, each
+/// with the finding it answers, and the profile reads back as
+/// `control apply` reads it.
+#[test]
+fn the_profile_declares_what_the_recommendations_apply() {
+    let thread = ("inject/4211 FIFO 95", SourceKind::Thread, Some(4211), Some("fifo:95"), 600_000);
+    let mut survey = with_sources(0.75, &[thread], true);
+    findings::derive(&mut survey, None);
+    let quietest = survey.recommendations.iter().find(|r| r.finding == "quietest-cpu").expect("the quietest-CPU recommendation");
+    assert_eq!(quietest.command.as_deref(), Some("irqlab control irq '*' default --cpus 1"));
+    let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
+    assert!(
+        text.starts_with("# irqlab profile") && text.contains("# Apply (held until Ctrl-C): irqlab control apply /tmp/s/profile.toml"),
+        "{text}"
+    );
+    let profile = irqlab_control::profile::Profile::parse("profile.toml", &text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(profile.default_irq.as_ref().map(|d| d.cpus.get_ref().as_str()), Some("1"));
+    assert_eq!(profile.irqs.iter().map(|i| (i.irq.get_ref().as_str(), i.cpus.get_ref().as_str())).collect::<Vec<_>>(), vec![("*", "1")]);
+    let moved = &profile.threads[0];
+    assert_eq!((moved.matched.get_ref().as_str(), moved.policy.get_ref().as_str()), ("pid:4211", "fifo:95"));
+    assert_eq!(moved.cpus.as_ref().map(|c| c.get_ref().as_str()), Some("0"));
+    assert!(moved.because.as_deref().is_some_and(|b| b.starts_with("load-cpu1-idle: Move inject/4211")), "{:?}", moved.because);
+    // Every command a setting made is the setting's.
+    for r in survey.recommendations.iter().filter(|r| r.setting.is_some()) {
+        assert_eq!(r.command.as_deref(), Some(r.setting.as_ref().unwrap().command().as_str()));
+    }
 }

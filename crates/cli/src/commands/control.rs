@@ -582,7 +582,7 @@ fn irq(args: IrqArgs) -> Result<Status, CliError> {
         }
     }
     let source = format!("control irq {} --cpus {}", args.irqs.join(" "), args.cpus);
-    hold_plan(source, plan, args.hold)
+    hold_plan(source, profile::Plan { changes: profile::last_word(plan), absent: Vec::new() }, args.hold)
 }
 
 fn apply(args: ApplyArgs) -> Result<Status, CliError> {
@@ -590,14 +590,14 @@ fn apply(args: ApplyArgs) -> Result<Status, CliError> {
     let text = output::read_text(&args.profile)?;
     let profile = profile::Profile::parse(&file, &text)?;
     let plan = profile.plan(&file, &text)?;
-    if plan.is_empty() {
+    if plan.changes.is_empty() && plan.absent.is_empty() {
         eprintln!("{file}: the profile declares no setting: nothing to apply");
     }
     hold_plan(file, plan, args.hold)
 }
 
 /// Applies (or, with --dry-run, shows) a resolved plan, holds it, reports.
-fn hold_plan(source: String, plan: Vec<profile::Planned>, args: HoldArgs) -> Result<Status, CliError> {
+fn hold_plan(source: String, plan: profile::Plan, args: HoldArgs) -> Result<Status, CliError> {
     let config = profile::Config { source, duration_ns: args.duration, persist: args.persist, dry_run: args.dry_run };
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
     let report = if config.dry_run {
@@ -609,6 +609,7 @@ fn hold_plan(source: String, plan: Vec<profile::Planned>, args: HoldArgs) -> Res
                 match row.outcome {
                     "refused" => eprintln!("{}: kept by the kernel ({})", row.object, row.why.as_deref().unwrap_or("")),
                     "already" => eprintln!("{}: already {}", row.object, row.new),
+                    "absent" => eprintln!("{}: nothing to set ({})", row.setting, row.why.as_deref().unwrap_or("")),
                     _ => eprintln!("{}: {} -> {}", row.object, row.old, row.new),
                 }
             }
@@ -625,6 +626,7 @@ fn apply_summary(r: &profile::Report) -> String {
             "dry-run" => "not changed (dry run)".to_string(),
             "already" => "already so".to_string(),
             "refused" => "kept by the kernel".to_string(),
+            "absent" => "nothing matches now".to_string(),
             _ if r.persist => format!("kept (entry {})", row.entry),
             _ if row.restored => "restored".to_string(),
             _ => "gone".to_string(),

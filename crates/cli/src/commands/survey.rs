@@ -98,8 +98,11 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         bar.set_message(p.step.to_string());
     });
     bar.finish_and_clear();
-    let survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpus")]))?;
+    let mut survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpus")]))?;
+    let profile = args.out.join(irqlab_survey::profile::FILE);
+    survey.profile = Some(profile.display().to_string());
     crate::signal::writing(|| {
+        output::write_text(&profile, &irqlab_survey::profile::text(&survey, &args.out))?;
         output::write_json(&args.out.join("survey.json"), &survey)?;
         write_page(&survey, &args.out, &args.links)
     })?;
@@ -125,5 +128,9 @@ fn summary(survey: &Survey, out: &Path) -> String {
         let _ = writeln!(s, "  -> {}{}", r.title, r.command.as_ref().map(|c| format!(": {c}")).unwrap_or_default());
     }
     let _ = writeln!(s, "page: {}  document: {}", out.join("index.html").display(), out.join("survey.json").display());
+    if let Some(profile) = &survey.profile {
+        let settings = survey.recommendations.iter().filter(|r| r.setting.is_some()).count();
+        let _ = writeln!(s, "profile: {profile} ({settings} setting(s); apply them at once: irqlab control apply {profile})");
+    }
     s
 }

@@ -57,7 +57,13 @@ impl Out {
 
     fn recommend(&mut self, finding: &str, title: String, rule: String, command: Option<String>, predicted: Option<String>) {
         let id = format!("do-{finding}");
-        self.recommendations.push(Recommendation { id, finding: finding.to_string(), title, rule, command, predicted });
+        self.recommendations.push(Recommendation { id, finding: finding.to_string(), title, rule, command, predicted, setting: None });
+    }
+
+    /// A recommendation irqlab applies: its command is the setting's.
+    fn recommend_setting(&mut self, finding: &str, title: String, rule: String, setting: Declared, predicted: Option<String>) {
+        self.recommend(finding, title, rule, Some(setting.command()), predicted);
+        self.recommendations.last_mut().expect("just pushed").setting = Some(setting);
     }
 }
 
@@ -263,8 +269,10 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             if drives_the_load || label == "idle" || comm.is_some_and(untouchable_thread) {
                 return;
             }
-            let command = match (c.source.pid, &c.source.policy, &elsewhere) {
-                (Some(pid), Some(policy), Some(cpus)) => Some(format!("irqlab control threads pid:{pid} --policy {policy} --cpu {cpus}")),
+            let setting = match (c.source.pid, &c.source.policy, &elsewhere) {
+                (Some(pid), Some(policy), Some(cpus)) => {
+                    Some(Declared::Threads { matched: format!("pid:{pid}"), policy: policy.clone(), cpus: Some(cpus.clone()) })
+                }
                 _ => None,
             };
             let fair = c.source.policy.as_deref().is_some_and(|p| p.starts_with("other") || p == "idle");
@@ -280,7 +288,11 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             let rule = format!(
                 "{share}; the thread keeps its policy and runs on the other CPUs (or give it a priority below your time-critical task).{why}"
             );
-            out.recommend(finding, format!("Move {label} off CPU {cpu}"), rule, command, None);
+            let title = format!("Move {label} off CPU {cpu}");
+            match setting {
+                Some(setting) => out.recommend_setting(finding, title, rule, setting, None),
+                None => out.recommend(finding, title, rule, None, None),
+            }
         }
         SourceKind::Irq => {
             let mut words = c.source.label.split_whitespace().skip(1);
@@ -288,9 +300,12 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
                 // A system vector (the local timer, IPIs): not steerable.
                 return;
             };
-            let command = elsewhere.map(|cpus| format!("echo {cpus} > /proc/irq/{irq}/smp_affinity_list"));
-            let rule = format!("{share}; its handler then runs on the other CPUs (the file is the kernel's; not journalled)");
-            out.recommend(finding, format!("Steer IRQ {irq} away from CPU {cpu}"), rule, command, None);
+            let rule = format!("{share}; its handler then runs on the other CPUs");
+            let title = format!("Steer IRQ {irq} away from CPU {cpu}");
+            match elsewhere {
+                Some(cpus) => out.recommend_setting(finding, title, rule, Declared::Irq { irqs: vec![irq.to_string()], cpus }, None),
+                None => out.recommend(finding, title, rule, None, None),
+            }
         }
         SourceKind::Softirq => {
             if curve.driver_match.is_some() || !c.source.label.starts_with("NET_") {
@@ -344,14 +359,15 @@ fn quietest_cpu(survey: &Survey, out: &mut Out) {
     );
     let others: Vec<String> = survey.options.cpus.iter().filter(|&&c| c != best).map(|c| c.to_string()).collect();
     if !others.is_empty() {
-        out.recommend(
+        out.recommend_setting(
             &id,
             format!("Run the most time-critical task on CPU {best} and steer interrupts away from it"),
-            format!("CPU {best} measured the least interference; interrupts and their bottom halves run where their IRQ is steered"),
-            Some(format!(
-                "for f in /proc/irq/*/smp_affinity_list; do echo {} > $f; done   # then pin the task: taskset -c {best} chrt -f 80 TASK",
-                others.join(",")
-            )),
+            format!(
+                "CPU {best} measured the least interference; interrupts and their bottom halves run where their IRQ is steered \
+                 (every IRQ the kernel lets move, and the default for IRQs registered later); then pin the task: \
+                 taskset -c {best} chrt -f 80 TASK"
+            ),
+            Declared::Irq { irqs: vec!["*".into(), "default".into()], cpus: others.join(",") },
             None,
         );
     }
@@ -380,13 +396,14 @@ fn taskset_findings(survey: &Survey, out: &mut Out) {
             (Some(server), Some(matched)) => recommend_server(out, &id, check, server, &matched, tick_ns(survey)),
             (None, Some(matched)) => {
                 let rule = "no SCHED_DEADLINE budget tried (5–80% of the period) leaves the set schedulable on this CPU".to_string();
-                let command = survey
-                    .options
-                    .cpus
-                    .iter()
-                    .find(|&&c| c != check.cpu)
-                    .map(|other| format!("irqlab control threads {matched} --policy fifo:50 --cpu {other}"));
-                out.recommend(&id, format!("Move the driver off CPU {}", check.cpu), rule, command, None);
+                let title = format!("Move the driver off CPU {}", check.cpu);
+                match survey.options.cpus.iter().find(|&&c| c != check.cpu) {
+                    Some(other) => {
+                        let setting = Declared::Threads { matched, policy: "fifo:50".into(), cpus: Some(other.to_string()) };
+                        out.recommend_setting(&id, title, rule, setting, None);
+                    }
+                    None => out.recommend(&id, title, rule, None, None),
+                }
             }
             _ => {
                 let rule = "this load's interrupt work has no thread irqlab can put under a server".to_string();
@@ -410,12 +427,13 @@ fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: 
     let (name, command, how) = match server.kind {
         ServerKind::Deadline => (
             format!("SCHED_DEADLINE {q}/{p}"),
-            format!("irqlab control threads {matched} --policy deadline:{q}/{p}"),
+            Ok(Declared::Threads { matched: matched.to_string(), policy: format!("deadline:{q}/{p}"), cpus: None }),
             format!("analysed as a deferrable server of Q + one tick ({}): the kernel checks the budget at the tick", format_ns(tick_ns)),
         ),
         ServerKind::Sporadic => (
             format!("a sporadic server {q}/{p} (SCHED_FIFO 50, then 1)"),
-            format!("irqlab control threads {matched} --policy sporadic:{q}/{p}:50/1 --cpu {}", check.cpu),
+            // A sporadic server lives only while its `control threads` runs: no profile setting.
+            Err(format!("irqlab control threads {matched} --policy sporadic:{q}/{p}:50/1 --cpu {}", check.cpu)),
             format!(
                 "no SCHED_DEADLINE budget fits: the kernel checks it only at the {} tick, so it overruns by up to that; irqlab's sporadic server reacts within {}, and is analysed as a periodic task of Q + that",
                 format_ns(tick_ns),
@@ -423,16 +441,16 @@ fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: 
             ),
         ),
     };
-    out.recommend(
-        finding,
-        format!("Put {matched} under {name}"),
-        format!("the largest budget tried with which the set is schedulable with 20% headroom on every wcet; {how}"),
-        Some(command),
-        Some(format!(
-            "schedulable with {name} on {matched}, not with the driver as measured; the driver gets at most {} of a CPU ({keeps_up})",
-            pct(share)
-        )),
-    );
+    let title = format!("Put {matched} under {name}");
+    let rule = format!("the largest budget tried with which the set is schedulable with 20% headroom on every wcet; {how}");
+    let predicted = Some(format!(
+        "schedulable with {name} on {matched}, not with the driver as measured; the driver gets at most {} of a CPU ({keeps_up})",
+        pct(share)
+    ));
+    match command {
+        Ok(setting) => out.recommend_setting(finding, title, rule, setting, predicted),
+        Err(command) => out.recommend(finding, title, rule, Some(command), predicted),
+    }
 }
 
 /// Without a task set: each driver thread that takes a noticeable share of
@@ -473,14 +491,14 @@ fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u:
     let budget = ((u * period as f64 / 500_000.0).ceil() as u64 * 500_000).clamp(500_000, 5 * MS);
     let server = schedulability::server_model(ServerKind::Deadline, budget, period, tick_ns(survey));
     let bound = |w| server.load(w, irqlab_analysis::DemandBound::Refined);
-    out.recommend(
+    out.recommend_setting(
         finding,
         format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period)),
         format!(
             "the budget is its fitted long-run share u = {u:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
             format_ns(tick_ns(survey))
         ),
-        Some(format!("irqlab control threads {matched} --policy deadline:{}/{}", format_ns(budget), format_ns(period))),
+        Declared::Threads { matched: matched.to_string(), policy: format!("deadline:{}/{}", format_ns(budget), format_ns(period)), cpus: None },
         Some(format!(
             "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
             pct(bound(MS)),
@@ -493,19 +511,17 @@ fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u:
 fn own_cpu_for_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u: f64) {
     let quietest = quietest(out);
     let other = survey.options.cpus.iter().copied().find(|&c| Some(c) != quietest);
-    let command = match (quietest, other) {
-        (Some(_), Some(other)) => Some(format!("irqlab control threads {matched} --policy fifo:50 --cpu {other}")),
-        _ => None,
-    };
-    out.recommend(
-        finding,
-        format!("Give {matched} a CPU of its own"),
-        format!(
-            "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use"
-        ),
-        command,
-        None,
+    let title = format!("Give {matched} a CPU of its own");
+    let rule = format!(
+        "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use"
     );
+    match (quietest, other) {
+        (Some(_), Some(other)) => {
+            let setting = Declared::Threads { matched: matched.to_string(), policy: "fifo:50".into(), cpus: Some(other.to_string()) };
+            out.recommend_setting(finding, title, rule, setting, None);
+        }
+        _ => out.recommend(finding, title, rule, None, None),
+    }
 }
 
 fn timer_latency(survey: &Survey, out: &mut Out) {
@@ -675,11 +691,11 @@ fn settings(survey: &Survey, out: &mut Out) {
                 format!("threaded NAPI: {napi}"),
                 "receive work in NET_RX softirq runs at whoever's expense and cannot be prioritised or bounded by a server",
             );
-            out.recommend(
+            out.recommend_setting(
                 &id,
                 format!("Poll {dev} in a kernel thread"),
                 "a napi/ thread can then be given a priority or a SCHED_DEADLINE budget like any thread".into(),
-                Some(format!("irqlab control napi {dev} --threaded on")),
+                Declared::NapiThreaded { dev: dev.to_string() },
                 None,
             );
         }

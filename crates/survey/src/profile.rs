@@ -1,0 +1,70 @@
+//! The survey's recommendations as a profile (`DIR/profile.toml`): each
+//! recommendation irqlab can apply, as the setting it declares, with the
+//! finding it answers; `irqlab control apply DIR/profile.toml` applies them
+//! as one change.
+
+use crate::doc::{Declared, Survey};
+use irqlab_control::profile::{unplaced, DefaultIrq, IrqSetting, NapiSetting, Profile, ThreadsSetting};
+
+/// The file's name beside survey.json.
+pub const FILE: &str = "profile.toml";
+
+/// The profile of `survey`'s recommendations, in their order (a later
+/// setting of the same object wins when applied).
+pub fn of(survey: &Survey) -> Profile {
+    let mut profile = Profile::new();
+    for r in &survey.recommendations {
+        let Some(setting) = &r.setting else { continue };
+        let because = Some(format!("{}: {}", r.finding, r.title));
+        match setting {
+            Declared::Irq { irqs, cpus } => {
+                for irq in irqs {
+                    if irq == "default" {
+                        profile.default_irq = Some(DefaultIrq { cpus: unplaced(cpus.clone()), because: because.clone() });
+                    } else {
+                        profile.irqs.push(IrqSetting {
+                            irq: unplaced(irq.clone()),
+                            cpus: unplaced(cpus.clone()),
+                            because: because.clone(),
+                        });
+                    }
+                }
+            }
+            Declared::Threads { matched, policy, cpus } => profile.threads.push(ThreadsSetting {
+                matched: unplaced(matched.clone()),
+                policy: unplaced(policy.clone()),
+                cpus: cpus.clone().map(unplaced),
+                all_matching: false,
+                because,
+            }),
+            Declared::NapiThreaded { dev } => profile.napi.push(NapiSetting {
+                dev: unplaced(dev.clone()),
+                threaded: Some(true),
+                defer_hard_irqs: None,
+                gro_flush_timeout: None,
+                because,
+            }),
+        }
+    }
+    profile
+}
+
+/// The file's text: a header saying where it came from and how to apply it.
+pub fn text(survey: &Survey, dir: &std::path::Path) -> String {
+    let path = dir.join(FILE);
+    let mut header = format!(
+        "irqlab profile: the recommendations of the survey in {} as settings.\n\
+         Apply (held until Ctrl-C): irqlab control apply {}\n\
+         Keep (undo with irqlab control revert): irqlab control apply {} --persist\n\
+         Then measure again: irqlab survey --compare {}",
+        dir.join("survey.json").display(),
+        path.display(),
+        path.display(),
+        dir.join("survey.json").display()
+    );
+    let profile = of(survey);
+    if profile.is_empty() {
+        header.push_str("\nThe survey recommended nothing irqlab applies: this profile declares no setting.");
+    }
+    profile.to_toml(&header)
+}
