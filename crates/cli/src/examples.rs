@@ -157,6 +157,20 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
             "no fair-class server on CPU 1: real-time tasks may take all of it for a minute",
         )],
     ),
+    (
+        "control irq",
+        &[
+            ("sudo irqlab control irq virtio2 --cpus 1 --dry-run", "which IRQs a device has, and where they would go"),
+            ("sudo irqlab control irq '*' default --cpus 1 --duration 60s", "every IRQ the kernel lets move, and new ones, on CPU 1 for a minute"),
+        ],
+    ),
+    (
+        "control apply",
+        &[
+            ("sudo irqlab control apply out/survey/profile.toml --dry-run", "what the survey's profile would change, old -> new"),
+            ("sudo irqlab control apply out/survey/profile.toml --persist", "apply it and keep it (undo: irqlab control revert --all)"),
+        ],
+    ),
     ("control status", &[("irqlab control status --json -", "the journal's entries as JSON")]),
     ("control revert", &[("sudo irqlab control revert --all", "undo what killed runs left behind")]),
     ("lab", &[("irqlab lab kernels", "the kernels irqlab can boot, which are fetched, KVM or emulation")]),

@@ -173,7 +173,7 @@ fn the_surveys_profile_applies_restores_and_a_killed_apply_is_reverted() {
     apply.kill().unwrap();
     wait_at_most(&mut apply, Duration::from_secs(5));
     let status = run(&["control", "status"]);
-    assert!(stdout(&status).contains("leftover"), "{}", stdout(&status));
+    assert!(stdout(&status).contains("LEFTOVER"), "{}", stdout(&status));
     assert_eq!(control_entries().len(), entries);
     let revert = run(&["control", "revert", "--all"]);
     assert_eq!(revert.status.code(), Some(0), "{}{}", stdout(&revert), stderr(&revert));
