@@ -150,9 +150,14 @@ pub struct FindingChange {
 }
 
 impl FindingChange {
-    /// The finding as the newest survey that has it words it.
-    pub fn latest(&self) -> &Finding {
-        self.after.as_ref().or(self.before.as_ref()).expect("a finding change has a finding on one side")
+    /// The finding as shown: one that went away in the words it had
+    /// before (what went away), the others in the newest survey's.
+    pub fn shown(&self) -> &Finding {
+        let (first, second) = match self.fate {
+            Fate::WentAway => (&self.before, &self.after),
+            Fate::Appeared | Fate::Stayed => (&self.after, &self.before),
+        };
+        first.as_ref().or(second.as_ref()).expect("a finding change has a finding on one side")
     }
 }
 
@@ -447,7 +452,7 @@ fn findings_part(section: Section, changes: &[FindingChange]) -> Section {
     let mut table = Table::new(["", "CPU", "finding", "before", "after"]).text_columns([0, 2, 3, 4]);
     let side = |f: &Option<Finding>| f.as_ref().map_or("-".to_string(), |f| format!("{}: {}", page::severity_name(f.severity), f.measured));
     for change in changes {
-        let f = change.latest();
+        let f = change.shown();
         let cpu = f.cpu.map(|c| c.to_string()).unwrap_or_default();
         table.push_row([change.fate.name().to_string(), cpu, f.title.clone(), side(&change.before), side(&change.after)]);
         let severity = |f: &Option<Finding>| f.as_ref().map_or(Severity::Ok, |f| f.severity);
@@ -520,14 +525,8 @@ pub fn summary(baseline: &Baseline, after: &Survey) -> String {
     }
     for change in &c.findings {
         let severity = |f: &Option<Finding>| f.as_ref().map_or("not found".to_string(), |f| page::severity_name(f.severity).to_string());
-        let _ = writeln!(
-            s,
-            "  {}: {} ({} -> {})",
-            change.fate.name(),
-            change.latest().title,
-            severity(&change.before),
-            severity(&change.after)
-        );
+        let _ =
+            writeln!(s, "  {}: {} ({} -> {})", change.fate.name(), change.shown().title, severity(&change.before), severity(&change.after));
     }
     s
 }
@@ -585,7 +584,12 @@ mod tests {
         // Went away to ok: both sides kept; went away for good: none after.
         let load = &c.findings[0];
         assert_eq!((load.before.as_ref().unwrap().severity, load.after.as_ref().unwrap().severity), (Severity::Problem, Severity::Ok));
-        assert!(c.findings[2].after.is_none() && c.findings[2].latest().title.starts_with("Timer latency under the net load"));
+        assert!(c.findings[2].after.is_none() && c.findings[2].shown().title.starts_with("Timer latency under the net load"));
+        // What went away is named in its words before.
+        let mut schedulable = after();
+        schedulable.findings.iter_mut().find(|f| f.id == "taskset-cpu1-net").unwrap().title = "CPU 1: your task set is schedulable".into();
+        let c = compare(&fixture(), &schedulable);
+        assert_eq!(c.findings[1].shown().title, "CPU 1: your task set misses deadlines under the net load");
         // Ok in both (CPU 0 idle) is not listed.
         assert!(!c.findings.iter().any(|f| f.id == "load-cpu0-none"));
     }
@@ -601,7 +605,7 @@ mod tests {
         let load: Vec<&FindingChange> = c.findings.iter().filter(|f| f.id == "load-cpu1-net").collect();
         assert_eq!(load.len(), 1);
         assert_eq!(load[0].fate, Fate::Stayed);
-        assert!(load[0].latest().title.contains("41%"));
+        assert!(load[0].shown().title.contains("41%"));
     }
 
     #[test]
