@@ -99,7 +99,7 @@ fn compare_with_a_missing_or_broken_file_exits_2_naming_it() {
     std::fs::copy(common::repo_file("crates/survey/tests/fixtures/survey.json"), &broken).unwrap();
     let o = run(&["survey", "--cpus", "4095", "--compare", path_str(&empty), "--out", path_str(&empty)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--out") && stderr(&o).contains("destroy the input"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--out") && stderr(&o).contains("give --out another directory"), "{}", stderr(&o));
     assert!(std::fs::read_to_string(&broken).unwrap().contains("HAND-MADE FIXTURE"), "the baseline was touched");
 }
 

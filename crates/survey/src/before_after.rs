@@ -516,7 +516,9 @@ pub fn summary(baseline: &Baseline, after: &Survey) -> String {
                 let trend = match change.trend(unit.floor()) {
                     Trend::Better => " (better)",
                     Trend::Worse => " (worse)",
-                    _ => "",
+                    Trend::OnlyBefore => " (before only)",
+                    Trend::OnlyAfter => " (after only)",
+                    Trend::Same | Trend::Neither => "",
                 };
                 format!("{name} {}{trend}", unit.before_after(change, "->"))
             })
@@ -651,6 +653,10 @@ mod tests {
         assert_eq!(c.conditions, ["CPUs surveyed: 0, 1 → 1, 2"]);
         assert_eq!(Unit::Load.change(&cpu0.load_1ms), "measured before only");
         assert_eq!(Unit::Latency.change(&cpu2.latency_p99), "-");
+        let text = summary(&Baseline { path: "b.json".into(), survey: before }, &later);
+        assert!(text.contains("\n  CPU 0 net: at 1 ms 7.2% -> - (before only), at 10 ms 5.5% -> - (before only), timer p99 "), "{text}");
+        assert!(text.contains("\n  CPU 2 net: at 1 ms - -> 7.2% (after only), at 10 ms - -> 5.5% (after only)\n"), "{text}");
+        assert!(text.contains("\n  not the same conditions: CPUs surveyed: 0, 1 -> 1, 2\n"), "{text}");
     }
 
     #[test]

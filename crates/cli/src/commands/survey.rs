@@ -82,7 +82,13 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         return Ok(Status::Success);
     }
     if let Some((_, file)) = &baseline {
-        output::refuse_clashes(&[("--compare", Some(file))], &[("--out", Some(&args.out.join("survey.json")))])?;
+        output::refuse_clashes(&[("--compare", Some(file))], &[("--out", Some(&args.out.join("survey.json")))]).map_err(|_| {
+            CliError::Usage(format!(
+                "--out {}: its survey.json is the --compare input {}, which the new survey would overwrite; give --out another directory",
+                args.out.display(),
+                file.display()
+            ))
+        })?;
     }
     let mut config = Config::new(args.quick, args.load.0.clone());
     if let Some(ns) = args.duration {
