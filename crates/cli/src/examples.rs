@@ -104,6 +104,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "every measurement idle and under a network flood; out/survey/index.html",
             ),
             ("irqlab survey --from out/survey/survey.json --out out/survey", "render the page again"),
+            (
+                "sudo irqlab survey --quick --load net --compare out/survey --out out/after",
+                "survey again after a change: the earlier survey beside this one (before and after)",
+            ),
         ],
     ),
     ("export", &[("sudo irqlab export --listen 127.0.0.1:9464", "the BPF accounting on /metrics for Prometheus")]),

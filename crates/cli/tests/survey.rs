@@ -59,6 +59,81 @@ fn bad_input_exits_2_naming_it() {
     assert!(stderr(&o).contains("x.json:1:"), "{}", stderr(&o));
 }
 
+/// `--compare` (issue 40) reads the earlier survey before anything runs:
+/// missing, a directory without survey.json, not JSON, another document,
+/// or the file `--out` would overwrite: exit 2 naming the file. Each run
+/// also asks for CPU 4095, which would end it (exit 2, naming `--cpus`)
+/// before anything live if the baseline were not checked first.
+#[test]
+fn compare_with_a_missing_or_broken_file_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let survey = |baseline: &Path| run(&["survey", "--cpus", "4095", "--compare", path_str(baseline), "--out", path_str(&out)]);
+    let missing = dir.path().join("gone.json");
+    let o = survey(&missing);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--compare") && stderr(&o).contains("gone.json"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--cpus"), "the baseline is read first: {}", stderr(&o));
+
+    // A directory is DIR/survey.json.
+    let empty = dir.path().join("before");
+    std::fs::create_dir(&empty).unwrap();
+    let o = survey(&empty);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("before/survey.json"), "{}", stderr(&o));
+
+    let broken = empty.join("survey.json");
+    std::fs::write(&broken, "{\n  \"schema\": \"irqlab/survey/v1\",\n  \"complete\": nope\n}\n").unwrap();
+    let o = survey(&empty);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--compare: not an irqlab/survey/v1 document"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("before/survey.json:3:16"), "no file:line:col: {}", stderr(&o));
+
+    let curve = dir.path().join("curve.json");
+    std::fs::copy(common::repo_file("examples/curve-nic.json"), &curve).unwrap();
+    let o = run(&["survey", "--cpus", "4095", "--baseline", path_str(&curve), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("expected `irqlab/survey/v1`") && stderr(&o).contains("curve.json:"), "{}", stderr(&o));
+
+    // The new survey would overwrite the one it is compared with.
+    std::fs::copy(common::repo_file("crates/survey/tests/fixtures/survey.json"), &broken).unwrap();
+    let o = run(&["survey", "--cpus", "4095", "--compare", path_str(&empty), "--out", path_str(&empty)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--out") && stderr(&o).contains("give --out another directory"), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&broken).unwrap().contains("HAND-MADE FIXTURE"), "the baseline was touched");
+}
+
+/// `--from` with `--compare` draws the page with the earlier survey beside
+/// it; a survey that recorded its baseline (`compared_with`) is drawn with
+/// it again, and without it, said on stderr, when it is gone.
+#[test]
+fn from_with_compare_draws_before_and_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before");
+    std::fs::create_dir(&before).unwrap();
+    std::fs::copy(common::repo_file("crates/survey/tests/fixtures/survey.json"), before.join("survey.json")).unwrap();
+    let after = common::repo_file("crates/survey/tests/fixtures/survey-after.json");
+    let out = dir.path().join("page");
+    let o = run(&["survey", "--from", &after, "--compare", path_str(&before), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("<h2>Before and after</h2>") && page.contains("went away"), "no before and after");
+
+    // Recorded: drawn again from the path in the document.
+    let mut doc = json(std::path::Path::new(&after));
+    doc["compared_with"] = serde_json::json!(before.join("survey.json"));
+    let recorded = dir.path().join("recorded.json");
+    std::fs::write(&recorded, doc.to_string()).unwrap();
+    let o = run(&["survey", "--from", path_str(&recorded), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(out.join("index.html")).unwrap().contains("<h2>Before and after</h2>"));
+    std::fs::remove_file(before.join("survey.json")).unwrap();
+    let o = run(&["survey", "--from", path_str(&recorded), "--out", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot be read now") && stderr(&o).contains("before/survey.json"), "{}", stderr(&o));
+    assert!(!std::fs::read_to_string(out.join("index.html")).unwrap().contains("Before and after"));
+}
+
 /// Without privileges the survey still runs: every live step is skipped
 /// with its reason, the rest (doctor, findings, the page) is there.
 #[test]

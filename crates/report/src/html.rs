@@ -20,17 +20,21 @@ use serde::Serialize;
 
 /// A table: a header row and rows of cells (text, escaped on output).
 /// Columns are right-aligned (numbers) except the first and those listed
-/// in `text_columns` (sentences).
+/// in `text_columns` (sentences). A cell may be coloured by a [`Tone`]
+/// (`tone_cell`: better or worse, ok or a problem).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
     pub text_columns: Vec<usize>,
+    /// Per row, the tone of each cell (`None`: plain); shorter than the
+    /// row, or missing, where no cell is coloured.
+    pub tones: Vec<Vec<Option<Tone>>>,
 }
 
 impl Table {
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
-        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new(), text_columns: Vec::new() }
+        Table { headers: headers.into_iter().map(Into::into).collect(), rows: Vec::new(), text_columns: Vec::new(), tones: Vec::new() }
     }
 
     /// Aligns these columns (0-based) left, as text.
@@ -46,6 +50,17 @@ impl Table {
 
     pub fn push_row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+
+    /// Colours cell `column` (0-based) of the last row pushed.
+    pub fn tone_cell(&mut self, column: usize, tone: Tone) {
+        let Some(row) = self.rows.len().checked_sub(1) else { return };
+        self.tones.resize_with(self.rows.len(), Vec::new);
+        let cells = &mut self.tones[row];
+        if cells.len() <= column {
+            cells.resize(column + 1, None);
+        }
+        cells[column] = Some(tone);
     }
 
     /// The table as terminal text: a line per row, indented two spaces,
@@ -218,6 +233,7 @@ body { font-family: sans-serif; max-width: 70rem; margin: 2rem auto; padding: 0 
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #bbb; padding: 0.25rem 0.6rem; text-align: right; }
 th:first-child, td:first-child, th.text, td.text { text-align: left; }
+td.ok { background: #e8f5e9; } td.note { background: #e3f2fd; } td.warn { background: #fff8e1; } td.problem { background: #ffebee; }
 th { background: #eee; }
 pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
 .plot svg { max-width: 100%; height: auto; }
@@ -242,7 +258,7 @@ pre code { user-select: all; }
 {% elif block.type == "pre" %}<pre>{{ block.text }}</pre>
 {% elif block.type == "table" %}<table>
 <tr>{% for h in block.table.headers %}<th{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr>
-{% for row in block.table.rows %}<tr>{% for cell in row %}<td{% if loop.index0 in block.table.text_columns %} class="text"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
+{% for row in block.table.rows %}{% set tones = block.table.tones[loop.index0] if loop.index0 < block.table.tones|length else [] %}<tr>{% for cell in row %}{% set tone = tones[loop.index0] if loop.index0 < tones|length else none %}{% set classes = (["text"] if loop.index0 in block.table.text_columns else []) + ([tone] if tone else []) %}<td{% if classes %} class="{{ classes|join(" ") }}"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</table>
 {% elif block.type == "svg" %}<div class="plot">{{ block.svg | safe }}</div>
 {% elif block.type == "figure" %}<figure class="plot">{{ block.svg | safe }}<figcaption>{{ block.caption }}</figcaption></figure>
@@ -343,5 +359,20 @@ mod tests {
         let html = Page::new("p").section(Section::new("s").table(table)).render().unwrap();
         assert!(html.contains("<tr><th>a</th><th>b</th><th class=\"text\">c</th></tr>"), "{html}");
         assert!(html.contains("<tr><td>1</td><td>2</td><td class=\"text\">three</td></tr>"));
+    }
+
+    #[test]
+    fn a_cell_can_be_toned() {
+        let mut table = Table::new(["a", "b", "c"]).text_columns([2]);
+        table.push_row(["1", "2", "three"]);
+        table.tone_cell(1, Tone::Ok);
+        table.tone_cell(2, Tone::Problem);
+        table.push_row(["4", "5", "six"]);
+        let html = Page::new("p").section(Section::new("s").table(table)).render().unwrap();
+        assert!(html.contains("<tr><td>1</td><td class=\"ok\">2</td><td class=\"text problem\">three</td></tr>"), "{html}");
+        assert!(html.contains("<tr><td>4</td><td>5</td><td class=\"text\">six</td></tr>"), "{html}");
+        assert!(html.contains("td.ok {"));
+        // Nothing to tone before the first row.
+        Table::new(["a"]).tone_cell(0, Tone::Warn);
     }
 }

@@ -26,6 +26,14 @@ pub struct Survey {
     pub started_unix_s: u64,
     pub elapsed_ns: u64,
     pub options: Options,
+    /// The earlier survey this one was compared with (`--compare FILE`,
+    /// or `--baseline`): the path of its `survey.json`, as an absolute
+    /// path when it could be made one. Optional: surveys run without
+    /// `--compare`, and `irqlab/survey/v1` documents from before the field
+    /// existed, have none and still parse (a new field keeps the version,
+    /// `docs/conventions.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared_with: Option<String>,
     pub machine: MachineContext,
     /// `irqlab doctor`'s readiness per live command.
     pub readiness: Vec<Readiness>,

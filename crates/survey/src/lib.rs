@@ -10,7 +10,9 @@
 //! - [`findings`]: pure rules from measured numbers to findings and
 //!   recommendations (each shows its number and states its rule).
 //! - [`page`]: the one-page, self-contained HTML report.
+//! - [`before_after`]: an earlier survey beside this one (`--compare`).
 
+pub mod before_after;
 pub mod compare;
 pub mod doc;
 pub mod findings;

@@ -10,6 +10,7 @@
 //! section never shows an empty heading: without data it says why, taken
 //! from the steps that should have measured it.
 
+use crate::before_after::Baseline;
 use crate::doc::{
     AccountingPhase, CpuFigure, CpuSurvey, LatencyPhase, Load, LoadCurve, Severity, StepStatus, StimulusPhase, Survey, TaskFigure,
     TasksetCheck,
@@ -24,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 const MS: u64 = 1_000_000;
 /// Plot size: small enough for two side by side.
-const PLOT_SIZE: (u32, u32) = (480, 260);
+pub(crate) const PLOT_SIZE: (u32, u32) = (480, 260);
 /// A latency histogram is re-binned to at most this many bins.
 const HISTOGRAM_BINS: u64 = 120;
 
@@ -42,8 +43,17 @@ pub enum PageError {
 /// Renders the survey as one self-contained HTML page; `links` are
 /// (title, relative href) pairs listed at the bottom (other reports).
 pub fn render(survey: &Survey, links: &[(String, String)]) -> Result<String, PageError> {
-    let mut page = Page::new("irqlab survey")
-        .section(verdict(survey))
+    render_compared(survey, None, links)
+}
+
+/// [`render`], with an earlier survey beside this one (`--compare`): its
+/// "Before and after" section right below the verdict.
+pub fn render_compared(survey: &Survey, baseline: Option<&Baseline>, links: &[(String, String)]) -> Result<String, PageError> {
+    let mut page = Page::new("irqlab survey").section(verdict(survey));
+    if let Some(baseline) = baseline {
+        page = page.section(crate::before_after::section(baseline, survey)?);
+    }
+    page = page
         .section(recommendations(survey))
         .section(findings(survey))
         .section(interference(survey)?)
@@ -75,7 +85,7 @@ pub(crate) fn tone(severity: Severity) -> Tone {
     }
 }
 
-fn severity_name(severity: Severity) -> &'static str {
+pub(crate) fn severity_name(severity: Severity) -> &'static str {
     match severity {
         Severity::Ok => "ok",
         Severity::Note => "note",
@@ -571,7 +581,7 @@ fn yes_no(b: bool) -> String {
 }
 
 /// A fraction as a percentage: one decimal below 10%.
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     let p = x * 100.0;
     if p < 10.0 {
         format!("{p:.1}%")
@@ -585,7 +595,7 @@ fn opt_ns(ns: Option<u64>) -> String {
 }
 
 /// Nanoseconds to three significant digits with a unit ("65.5us").
-fn short_ns(ns: u64) -> String {
+pub(crate) fn short_ns(ns: u64) -> String {
     let digits = ns.checked_ilog10().unwrap_or(0) + 1;
     let rounded = if digits > 3 {
         let unit = 10u64.pow(digits - 3);
@@ -598,7 +608,7 @@ fn short_ns(ns: u64) -> String {
 
 /// Seconds since the epoch as "YYYY-MM-DD HH:MM UTC" (the civil calendar
 /// from days, H. Hinnant's algorithm).
-fn utc(unix_s: u64) -> String {
+pub(crate) fn utc(unix_s: u64) -> String {
     let days = (unix_s / 86_400) as i64 + 719_468;
     let era = days.div_euclid(146_097);
     let doe = days.rem_euclid(146_097);

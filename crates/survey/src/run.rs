@@ -141,6 +141,7 @@ fn empty(config: &Config, cpus: &[usize]) -> Survey {
             latency_ns: config.latency_ns,
             stimulus_ns: config.stimulus_ns,
         },
+        compared_with: None,
         machine: MachineContext::read(),
         readiness: Vec::new(),
         leftovers: Vec::new(),

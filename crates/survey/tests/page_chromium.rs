@@ -4,6 +4,8 @@
 //! without console errors and without fetching anything, has the expected
 //! number of plots, and no section that is empty below its heading; it
 //! keeps a full-page screenshot and the page (`target/tmp/survey-page.{png,html}`).
+//! The same for `--compare`'s page (`target/tmp/survey-before-after.{png,html}`):
+//! both surveys' numbers and the findings that went away, as shown.
 //!
 //! How: Chromium is driven over the DevTools protocol on a pipe
 //! (`--remote-debugging-pipe`: NUL-terminated JSON, commands read from fd
@@ -322,6 +324,82 @@ fn the_lab_compare_page_loads_in_chromium_without_errors() {
     let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-compare-page.png");
     std::fs::write(&kept, &png).unwrap();
     eprintln!("screenshot: {}", kept.display());
+}
+
+/// The "Before and after" section as the browser shows it: its tables'
+/// cells (text and computed background), its callouts, its plots.
+const BEFORE_AFTER: &str = r#"JSON.stringify((() => {
+  const section = [...document.querySelectorAll('section')].find(s => (s.querySelector('h2') || {}).textContent === 'Before and after');
+  if (!section) return null;
+  const cell = td => ({ text: td.innerText.trim(), background: getComputedStyle(td).backgroundColor });
+  return {
+    position: [...document.querySelectorAll('section h2')].map(h => h.textContent).indexOf('Before and after'),
+    tables: [...section.querySelectorAll('table')].map(t => [...t.querySelectorAll('tr')].slice(1).map(r => [...r.querySelectorAll('td')].map(cell))),
+    callouts: [...section.querySelectorAll('.callout')].map(c => c.innerText),
+    plotted: [...section.querySelectorAll('svg')].filter(s => s.getBoundingClientRect().width > 100).length,
+  };
+})())"#;
+
+/// `irqlab survey --compare`'s page: the hand-made survey of the machine
+/// after the recommended server was applied (fixtures/survey-after.json)
+/// with the first survey (fixtures/survey.json) as its baseline. Chromium
+/// shows the "Before and after" section right below the verdict, CPU 1's
+/// net load before and after (36% → 8.9% at 1 ms, coloured better), and
+/// the findings that went away (the task set that missed its deadlines,
+/// the timer latency warning) and the one that appeared.
+#[test]
+fn the_before_and_after_page_shows_both_surveys_in_chromium() {
+    if !live_tests_enabled("the_before_and_after_page_shows_both_surveys_in_chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let before: irqlab_survey::Survey = serde_json::from_str(include_str!("fixtures/survey.json")).unwrap();
+    let after: irqlab_survey::Survey = serde_json::from_str(include_str!("fixtures/survey-after.json")).unwrap();
+    let baseline = irqlab_survey::before_after::Baseline { path: "/home/user/survey-before/survey.json".into(), survey: before };
+    let page = dir.path().join("index.html");
+    std::fs::write(&page, irqlab_survey::page::render_compared(&after, Some(&baseline), &[]).unwrap()).unwrap();
+    let mut browser = Browser::start(&dir.path().join("profile"), &dir.path().join("chromium.log"));
+    browser.open_page();
+    let url = format!("file://{}", page.display());
+    let loaded = browser.load(&url);
+    assert!(loaded.errors.is_empty(), "console errors: {:#?}", loaded.errors);
+    assert!(loaded.requests.iter().all(|r| *r == url), "fetched more than the page: {:?}", loaded.requests);
+    let dom = browser.evaluate_json(INSPECT);
+    assert_eq!(dom["empty"], json!([]), "sections with nothing below their heading");
+    assert_eq!(dom["svgs"], dom["plotted"], "{dom}");
+
+    let section = browser.evaluate_json(BEFORE_AFTER);
+    assert_eq!(section["position"], 1, "right below the verdict: {section}");
+    let texts = |row: &Value| row.as_array().unwrap().iter().map(|c| c["text"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let numbers = section["tables"][0].as_array().unwrap();
+    let net1 = numbers.iter().find(|r| texts(r)[..2] == ["1", "net"]).unwrap_or_else(|| panic!("no CPU 1 net row: {section}"));
+    let cells = texts(net1);
+    assert_eq!(cells[2..4], ["36% → 8.9%", "-26.6 points, better"], "{cells:?}");
+    assert_eq!(cells[8..10], ["140us → 40.3us", "-100us, better"], "{cells:?}");
+    // Better is coloured (the stylesheet's ok background), the same is not.
+    assert_eq!(net1[2]["background"], "rgb(232, 245, 233)", "{net1}");
+    let idle1 = numbers.iter().find(|r| texts(r)[..2] == ["1", "idle"]).unwrap();
+    assert_eq!(idle1[2]["background"], "rgba(0, 0, 0, 0)", "{idle1}");
+
+    let findings: Vec<Vec<String>> = section["tables"][1].as_array().unwrap().iter().map(texts).collect();
+    let row = |title: &str| findings.iter().find(|r| r[2].starts_with(title)).unwrap_or_else(|| panic!("no {title}: {findings:?}"));
+    let taskset = row("CPU 1: your task set misses deadlines under the net load");
+    assert_eq!(taskset[0], "went away");
+    assert!(taskset[3].starts_with("problem: ") && taskset[4].starts_with("ok: worst responses control: 1.3ms"), "{taskset:?}");
+    assert_eq!(row("Timer latency under the net load")[0], "went away");
+    assert_eq!(row("Timer latency under the net load")[4], "-");
+    assert_eq!(row("CPU frequency governor: powersave")[0], "appeared");
+    let callouts = section["callouts"].to_string();
+    assert!(callouts.contains("CPU frequency governor: not recorded → powersave"), "{callouts}");
+    assert!(!callouts.contains("same conditions"), "{callouts}");
+    // Both CPUs' curves, before and after on one plot each.
+    assert_eq!(section["plotted"], 2, "{section}");
+
+    let png = browser.screenshot();
+    let kept = Path::new(env!("CARGO_TARGET_TMPDIR")).join("survey-before-after.png");
+    std::fs::write(&kept, &png).unwrap();
+    std::fs::copy(&page, kept.with_extension("html")).unwrap();
+    eprintln!("screenshot: {} (page beside it)", kept.display());
 }
 
 fn be32(bytes: &[u8]) -> u32 {

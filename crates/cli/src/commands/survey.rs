@@ -5,6 +5,7 @@
 use crate::error::{CliError, Status};
 use crate::output;
 use irqlab_host::rt;
+use irqlab_survey::before_after::{self, Baseline};
 use irqlab_survey::doc::{Load, Survey, TasksetInput};
 use irqlab_survey::run::{self, Config};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,10 @@ pub struct Args {
     /// Render the page from this survey.json instead of measuring
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cpus", "taskset", "quick", "duration"])]
     from: Option<PathBuf>,
+    /// An earlier survey to show beside this one (before and after): its
+    /// survey.json, or the directory holding it
+    #[arg(long, visible_alias = "baseline", value_name = "FILE")]
+    compare: Option<PathBuf>,
     /// Link another report at the bottom of the page: TITLE=HREF (repeatable)
     #[arg(long = "link", value_name = "TITLE=HREF", value_parser = parse_link)]
     links: Vec<(String, String)>,
@@ -68,12 +73,22 @@ fn parse_link(text: &str) -> Result<(String, String), String> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    // Read before anything runs: a bad baseline is bad input, exit 2.
+    let baseline = args.compare.as_deref().map(read_baseline).transpose()?;
     if let Some(from) = &args.from {
-        let survey: Survey = serde_json::from_str(&output::read_text(from)?).map_err(|e| {
-            CliError::Usage(format!("{}:{}:{}: not an irqlab/survey/v1 document: {e}", from.display(), e.line(), e.column()))
-        })?;
-        write_page(&survey, &args.out, &args.links)?;
+        let survey = before_after::parse(&from.display().to_string(), &output::read_text(from)?)?;
+        let baseline = baseline.map(|(b, _)| b).or_else(|| recorded_baseline(&survey));
+        write_page(&survey, baseline.as_ref(), &args.out, &args.links)?;
         return Ok(Status::Success);
+    }
+    if let Some((_, file)) = &baseline {
+        output::refuse_clashes(&[("--compare", Some(file))], &[("--out", Some(&args.out.join("survey.json")))]).map_err(|_| {
+            CliError::Usage(format!(
+                "--out {}: its survey.json is the --compare input {}, which the new survey would overwrite; give --out another directory",
+                args.out.display(),
+                file.display()
+            ))
+        })?;
     }
     let mut config = Config::new(args.quick, args.load.0.clone());
     if let Some(ns) = args.duration {
@@ -101,17 +116,54 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let mut survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpus")]))?;
     let profile = args.out.join(irqlab_survey::profile::FILE);
     survey.profile = Some(profile.display().to_string());
+    let baseline = baseline.map(|(b, _)| b);
+    survey.compared_with = baseline.as_ref().map(|b| b.path.clone());
     crate::signal::writing(|| {
         output::write_text(&profile, &irqlab_survey::profile::text(&survey, &args.out))?;
         output::write_json(&args.out.join("survey.json"), &survey)?;
-        write_page(&survey, &args.out, &args.links)
+        write_page(&survey, baseline.as_ref(), &args.out, &args.links)
     })?;
     output::print(&summary(&survey, &args.out))?;
+    if let Some(baseline) = &baseline {
+        output::print(&before_after::summary(baseline, &survey))?;
+    }
     Ok(Status::from_ok(survey.complete))
 }
 
-fn write_page(survey: &Survey, out: &Path, links: &[(String, String)]) -> Result<(), CliError> {
-    let html = irqlab_survey::page::render(survey, links).map_err(|e| CliError::Failed(format!("rendering the survey page: {e}")))?;
+/// `--compare FILE|DIR`: the earlier survey (DIR/survey.json for a
+/// directory), shown by its absolute path, and the file it was read from.
+fn read_baseline(path: &Path) -> Result<(Baseline, PathBuf), CliError> {
+    let file = if path.is_dir() { path.join("survey.json") } else { path.to_path_buf() };
+    let flagged = |mut e: irqlab_analysis::InputError| {
+        e.message = format!("--compare: {}", e.message);
+        CliError::Input(e)
+    };
+    let text = output::read_text(&file).map_err(|e| match e {
+        CliError::Input(e) => flagged(e),
+        other => other,
+    })?;
+    let survey = before_after::parse(&file.display().to_string(), &text).map_err(flagged)?;
+    let shown = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+    Ok((Baseline { path: shown.display().to_string(), survey }, file))
+}
+
+/// `--from` without `--compare`: the baseline the survey recorded, when it
+/// can still be read (otherwise the page is drawn without it, and why is
+/// said on stderr).
+fn recorded_baseline(survey: &Survey) -> Option<Baseline> {
+    let path = survey.compared_with.as_ref()?;
+    match read_baseline(Path::new(path)) {
+        Ok((baseline, _)) => Some(baseline),
+        Err(e) => {
+            eprintln!("note: the survey was compared with {path}, which cannot be read now ({e}): the page has no before and after");
+            None
+        }
+    }
+}
+
+fn write_page(survey: &Survey, baseline: Option<&Baseline>, out: &Path, links: &[(String, String)]) -> Result<(), CliError> {
+    let html = irqlab_survey::page::render_compared(survey, baseline, links)
+        .map_err(|e| CliError::Failed(format!("rendering the survey page: {e}")))?;
     std::fs::create_dir_all(out).map_err(|e| CliError::Usage(format!("--out {}: {e}", out.display())))?;
     output::write_text(&out.join("index.html"), &html)
 }
