@@ -887,7 +887,8 @@ fn bh_budget_after_sigint_writes_an_incomplete_trace_and_restores() {
     let dir = tempfile::tempdir().unwrap();
     let (trace_path, summary_path) = (dir.path().join("trace.json"), dir.path().join("summary.json"));
     let mut child = irqlab()
-        .args(["control", "bh-budget", "irqlab-b", "--trace"])
+        // A --duration Ctrl-C cuts short: incomplete (`irqlab_host::run_end`).
+        .args(["control", "bh-budget", "irqlab-b", "--duration", "10m", "--trace"])
         .arg(&trace_path)
         .arg("--json")
         .arg(&summary_path)
@@ -900,7 +901,7 @@ fn bh_budget_after_sigint_writes_an_incomplete_trace_and_restores() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = wait_at_most(&mut child, Duration::from_secs(10));
-    assert_eq!(status.code(), Some(1), "a run Ctrl-C stopped exits 1");
+    assert_eq!(status.code(), Some(1), "a --duration Ctrl-C cut short exits 1");
     assert_eq!(napi.attr(), original, "not restored after SIGINT");
     let trace = read_json(&trace_path);
     assert_eq!(trace["complete"], false);

@@ -103,7 +103,11 @@ fn control_irq_moves_an_irq_and_gives_it_back() {
         }
         let out = child.wait_with_output().unwrap();
         if out.status.code() == Some(3) {
-            assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("moving IRQ {irq}")), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains(&format!("moving IRQ {irq}")),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(affinity(irq), before);
             continue;
         }

@@ -199,12 +199,23 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
 /// Starts the controller on an existing background process; returns it
 /// once the gate has closed at least once (stderr of --verbose).
 fn controller_on(fg: u32, bg: u32, out: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let args: Vec<String> =
-        ["control", "idletime", "--resource", &disk_resource(), "--interval", "50ms", "--verbose", "--json", path_str(out)]
-            .into_iter()
-            .map(String::from)
-            .chain(["--foreground".into(), format!("pid:{fg}"), "--background".into(), format!("pid:{bg}")])
-            .collect();
+    let args: Vec<String> = [
+        "control",
+        "idletime",
+        "--resource",
+        &disk_resource(),
+        "--interval",
+        "50ms",
+        "--duration",
+        "10m",
+        "--verbose",
+        "--json",
+        path_str(out),
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain(["--foreground".into(), format!("pid:{fg}"), "--background".into(), format!("pid:{bg}")])
+    .collect();
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let (child, rx) = start_with_stderr(&args);
     wait_for_line(&rx, "gate closed", Duration::from_secs(10));
@@ -230,7 +241,7 @@ fn ctrl_c_and_kill_9_leave_nothing_behind() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(ctl.id() as i32, libc::SIGINT) };
     let status = wait_at_most(&mut ctl, Duration::from_secs(10));
-    assert_eq!(status.code(), Some(1), "stopped: not complete");
+    assert_eq!(status.code(), Some(1), "its --duration cut short: not complete");
     let r = json(&out);
     assert_eq!(r["complete"], false);
     assert_eq!(r["ended_by"], "stopped");

@@ -65,6 +65,7 @@ use irqlab_host::journal::{self, Applied, Object, Value};
 use irqlab_host::machine::{Debugfs, Machine, MachineContext};
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
+use irqlab_host::run_end::EndedBy;
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::bh_threshold::ThresholdController;
 use serde::{Deserialize, Serialize};
@@ -518,7 +519,7 @@ pub struct Report {
     pub held_ns: u64,
     /// What the controller itself cost.
     pub overhead: Overhead,
-    pub ended_by: &'static str,
+    pub ended_by: EndedBy,
     pub complete: bool,
     pub machine: MachineContext,
 }
@@ -597,8 +598,8 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     }
     let (looped, controller_cpu_ns) = looped?;
     let figures = Figures::of(&looped.rows, config.period_ns);
-    // A run a signal stopped is never complete (the trace says so too).
-    let complete = looped.ended_by != "stopped";
+    // The one rule (`irqlab_host::run_end`); the trace says so too.
+    let complete = looped.ended_by.complete(config.duration_ns, looped.lost_events);
     let proxy = proxy_name(looped.veth);
     let trace = Trace {
         schema: TRACE_SCHEMA.into(),
@@ -651,7 +652,7 @@ fn deadline_attr(t: f64, period_ns: u64) -> SchedAttr {
 
 struct Looped {
     rows: Vec<PeriodRow>,
-    ended_by: &'static str,
+    ended_by: EndedBy,
     veth: bool,
     deadline_refusals: u64,
     late_periods: u64,
@@ -812,7 +813,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     let mut base_work = napi.totals()?.work;
     let mut out = Looped {
         rows: Vec::new(),
-        ended_by: "stopped",
+        ended_by: EndedBy::Stopped,
         veth: false,
         deadline_refusals: 0,
         late_periods: 0,
@@ -879,14 +880,14 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             end
         };
         if config.duration_ns.is_some_and(|d| now - run_start >= d) {
-            out.ended_by = "duration";
+            out.ended_by = EndedBy::Duration;
             break;
         }
         if stop.load(Ordering::SeqCst) {
             break;
         }
         if threads.iter().all(|t| !t.alive()) {
-            out.ended_by = "threads exited";
+            out.ended_by = EndedBy::ThreadsExited;
             break;
         }
     }

@@ -506,6 +506,7 @@ pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: imp
         }
     }
     let (held_ns, ended_by) = hold::wait(stop, config.duration_ns, config.persist);
+    let complete = ended_by.complete(config.duration_ns, 0);
     let settled = hold::settle(applied, config.persist)?;
     let rows = rows
         .into_iter()
@@ -528,7 +529,7 @@ pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: imp
         rows,
         held_ns,
         ended_by: Some(ended_by),
-        complete: ended_by.complete(config.duration_ns),
+        complete,
     })
 }
 

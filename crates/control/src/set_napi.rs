@@ -7,12 +7,13 @@
 //! IRQ suspension has none). The NAPI budgets are global sysctls.
 
 use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::hold::{self, Changed};
 use irqlab_host::journal::netdev::{self, Knob, Napi, Netdev};
 use irqlab_host::journal::{self, Applied, Object, Value};
 use irqlab_host::privilege::{self, Capability};
+use irqlab_host::run_end::EndedBy;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
 pub const SCHEMA: &str = "irqlab/control-napi/v1";
 const BUDGET: &str = "/proc/sys/net/core/netdev_budget";
@@ -95,16 +96,6 @@ pub fn list(dev: &str) -> Result<Listing> {
     Ok(Listing { dev: dev.into(), ifindex, napis, napis_unavailable, device })
 }
 
-/// One change made.
-#[derive(Debug, Clone, Serialize)]
-pub struct Change {
-    pub object: String,
-    pub old: String,
-    pub new: String,
-    pub entry: String,
-    pub restored: bool,
-}
-
 /// The `irqlab/control-napi/v1` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -114,10 +105,10 @@ pub struct Report {
     pub during: Listing,
     /// "netlink" (per NAPI instance) or "sysfs" (per device).
     pub via: &'static str,
-    pub changes: Vec<Change>,
+    pub changes: Vec<Changed>,
     pub persist: bool,
     pub held_ns: u64,
-    pub ended_by: &'static str,
+    pub ended_by: EndedBy,
     pub complete: bool,
 }
 
@@ -158,35 +149,11 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Report> {
         }
     }
     let during = list(&config.dev)?;
-    let started = Instant::now();
-    let ended_by = if config.persist {
-        "persisted"
-    } else {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                break "stopped";
-            }
-            if config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) {
-                break "duration";
-            }
-            if netdev::ifindex(&config.dev).ok() != Some(before.ifindex) {
-                break "device gone";
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    let held_ns = started.elapsed().as_nanos() as u64;
-    let mut changes = Vec::new();
-    for a in applied {
-        let e = a.entry().clone();
-        let restored = if config.persist {
-            a.persist()?;
-            false
-        } else {
-            a.restore()? == journal::Restored::Restored
-        };
-        changes.push(Change { object: e.object.to_string(), old: e.old.to_string(), new: e.new.to_string(), entry: e.id, restored });
-    }
+    let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
+        (netdev::ifindex(&config.dev).ok() != Some(before.ifindex)).then_some(EndedBy::DeviceGone)
+    });
+    // Restored newest first, as every hold is.
+    let changes = hold::settle(applied, config.persist)?;
     Ok(Report {
         schema: SCHEMA,
         before,
@@ -195,8 +162,8 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Report> {
         changes,
         persist: config.persist,
         held_ns,
+        complete: ended_by.complete(config.duration_ns, 0),
         ended_by,
-        complete: !(ended_by == "stopped" && config.duration_ns.is_some()),
     })
 }
 

@@ -6,10 +6,12 @@
 
 use crate::sporadic::{self, ServerReport, SporadicParams};
 use irqlab_host::error::{Error, Result};
+use irqlab_host::journal::hold::{self, Settled};
 use irqlab_host::journal::sched::{PolicySpec, SchedAttr};
 use irqlab_host::journal::threads::{Match, Thread};
-use irqlab_host::journal::{self, Object, Restored, Value};
+use irqlab_host::journal::{self, Object, Value};
 use irqlab_host::privilege::{self, Capability};
+use irqlab_host::run_end::EndedBy;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -80,7 +82,7 @@ pub struct Report {
     /// The live sporadic server's figures (`--policy sporadic:...`).
     pub server: Option<ServerReport>,
     /// Why it ended: "duration", "stopped", "threads exited", "persisted".
-    pub ended_by: &'static str,
+    pub ended_by: EndedBy,
     pub complete: bool,
 }
 
@@ -133,15 +135,15 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
     let past_duration = || config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d));
     let mut server_report = None;
     let ended_by = if config.persist {
-        "persisted"
+        EndedBy::Persisted
     } else if let Some(params) = server {
         let report = sporadic::serve(&threads, params, stop, || !past_duration())?;
         let ended_by = if stop.load(Ordering::SeqCst) {
-            "stopped"
+            EndedBy::Stopped
         } else if past_duration() {
-            "duration"
+            EndedBy::Duration
         } else {
-            "threads exited"
+            EndedBy::ThreadsExited
         };
         server_report = Some(report);
         ended_by
@@ -149,10 +151,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         let mut last_scan = Instant::now();
         loop {
             if stop.load(Ordering::SeqCst) {
-                break "stopped";
+                break EndedBy::Stopped;
             }
             if past_duration() {
-                break "duration";
+                break EndedBy::Duration;
             }
             if open_hold && last_scan.elapsed() >= NEW_THREAD_SCAN {
                 last_scan = Instant::now();
@@ -166,7 +168,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
                 }
             }
             if !applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive()) {
-                break "threads exited";
+                break EndedBy::ThreadsExited;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -180,22 +182,11 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
             _ => None,
         };
         let (old_cpus, new_cpus) = pinned.as_ref().map_or((None, None), |p| (cpus(&p.entry().old), cpus(&p.entry().new)));
-        let (exited, restored) = if config.persist {
-            change.persist()?;
-            if let Some(p) = pinned {
-                p.persist()?;
-            }
-            (false, false)
-        } else {
-            let outcome = change.restore()?;
-            if let Some(p) = pinned {
-                p.restore()?;
-            }
-            match outcome {
-                Restored::Restored => (false, true),
-                Restored::Gone => (true, false),
-            }
-        };
+        let settled = hold::settle_one(change, config.persist)?;
+        if let Some(p) = pinned {
+            hold::settle_one(p, config.persist)?;
+        }
+        let (exited, restored) = (settled == Settled::Gone, settled == Settled::Restored);
         let new = server.map_or(attr, |p| p.high);
         outcomes.push(ThreadOutcome { thread, old, new, entry, exited, restored, old_cpus, new_cpus });
     }
@@ -207,8 +198,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         held_ns,
         threads: outcomes,
         server: server_report,
+        complete: ended_by.complete(config.duration_ns, 0),
         ended_by,
-        // Ctrl-C is how an open-ended hold ends; only a --duration cut short is incomplete.
-        complete: !(ended_by == "stopped" && config.duration_ns.is_some()),
     })
 }

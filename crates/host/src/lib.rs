@@ -15,6 +15,7 @@ pub mod machine;
 pub mod privilege;
 pub mod rt;
 pub mod rt_limit;
+pub mod run_end;
 pub mod stop;
 pub mod testbed;
 pub mod tracepoints;

@@ -637,7 +637,7 @@ fn apply_summary(r: &profile::Report) -> String {
         };
         t = t.row([row.setting.clone(), row.object.clone(), row.old.clone(), new, end]);
     }
-    let head = match r.ended_by {
+    let head = match &r.ended_by {
         None => format!("{}: dry run, nothing changed:", r.source),
         Some(by) => format!("{}: held {} ({by}):", r.source, irqlab_analysis::format_ns(r.held_ns)),
     };

@@ -23,6 +23,7 @@ pub mod selector;
 use crate::monitor::io::{self, IoEvent, IoWatch, Kind, Target};
 use gate::{CgroupGate, Mechanism};
 use irqlab_host::error::{Error, Result};
+use irqlab_host::run_end::EndedBy;
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::idletime::{Class, Gate, GateStep, IntervalStart, Observation};
 use selector::Selector;
@@ -208,7 +209,7 @@ pub struct Report {
     pub config: Config,
     pub resource: Resource,
     pub held_ns: u64,
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     pub complete: bool,
     pub foreground: ClassFigures,
     pub background: ClassFigures,
@@ -726,16 +727,16 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let ended_by = loop {
         let now = irqlab_host::rt::monotonic_ns();
         if stop.load(Ordering::SeqCst) {
-            break "stopped".to_string();
+            break EndedBy::Stopped;
         }
         if config.duration_ns.is_some_and(|d| now >= begin + d) {
-            break "duration".to_string();
+            break EndedBy::Duration;
         }
         if let Some(c) = &mut child {
             if let Some(status) = c.child.try_wait().map_err(|e| Error::io("waiting for the background command", e))? {
                 command_status = status.code();
                 c.reaped = true;
-                break format!("the background command exited ({status})");
+                break EndedBy::CommandExited(status.to_string());
             }
         }
         let mut until = next_rescan.min(config.duration_ns.map_or(u64::MAX, |d| begin + d));
@@ -789,7 +790,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         band.remove()?;
     }
     actuator.restore()?;
-    let complete = ended_by != "stopped" && lost_events == 0;
+    // The one rule (`irqlab_host::run_end`).
+    let complete = ended_by.complete(config.duration_ns, lost_events);
     Ok(Report {
         schema: "irqlab/idletime-control/v1",
         config: config.clone(),

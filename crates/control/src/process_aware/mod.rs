@@ -45,6 +45,7 @@ use irqlab_host::journal::threads::Thread;
 use irqlab_host::journal::{self, Applied, Object, Value};
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
+use irqlab_host::run_end::EndedBy;
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,7 +268,7 @@ pub struct Report {
     /// What the controller's thread cost (its accounting thread, when
     /// asked for, is not counted: it is a measurement).
     pub overhead: controller_thread::Overhead,
-    pub ended_by: &'static str,
+    pub ended_by: EndedBy,
     pub complete: bool,
 }
 
@@ -338,7 +339,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
     let (l, controller_cpu_ns) = looped?;
     let overhead = controller_thread::Overhead::of(controller_cpu_ns, held_ns);
     let accounted = accounted?;
-    let complete = l.ended_by != "stopped";
+    // The one rule (`irqlab_host::run_end`).
+    let complete = l.ended_by.complete(config.duration_ns, l.lost_events);
     let mut recorded = l.recorded;
     if let Some(a) = &accounted {
         recorded.extend(a.recorded.iter().copied());
@@ -373,7 +375,7 @@ struct Looped {
     change_count: u64,
     reaction: LatencyStats,
     lost_events: u64,
-    ended_by: &'static str,
+    ended_by: EndedBy,
     recorded: Vec<(u64, Observation)>,
 }
 
@@ -403,20 +405,20 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         change_count: 0,
         reaction: LatencyStats::new(),
         lost_events: 0,
-        ended_by: "stopped",
+        ended_by: EndedBy::Stopped,
         recorded: Vec::new(),
     };
     loop {
         let now = monotonic_ns();
         if config.duration_ns.is_some_and(|d| now - run_start >= d) {
-            out.ended_by = "duration";
+            out.ended_by = EndedBy::Duration;
             break;
         }
         if stop.load(Ordering::SeqCst) {
             break;
         }
         if threads.iter().all(|t| !t.alive()) {
-            out.ended_by = "threads exited";
+            out.ended_by = EndedBy::ThreadsExited;
             break;
         }
         if now >= next_scan {

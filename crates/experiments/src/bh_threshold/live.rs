@@ -294,7 +294,7 @@ fn summarize(
     let f = &report.figures;
     SetupRun {
         setup,
-        complete: played.complete && report.ended_by != "threads exited",
+        complete: played.complete && report.ended_by != irqlab_host::run_end::EndedBy::ThreadsExited,
         frames: played.frames,
         late_frames: played.late_frames,
         inter_frame_mean_ms: mean(&inter_frame_ms),

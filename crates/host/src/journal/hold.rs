@@ -9,52 +9,32 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Why a hold ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EndedBy {
-    /// Its `--duration` ran out.
-    Duration,
-    /// Ctrl-C or SIGTERM.
-    Stopped,
-    /// `--persist`: applied and left, nothing held.
-    Persisted,
-}
-
-impl EndedBy {
-    /// The run is complete unless a stop cut a `--duration` short: Ctrl-C is
-    /// how an open-ended hold is meant to end.
-    pub fn complete(self, duration_ns: Option<u64>) -> bool {
-        !(self == EndedBy::Stopped && duration_ns.is_some())
-    }
-}
-
-impl std::fmt::Display for EndedBy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EndedBy::Duration => "duration",
-            EndedBy::Stopped => "stopped",
-            EndedBy::Persisted => "persisted",
-        })
-    }
-}
+pub use crate::run_end::EndedBy;
 
 /// Waits until `stop` or `duration_ns` (forever without either; not at all
 /// with `persist`); how long it held and why it ended.
 pub fn wait(stop: &AtomicBool, duration_ns: Option<u64>, persist: bool) -> (u64, EndedBy) {
+    wait_while(stop, duration_ns, persist, || None)
+}
+
+/// Waits as [`wait`] does, also ending when `gone` says what went away
+/// (checked every 50 ms).
+pub fn wait_while(stop: &AtomicBool, duration_ns: Option<u64>, persist: bool, mut gone: impl FnMut() -> Option<EndedBy>) -> (u64, EndedBy) {
     let started = Instant::now();
-    let ended_by = if persist {
-        EndedBy::Persisted
-    } else {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                break EndedBy::Stopped;
-            }
-            if duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) {
-                break EndedBy::Duration;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+    if persist {
+        return (0, EndedBy::Persisted);
+    }
+    let ended_by = loop {
+        if stop.load(Ordering::SeqCst) {
+            break EndedBy::Stopped;
         }
+        if duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) {
+            break EndedBy::Duration;
+        }
+        if let Some(why) = gone() {
+            break why;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     };
     (started.elapsed().as_nanos() as u64, ended_by)
 }
@@ -71,18 +51,34 @@ pub struct Changed {
     pub restored: bool,
 }
 
+/// What became of one change at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    Persisted,
+    Restored,
+    /// The object is gone (its thread exited): nothing to restore.
+    Gone,
+}
+
+/// Persists one change or restores it: the one persist-or-restore.
+pub fn settle_one(applied: Applied, persist: bool) -> Result<Settled> {
+    if persist {
+        applied.persist()?;
+        return Ok(Settled::Persisted);
+    }
+    Ok(match applied.restore()? {
+        Restored::Restored => Settled::Restored,
+        Restored::Gone => Settled::Gone,
+    })
+}
+
 /// Restores `applied` newest first (or persists each); the changes in the
 /// order they were made.
 pub fn settle(applied: Vec<Applied>, persist: bool) -> Result<Vec<Changed>> {
     let mut changes = Vec::new();
     for a in applied.into_iter().rev() {
         let e = a.entry().clone();
-        let restored = if persist {
-            a.persist()?;
-            false
-        } else {
-            a.restore()? == Restored::Restored
-        };
+        let restored = settle_one(a, persist)? == Settled::Restored;
         changes.push(Changed { object: e.object.to_string(), old: e.old.to_string(), new: e.new.to_string(), entry: e.id, restored });
     }
     changes.reverse();
@@ -94,20 +90,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_duration_cut_short_is_incomplete() {
-        assert!(EndedBy::Stopped.complete(None));
-        assert!(!EndedBy::Stopped.complete(Some(1)));
-        assert!(EndedBy::Duration.complete(Some(1)) && EndedBy::Persisted.complete(None));
-        assert_eq!(serde_json::to_string(&EndedBy::Persisted).unwrap(), "\"persisted\"");
-    }
-
-    #[test]
     fn a_hold_ends_at_its_duration_or_at_once_when_persisting() {
         let stop = AtomicBool::new(false);
         assert_eq!(wait(&stop, None, true).1, EndedBy::Persisted);
         let (held, by) = wait(&stop, Some(60_000_000), false);
         assert_eq!(by, EndedBy::Duration);
         assert!(held >= 60_000_000);
+        assert_eq!(wait_while(&stop, None, false, || Some(EndedBy::DeviceGone)).1, EndedBy::DeviceGone);
         stop.store(true, Ordering::SeqCst);
         assert_eq!(wait(&stop, Some(u64::MAX), false).1, EndedBy::Stopped);
     }

@@ -495,6 +495,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
     let debugfs = held.debugfs.mount.display().to_string();
     let mounted_debugfs = held.debugfs.mounted.is_some();
     let (held_ns, ended_by) = hold::wait(stop, config.duration_ns, config.persist);
+    let complete = ended_by.complete(config.duration_ns, 0);
     let changes = hold::settle(std::mem::take(&mut held.changes), config.persist)?;
     if let Some(mount) = held.debugfs.mounted.take() {
         mount.restore()?;
@@ -509,7 +510,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
         persist: config.persist,
         held_ns,
         ended_by,
-        complete: ended_by.complete(config.duration_ns),
+        complete,
     })
 }
 
