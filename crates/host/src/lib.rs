@@ -12,6 +12,7 @@ pub mod error;
 mod flock;
 pub mod journal;
 pub mod machine;
+pub mod machine_state;
 pub mod privilege;
 pub mod rt;
 pub mod rt_limit;
