@@ -35,6 +35,15 @@ fn reading(path: &str) -> Reading {
     Read::from_result(text(path))
 }
 
+/// A file's reading, `None` when the kernel has no such file (a device
+/// with one tx queue has no `xps_cpus`; an older kernel no `threaded`).
+fn existing(path: &str) -> Option<Reading> {
+    match text(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        r => Some(Read::from_result(r)),
+    }
+}
+
 /// The names in a directory, sorted; none when it cannot be listed.
 fn names(dir: &str) -> Vec<String> {
     let mut found: Vec<String> = std::fs::read_dir(dir)
@@ -86,12 +95,12 @@ fn read_net_devices() -> BTreeMap<String, NetDevice> {
                 queues
                     .iter()
                     .filter(|q| q.starts_with(prefix))
-                    .map(|q| (q.clone(), reading(&format!("{base}/queues/{q}/{file}"))))
+                    .filter_map(|q| Some((q.clone(), existing(&format!("{base}/queues/{q}/{file}"))?)))
                     .collect()
             };
             let settings = ["threaded", "napi_defer_hard_irqs", "gro_flush_timeout"]
                 .into_iter()
-                .map(|name| (name.to_string(), reading(&format!("{base}/{name}"))))
+                .filter_map(|name| Some((name.to_string(), existing(&format!("{base}/{name}"))?)))
                 .collect();
             let ifindex = reading(&format!("{base}/ifindex"));
             let napi = match (&mut netlink, &ifindex) {
