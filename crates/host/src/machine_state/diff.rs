@@ -148,7 +148,30 @@ pub fn diff(before: &MachineState, after: &MachineState) -> Diff {
             d.reading(format!("kernel.{name}"), "", b, a, same_text);
         }
     }
+    for (path, b) in &before.cgroup_roots {
+        if let Some(a) = after.cgroup_roots.get(path) {
+            d.reading(path.clone(), "", b, a, same_words);
+        }
+    }
+    let (b, a): (BTreeSet<_>, BTreeSet<_>) = (before.debugfs_mounts.iter().collect(), after.debugfs_mounts.iter().collect());
+    for gone in b.difference(&a) {
+        d.push(format!("debugfs at {gone}"), "", "mounted", "unmounted");
+    }
+    for new in a.difference(&b) {
+        d.push(format!("debugfs at {new}"), "", "unmounted", "mounted");
+    }
+    for (knob, b) in &before.sched_debug {
+        if let Some(a) = after.sched_debug.get(knob) {
+            d.reading(format!("sched/{knob}"), "", b, a, same_words);
+        }
+    }
     d
+}
+
+/// The same words in any order (`cgroup.subtree_control`, `sched/features`).
+fn same_words(a: &str, b: &str) -> bool {
+    let words = |t: &str| t.split_whitespace().map(str::to_string).collect::<BTreeSet<_>>();
+    words(a) == words(b)
 }
 
 /// Threads in both snapshots (same tid and start time); one in only one

@@ -11,7 +11,10 @@
 //! and NAPI settings (sysfs, and netlink per NAPI instance where the
 //! kernel has it), the writable `net.core` sysctls, root-namespace
 //! qdiscs, block schedulers, the cgroups irqlab made (a name containing
-//! `irqlab`, in every v1 hierarchy and the v2 one) and RT throttling.
+//! `irqlab`, in every v1 hierarchy and the v2 one) with the hierarchy
+//! roots' settings irqlab changes, RT throttling, and debugfs's mounts and
+//! scheduler knobs: every object of the control journal
+//! (`journal::Object`) has its place here.
 //! Anything that cannot be read is recorded as unreadable, with why; a
 //! snapshot never fails.
 //!
@@ -78,6 +81,17 @@ pub struct MachineState {
     pub irqlab_cgroups: Vec<String>,
     /// `kernel.sched_rt_runtime_us` and `kernel.sched_rt_period_us`.
     pub sched_rt: BTreeMap<String, Reading>,
+    /// The cgroup hierarchies' own settings irqlab changes, by path: a v1
+    /// cpuset root's `cpuset.sched_load_balance`, the v2 root's
+    /// `cgroup.subtree_control`.
+    pub cgroup_roots: BTreeMap<String, Reading>,
+    /// Where debugfs is mounted (irqlab mounts it for the scheduler's knobs
+    /// when it is nowhere, and unmounts it after).
+    pub debugfs_mounts: Vec<String>,
+    /// The scheduler's debugfs knobs (`sched/features`,
+    /// `sched/fair_server/cpuN/{runtime,period}`), read where debugfs is
+    /// mounted (never mounted for this); unreadable on a kernel in lockdown.
+    pub sched_debug: BTreeMap<String, Reading>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

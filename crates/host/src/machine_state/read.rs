@@ -24,7 +24,51 @@ pub fn take() -> MachineState {
             .into_iter()
             .map(|name| (name.to_string(), reading(&format!("/proc/sys/kernel/{name}"))))
             .collect(),
+        cgroup_roots: read_cgroup_roots(),
+        debugfs_mounts: mounts().into_iter().filter(|(kind, _, _)| kind == "debugfs").map(|(_, at, _)| at).collect(),
+        sched_debug: read_sched_debug(),
     }
+}
+
+/// (type, mount point, options) of each mount of this process's namespace.
+fn mounts() -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Spaces in a mount point are written \040.
+            Some((f.get(2)?.to_string(), f.get(1)?.replace("\\040", " "), f.get(3)?.to_string()))
+        })
+        .collect()
+}
+
+fn read_cgroup_roots() -> BTreeMap<String, Reading> {
+    mounts()
+        .into_iter()
+        .filter_map(|(kind, at, options)| match kind.as_str() {
+            "cgroup" if options.split(',').any(|o| o == "cpuset") => Some(format!("{at}/cpuset.sched_load_balance")),
+            "cgroup2" => Some(format!("{at}/cgroup.subtree_control")),
+            _ => None,
+        })
+        .filter_map(|path| Some((path.clone(), existing(&path)?)))
+        .collect()
+}
+
+fn read_sched_debug() -> BTreeMap<String, Reading> {
+    let mut found = BTreeMap::new();
+    let Some((_, at, _)) = mounts().into_iter().find(|(kind, _, _)| kind == "debugfs") else { return found };
+    let sched = format!("{at}/sched");
+    if let Some(r) = existing(&format!("{sched}/features")) {
+        found.insert("features".to_string(), r);
+    }
+    for cpu in names(&format!("{sched}/fair_server")) {
+        for knob in ["runtime", "period"] {
+            if let Some(r) = existing(&format!("{sched}/fair_server/{cpu}/{knob}")) {
+                found.insert(format!("fair_server/{cpu}/{knob}"), r);
+            }
+        }
+    }
+    found
 }
 
 fn text(path: &str) -> std::io::Result<String> {

@@ -41,6 +41,9 @@ fn state() -> MachineState {
         block_schedulers: [("vda".to_string(), v("mq-deadline"))].into(),
         irqlab_cgroups: vec![],
         sched_rt: [("sched_rt_runtime_us".to_string(), v("950000"))].into(),
+        cgroup_roots: [("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance".to_string(), v("1"))].into(),
+        debugfs_mounts: vec![],
+        sched_debug: [("features".to_string(), v("HRTICK NO_HRTICK_DL"))].into(),
     }
 }
 
@@ -176,4 +179,19 @@ fn the_document_reads_back() {
     assert!(text.contains("\"schema\":\"irqlab/machine-state/v1\""));
     let back: MachineState = serde_json::from_str(&text).unwrap();
     assert_eq!(back, state());
+}
+
+#[test]
+fn cgroup_roots_debugfs_and_its_scheduler_knobs_are_compared() {
+    let mut after = state();
+    after.cgroup_roots.insert("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance".into(), v("0"));
+    after.debugfs_mounts.push("/sys/kernel/debug".into());
+    after.sched_debug.insert("features".into(), v("NO_HRTICK_DL HRTICK"));
+    after.sched_debug.insert("fair_server/cpu0/runtime".into(), v("0"));
+    assert_eq!(
+        lines(&diff(&state(), &after)),
+        ["/sys/fs/cgroup/cpuset/cpuset.sched_load_balance 1 -> 0", "debugfs at /sys/kernel/debug unmounted -> mounted"]
+    );
+    after.sched_debug.insert("features".into(), v("HRTICK HRTICK_DL"));
+    assert_eq!(lines(&diff(&state(), &after))[2], "sched/features HRTICK NO_HRTICK_DL -> HRTICK HRTICK_DL");
 }
