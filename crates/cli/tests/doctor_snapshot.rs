@@ -40,6 +40,14 @@ fn a_diff_right_after_a_snapshot_finds_no_difference() {
 }
 
 #[test]
+fn the_tests_helper_sees_what_a_command_left_changed() {
+    let _machine = machine();
+    // A command that changes nothing: `doctor` itself.
+    let changed = common::live::left_changed(|| assert_eq!(run(&["doctor"]).status.code(), Some(0)));
+    assert!(changed.is_empty(), "{changed:#?}");
+}
+
+#[test]
 fn a_setting_changed_since_the_snapshot_is_named_with_both_values() {
     let _machine = machine();
     let dir = tempfile::tempdir().unwrap();
@@ -105,5 +113,9 @@ fn a_thread_left_at_another_policy_is_a_difference_until_restored() {
     chrt(&["-o", "-p", "0", &pid]);
     let out = run(&["doctor", "--diff", &path]);
     assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
+    // The tests' helper sees the same.
+    let changed = common::live::left_changed(|| chrt(&["-f", "-p", "10", &pid]));
+    chrt(&["-o", "-p", "0", &pid]);
+    assert_eq!(changed, [format!("thread {pid} (sleep) policy other -> fifo:10")]);
     drop(sleeper);
 }
