@@ -107,7 +107,7 @@ fn diff(path: &Path, json: Option<&Path>) -> Result<Status, CliError> {
     output::refuse_clashes(&[("--diff", Some(path))], &[("--json", json)])?;
     let before = read_snapshot(path)?;
     let result = machine_state::diff(&before, &machine_state::take());
-    let doc = DiffDoc { schema: "irqlab/machine-state-diff/v1", snapshot: path.display().to_string(), diff: &result };
+    let doc = DiffDoc { schema: machine_state::DIFF_SCHEMA, snapshot: path.display().to_string(), diff: &result };
     json_or_summary(json, &doc, |doc| {
         let notes: String = doc.diff.notes.iter().map(|n| format!("note: {n}\n")).collect();
         if doc.diff.differences.is_empty() {

@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const SCHEMA: &str = "irqlab/machine-state/v1";
+/// The document `irqlab doctor --diff --json` writes: the [`Diff`].
+pub const DIFF_SCHEMA: &str = "irqlab/machine-state-diff/v1";
 
 /// A value read from the machine, or why it could not be.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
