@@ -94,6 +94,7 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("irqlab doctor", "readiness of every live command and the kernel settings behind it"),
             ("irqlab doctor --json -", "the same as JSON"),
+            ("irqlab doctor --snapshot before.json; ...; irqlab doctor --diff before.json", "what changed on the machine in between"),
         ],
     ),
     (

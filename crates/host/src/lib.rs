@@ -1,5 +1,6 @@
 //! The host layer of irqlab's live side: errors and privileges, the
-//! real-time toolkit (`rt`, `rt_limit`), machine settings (`machine`), exit
+//! real-time toolkit (`rt`, `rt_limit`), machine settings (`machine`) and
+//! the controllable state's snapshot and diff (`machine_state`), exit
 //! paths (`cleanup`, `stop`), the netns testbed, the kernel's tracepoints,
 //! and the control [`journal`]: every change live code makes to the machine,
 //! with the objects it changes (`journal::{sched, sched_knobs, threads,
@@ -12,6 +13,7 @@ pub mod error;
 mod flock;
 pub mod journal;
 pub mod machine;
+pub mod machine_state;
 pub mod privilege;
 pub mod rt;
 pub mod rt_limit;

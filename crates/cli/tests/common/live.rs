@@ -88,3 +88,15 @@ pub fn scratch_on_disk(prefix: &str) -> tempfile::TempDir {
 pub fn disk_resource() -> String {
     std::env::var("IRQLAB_TEST_DISK").map_or_else(|_| "disk".into(), |d| format!("disk:{d}"))
 }
+
+/// What `work` left changed on the machine: `irqlab doctor --diff`'s
+/// differences (`irqlab_host::machine_state`), one line each, between a
+/// snapshot before it and one after. Empty: it left the machine as it
+/// found it (a `--dry-run`, a run that restored everything). Other live
+/// runs on the machine at the same time show here too.
+pub fn left_changed(work: impl FnOnce()) -> Vec<String> {
+    use irqlab_host::machine_state::{diff, take};
+    let before = take();
+    work();
+    diff(&before, &take()).differences.iter().map(ToString::to_string).collect()
+}
