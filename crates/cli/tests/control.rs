@@ -888,7 +888,7 @@ fn bh_budget_after_sigint_writes_an_incomplete_trace_and_restores() {
     let (trace_path, summary_path) = (dir.path().join("trace.json"), dir.path().join("summary.json"));
     let mut child = irqlab()
         // A --duration Ctrl-C cuts short: incomplete (`irqlab_host::run_end`).
-        .args(["control", "bh-budget", "irqlab-b", "--duration", "10m", "--trace"])
+        .args(["control", "bh-budget", "irqlab-b", "--duration", "600s", "--trace"])
         .arg(&trace_path)
         .arg("--json")
         .arg(&summary_path)

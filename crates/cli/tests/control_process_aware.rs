@@ -92,7 +92,7 @@ fn the_napi_thread_follows_the_waiting_receivers() {
     let report_path = dir.path().join("pa.json");
     let mut child = irqlab()
         // A --duration Ctrl-C cuts short: incomplete (`irqlab_host::run_end`).
-        .args(["control", "process-aware", "irqlab-b", "--duration", "10m", "--json"])
+        .args(["control", "process-aware", "irqlab-b", "--duration", "600s", "--json"])
         .arg(&report_path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
