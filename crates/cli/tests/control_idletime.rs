@@ -207,7 +207,7 @@ fn controller_on(fg: u32, bg: u32, out: &Path) -> (Child, std::sync::mpsc::Recei
         "--interval",
         "50ms",
         "--duration",
-        "10m",
+        "600s",
         "--verbose",
         "--json",
         path_str(out),

@@ -19,6 +19,7 @@ pub mod rt;
 pub mod rt_limit;
 pub mod run_end;
 pub mod stop;
+pub mod task_stat;
 pub mod testbed;
 pub mod tracepoints;
 
