@@ -141,7 +141,9 @@ fn the_surveys_profile_applies_restores_and_a_killed_apply_is_reverted() {
     let text = std::fs::read_to_string(&profile).expect("the survey writes profile.toml");
     assert!(text.contains("schema = \"irqlab/profile/v1\""), "{text}");
     let page = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(page.contains(&format!("irqlab control apply {}", profile.display())), "the page shows the apply command");
+    // The page escapes `/` in text (`&#x2f;`).
+    let command = format!("irqlab control apply {}", profile.display()).replace('/', "&#x2f;");
+    assert!(page.contains(&command), "the page shows the apply command `{command}`");
     let state = snapshot(dir.path());
 
     let dry = run(&["control", "apply", path_str(&profile), "--dry-run", "--json", "-"]);

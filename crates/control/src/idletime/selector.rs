@@ -92,23 +92,11 @@ pub fn process_table() -> ProcessTable {
     let Ok(dir) = std::fs::read_dir("/proc") else { return table };
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        if let Some((parent, comm)) = parse_stat(&stat) {
-            table.insert(pid, (parent, comm));
+        if let Some(stat) = irqlab_host::task_stat::of(pid).filter(|s| !s.exited()) {
+            table.insert(pid, (stat.ppid, stat.comm));
         }
     }
     table
-}
-
-/// (ppid, comm) from a /proc/PID/stat line; None for a zombie.
-fn parse_stat(stat: &str) -> Option<(i32, String)> {
-    let open = stat.find('(')?;
-    let (comm, rest) = stat[open + 1..].rsplit_once(')')?;
-    let mut fields = rest.split_whitespace();
-    if matches!(fields.next()?, "Z" | "X") {
-        return None;
-    }
-    Some((fields.next()?.parse().ok()?, comm.to_string()))
 }
 
 fn with_descendants(root: i32, table: &BTreeMap<i32, (i32, String)>) -> BTreeSet<i32> {
@@ -144,12 +132,6 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{bad}");
             assert!(e.to_string().starts_with(&format!("--background {bad}: ")), "{e}");
         }
-    }
-
-    #[test]
-    fn stat_lines_with_odd_comms_parse() {
-        assert_eq!(parse_stat("42 (a (b) c) S 7 1 1"), Some((7, "a (b) c".to_string())));
-        assert_eq!(parse_stat("42 (x) Z 7 1 1"), None);
     }
 
     #[test]

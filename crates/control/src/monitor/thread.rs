@@ -150,10 +150,7 @@ impl<'obj> ThreadWatch<'obj> {
     /// counted as running from now. Were it only waiting on a run queue,
     /// its switch in overwrites this start before any time is added.
     fn count_a_run_in_progress(&self, tid: u32) -> Result<()> {
-        let runnable = std::fs::read_to_string(format!("/proc/{tid}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next().map(|state| state == "R")))
-            .unwrap_or(false);
+        let runnable = irqlab_host::task_stat::of(tid as i32).is_some_and(|s| s.state == 'R');
         let key = tid.to_ne_bytes();
         let Some(bytes) = self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))? else {
             return Ok(());

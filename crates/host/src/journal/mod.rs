@@ -462,7 +462,7 @@ pub struct Owner {
 impl Owner {
     fn this_process() -> Owner {
         let pid = std::process::id() as i32;
-        let start_ticks = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| threads::start_ticks(&s)).unwrap_or(0);
+        let start_ticks = crate::task_stat::of_self().map_or(0, |s| s.start_ticks);
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         Owner { pid, start_ticks, command }
     }
@@ -479,10 +479,7 @@ impl Owner {
 
     /// Whether that process (not a later one with its pid) still runs.
     pub fn alive(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .ok()
-            .and_then(|s| threads::start_ticks(&s))
-            .is_some_and(|t| t == self.start_ticks)
+        crate::task_stat::of(self.pid).is_some_and(|s| s.start_ticks == self.start_ticks)
     }
 }
 

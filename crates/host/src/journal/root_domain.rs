@@ -29,8 +29,6 @@ const REST: &str = "irqlab-rest";
 /// How long a refused SCHED_DEADLINE is retried while the kernel rebuilds
 /// its domains after the split.
 const RETRY_NS: u64 = 5_000_000_000;
-/// /proc/TID/stat's flag of a kernel thread.
-const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// The CPU split off while this lives; dropping it (or [`RootDomain::restore`])
 /// puts everything back, newest change first.
@@ -249,10 +247,7 @@ impl RootDomain {
                 let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_string);
                 Some((field("Tgid:")?.parse::<u32>().ok()?, field("Cpus_allowed_list:")? == all))
             });
-            let kernel = std::fs::read_to_string(format!("{task}/stat"))
-                .ok()
-                .and_then(|stat| stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse::<u64>().ok())
-                .is_none_or(|flags| flags & PF_KTHREAD != 0);
+            let kernel = crate::task_stat::of_task(thread.tid, thread.tid).is_none_or(|s| s.kernel_thread);
             let Some((tgid, anywhere)) = tgid else { continue };
             if kernel || tgid == keep {
                 continue;

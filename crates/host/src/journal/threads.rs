@@ -21,24 +21,14 @@ impl Thread {
     /// The thread `tid` now, if it exists and has not exited (a zombie
     /// waiting for its parent has nothing left to schedule).
     pub fn of(tid: i32) -> Option<Thread> {
-        let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
-        if matches!(stat.rsplit_once(')')?.1.split_whitespace().next(), Some("Z" | "X")) {
-            return None;
-        }
-        let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?.trim_end().to_string();
-        Some(Thread { tid, comm, start_ticks: start_ticks(&stat)? })
+        let stat = crate::task_stat::of(tid).filter(|s| !s.exited())?;
+        Some(Thread { tid, comm: stat.comm, start_ticks: stat.start_ticks })
     }
 
     /// Whether this very thread (not a later one with its tid) still runs.
     pub fn alive(&self) -> bool {
         Thread::of(self.tid).is_some_and(|t| t.start_ticks == self.start_ticks)
     }
-}
-
-/// Field 22 of /proc/PID/stat; the comm before it may hold spaces and
-/// parentheses, so fields are counted after the last ')'.
-pub fn start_ticks(stat: &str) -> Option<u64> {
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Every thread on the machine (kernel threads and every user thread).
@@ -71,11 +61,7 @@ pub const GLOB_LIMIT: usize = 16;
 
 /// Whether `tid` is a kernel thread (PF_KTHREAD in /proc/PID/stat's flags).
 pub fn is_kernel_thread(tid: i32) -> bool {
-    const PF_KTHREAD: u64 = 0x0020_0000;
-    std::fs::read_to_string(format!("/proc/{tid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')')?.1.split_whitespace().nth(6)?.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+    crate::task_stat::of(tid).is_some_and(|s| s.kernel_thread)
 }
 
 /// A parsed MATCH.
@@ -275,10 +261,10 @@ mod tests {
     }
 
     #[test]
-    fn start_time_survives_odd_comms() {
-        let stat = "42 (a) b (c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 777 20";
-        assert_eq!(start_ticks(stat), Some(777));
+    fn a_thread_is_itself_and_not_a_later_one_with_its_tid() {
         let me = Thread::of(nix::unistd::gettid().as_raw()).unwrap();
         assert!(me.alive());
+        assert!(!Thread { start_ticks: me.start_ticks + 1, ..me.clone() }.alive());
+        assert!(is_kernel_thread(2) && !is_kernel_thread(me.tid));
     }
 }

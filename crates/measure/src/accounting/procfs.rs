@@ -4,35 +4,13 @@
 
 use std::collections::HashMap;
 
-/// Fields of /proc/<tid>/stat that the accounting needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskStat {
-    pub comm: String,
-    /// utime + stime, in clock ticks.
-    pub charged_ticks: u64,
-    /// PF_KTHREAD is set.
-    pub kernel_thread: bool,
-}
-
-const PF_KTHREAD: u64 = 0x0020_0000;
-
-/// Parses one /proc/<tid>/stat line. The comm is in parentheses and may
-/// itself contain spaces and parentheses, so split at the last ')'.
-pub fn parse_stat(line: &str) -> Option<TaskStat> {
-    let open = line.find('(')?;
-    let close = line.rfind(')')?;
-    let comm = line.get(open + 1..close)?.to_string();
-    // Fields after the comm, starting with field 3 (state).
-    let rest: Vec<&str> = line.get(close + 1..)?.split_whitespace().collect();
-    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-    let flags = field(9)?;
-    Some(TaskStat { comm, charged_ticks: field(14)? + field(15)?, kernel_thread: flags & PF_KTHREAD != 0 })
-}
+/// What /proc/<tid>/stat says (the `procfs` crate's parse, `irqlab_host::task_stat`).
+pub use irqlab_host::task_stat::TaskStat;
 
 /// /proc/<tgid>/task/<tid>/stat of one thread; `None` once it exited.
 /// (/proc/<tid>/stat would sum the whole thread group's times.)
 pub fn task_stat(tgid: u32, tid: u32) -> Option<TaskStat> {
-    std::fs::read_to_string(format!("/proc/{tgid}/task/{tid}/stat")).ok().and_then(|l| parse_stat(&l))
+    irqlab_host::task_stat::of_task(tgid as i32, tid as i32)
 }
 
 /// Every thread on the machine now, with its stat.
@@ -119,20 +97,6 @@ impl TaskKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_stat_with_awkward_comm() {
-        let line = "4242 (we ird) (x)) R 1 4242 4242 0 -1 4194560 100 0 0 0 250 17 0 0 20 0 1 0 5000 1000 10";
-        let s = parse_stat(line).unwrap();
-        assert_eq!(s.comm, "we ird) (x)");
-        assert_eq!(s.charged_ticks, 267);
-        assert!(!s.kernel_thread);
-        let k = "12 (ksoftirqd/0) S 2 0 0 0 -1 69238848 0 0 0 0 3 44 0 0 20 0 1 0 9 0 0";
-        let s = parse_stat(k).unwrap();
-        assert!(s.kernel_thread);
-        assert_eq!(s.charged_ticks, 47);
-        assert!(parse_stat("garbage").is_none());
-    }
 
     #[test]
     fn own_thread_is_visible_and_user() {

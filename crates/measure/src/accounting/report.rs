@@ -384,7 +384,7 @@ mod tests {
     fn build(raw: &RawSnapshot) -> Report {
         let names = IrqNames::default();
         let proc_now = |_tgid: u32, tid: u32| match tid {
-            42 => Some(TaskStat { comm: "hog".into(), charged_ticks: 160, kernel_thread: false }),
+            42 => Some(TaskStat { comm: "hog".into(), state: 'S', ppid: 1, kernel_thread: false, charged_ticks: 160, start_ticks: 0 }),
             _ => None,
         };
         let baseline = |tid: u32| if tid == 42 { 100 } else { 0 };
