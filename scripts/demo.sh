@@ -152,12 +152,12 @@ step_latency() {
   fi
   local target port=9770 ok=0
   target=$(ip -4 -o addr show dev irqlab-b | awk '{print $4}' | cut -d/ -f1)
-  "$IRQLAB" stimulus respond --bind "$target:$port" --priority 80 2>/dev/null & local responder=$!
+  "$IRQLAB" stimulus respond --bind "$target:$port" --policy fifo:80 2>/dev/null & local responder=$!
   "$IRQLAB" load cpu --sched-idle --duration 60s >/dev/null & local spinners=$!
   sleep 0.5
   stimuli() {
     ip netns exec irqlab-b "$IRQLAB" stimulus run --target "$target" --port "$port" \
-      --rate 1000 --count 10000 --priority 50 "$@"
+      --rate 1000 --count 10000 --policy fifo:50 "$@"
   }
   if stimuli --json "$OUT/stimulus-quiet.json" --log "$OUT/stimulus-quiet.csv" > "$OUT/stimulus-quiet.txt"; then
     "$IRQLAB" load net --testbed b --threads 2 --duration 12s >/dev/null & local flood=$!

@@ -72,8 +72,8 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     ("testbed down", &[("sudo irqlab testbed down", "remove every irqlab-* namespace and link")]),
     ("testbed status", &[("irqlab testbed status --json", "the testbed's hosts and addresses (exit 1 if it is down)")]),
     ("traffic", &[("sudo irqlab traffic ping-flood --from a --interval 10us --duration 5s", "one echo request every 10 us from host a")]),
-    ("stimulus", &[("sudo irqlab stimulus respond --bind 10.213.1.1:9770 --priority 80", "the target side of a stimulus run")]),
-    ("stimulus respond", &[("sudo irqlab stimulus respond --bind 10.213.1.1:9770 --priority 80", "answer each UDP stimulus at once")]),
+    ("stimulus", &[("sudo irqlab stimulus respond --bind 10.213.1.1:9770 --policy fifo:80", "the target side of a stimulus run")]),
+    ("stimulus respond", &[("sudo irqlab stimulus respond --bind 10.213.1.1:9770 --policy fifo:80", "answer each UDP stimulus at once")]),
     (
         "stimulus run",
         &[(
@@ -94,7 +94,8 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("irqlab doctor", "readiness of every live command and the kernel settings behind it"),
             ("irqlab doctor --json -", "the same as JSON"),
-            ("irqlab doctor --snapshot before.json; ...; irqlab doctor --diff before.json", "what changed on the machine in between"),
+            ("irqlab doctor --snapshot before.json", "the machine's controllable state (thread policies, IRQ affinities, NAPI, qdiscs, ...)"),
+            ("irqlab doctor --diff before.json", "what changed on the machine since that snapshot (exit 1 naming each difference)"),
         ],
     ),
     (

@@ -84,8 +84,8 @@ pub struct ThreadsArgs {
     persist: bool,
     /// Also pin the threads to these CPUs (e.g. 1 or 0-3,6); restored with
     /// the policy
-    #[arg(long, value_name = "LIST")]
-    cpu: Option<String>,
+    #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpu: Option<flags::CpuList>,
     /// Take every thread the MATCH names even when a glob matches more than
     /// 16 threads or kernel threads, or it names PID 1 (the kernel's
     /// per-CPU threads, migration/N, rcu*, ..., and irqlab's own are never taken)
@@ -161,7 +161,7 @@ pub struct BhBudgetArgs {
     #[arg(long, value_name = "PRIO", default_value_t = bh_budget::Config::default().high)]
     high: u32,
     /// Pin the NAPI kthreads to this CPU (restored at the end; fifo only)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// Run this long (default: until Ctrl-C or SIGTERM)
     #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
@@ -180,7 +180,7 @@ pub struct ProcessAwareArgs {
     /// for the run when off)
     dev: String,
     /// Pin the NAPI kthreads to this CPU (restored at the end)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// The kthreads' scheduling when no receiver waits: other[:NICE],
     /// idle, fifo:P or rr:P
@@ -194,7 +194,7 @@ pub struct ProcessAwareArgs {
     no_accounting: bool,
     /// Account this CPU (default: --cpu, else every CPU; --record keeps
     /// the first accounted CPU's bottom halves and ticks)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     account_cpu: Option<usize>,
     /// Write what the controller's adapter took (blocks, wakes, bottom
     /// halves, ticks) as a trace for tests/process_aware_decisions.rs
@@ -281,8 +281,8 @@ pub struct SchedFeatureArgs {
 #[derive(clap::Args)]
 pub struct FairServerArgs {
     /// The CPUs whose fair server is set (e.g. 1 or 0-3,6; default: every online CPU)
-    #[arg(long, value_name = "LIST")]
-    cpu: Option<String>,
+    #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpu: Option<flags::CpuList>,
     /// The server's runtime per period, the fair class's guaranteed share
     /// against real-time tasks (e.g. 50ms, the kernel's default; 0: none)
     #[arg(long, value_name = "T", value_parser = flags::duration_ns)]
@@ -326,8 +326,8 @@ pub struct IrqArgs {
     #[arg(value_name = "IRQ|DEVICE", required = true)]
     irqs: Vec<String>,
     /// The CPUs to deliver them to (e.g. 0 or 0-3,6)
-    #[arg(long, value_name = "LIST")]
-    cpus: String,
+    #[arg(long, visible_alias = "cpu", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpus: flags::CpuList,
     #[command(flatten)]
     hold: HoldArgs,
 }
@@ -378,19 +378,19 @@ pub fn run(command: Command) -> Result<Status, CliError> {
     }
 }
 
+/// A CPU-list flag's CPUs, each online (exit 2 naming the flag and the online CPUs).
+fn online(list: Option<&flags::CpuList>, flag: &str) -> Result<Option<Vec<usize>>, CliError> {
+    let Some(list) = list else { return Ok(None) };
+    for &cpu in &list.0 {
+        irqlab_host::rt::require_online(cpu, flag)?;
+    }
+    Ok(Some(list.0.clone()))
+}
+
 fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
     let policy = sched::parse_policy(&args.policy)?;
     let duration_ns = args.duration;
-    let cpus = match &args.cpu {
-        Some(list) => {
-            let cpus = irqlab_host::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
-            for &cpu in &cpus {
-                irqlab_host::rt::require_online(cpu, "--cpu")?;
-            }
-            Some(cpus)
-        }
-        None => None,
-    };
+    let cpus = online(args.cpu.as_ref(), "--cpu")?;
     let config = set_threads::Config {
         matched: args.matched.clone(),
         policy,
@@ -511,16 +511,7 @@ fn sched_feature(args: SchedFeatureArgs) -> Result<Status, CliError> {
 }
 
 fn fair_server(args: FairServerArgs) -> Result<Status, CliError> {
-    let cpus = match &args.cpu {
-        Some(list) => {
-            let cpus = irqlab_host::rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?;
-            for &cpu in &cpus {
-                irqlab_host::rt::require_online(cpu, "--cpu")?;
-            }
-            Some(cpus)
-        }
-        None => None,
-    };
+    let cpus = online(args.cpu.as_ref(), "--cpu")?;
     // A bad pair is refused before the lockdown check and the mount.
     if let Some(period) = args.period {
         sched_knobs::check_fair_server(args.runtime, period)?;
@@ -565,7 +556,7 @@ fn sched_knobs_run(
 }
 
 fn irq(args: IrqArgs) -> Result<Status, CliError> {
-    let cpus = profile::cpus(&args.cpus).map_err(|e| CliError::Usage(format!("--{e}")))?;
+    let cpus = profile::cpus(&args.cpus.to_string()).map_err(|e| CliError::Usage(format!("--{e}")))?;
     let irqs = journal::irq::list()?;
     let mut plan = Vec::new();
     for spec in &args.irqs {

@@ -12,14 +12,15 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// CPU to measure (default: the last online one)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
-    /// SCHED_FIFO priority (default: just below the irq/napi threads, else 90)
+    /// The probe's scheduling: fifo:PRIO, fifo (default; priority just
+    /// below the irq/napi threads, else 90) or other
+    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
+    policy: Option<flags::ThreadPolicy>,
+    /// The old spelling of --policy fifo:P (taken, with a note)
     #[arg(long, value_name = "P")]
-    priority: Option<i32>,
-    /// Scheduling policy of the probe
-    #[arg(long, value_enum, default_value_t = PolicyArg::Fifo)]
-    policy: PolicyArg,
+    priority: Option<u8>,
     /// How long to measure
     #[arg(long, default_value_t = flags::Duration(probe::Config::default().duration_ns), value_name = "D", value_parser = flags::positive)]
     duration: flags::Duration,
@@ -74,12 +75,6 @@ pub struct Args {
     no_sources: bool,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum PolicyArg {
-    Fifo,
-    Other,
-}
-
 /// Value parser of `--windows FROM..TO` (e.g. 10us..1s), 0 < FROM <= TO.
 fn window_range(text: &str) -> Result<(u64, u64), String> {
     let (from, to) = text.split_once("..").ok_or("expected FROM..TO, e.g. 10us..1s")?;
@@ -113,13 +108,15 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     // Without --cpu the library takes the last online CPU (not the affinity
     // mask's size: under `taskset -c 0` the probe still pins itself
     // wherever it is told).
+    let (policy, priority) = match flags::policy_and_priority(args.policy, args.priority)? {
+        None | Some(flags::ThreadPolicy::Fifo(None)) => (Policy::Fifo, None),
+        Some(flags::ThreadPolicy::Fifo(Some(p))) => (Policy::Fifo, Some(i32::from(p))),
+        Some(flags::ThreadPolicy::Other) => (Policy::Other, None),
+    };
     let config = probe::Config {
         cpu: args.cpu,
-        policy: match args.policy {
-            PolicyArg::Fifo => Policy::Fifo,
-            PolicyArg::Other => Policy::Other,
-        },
-        priority: args.priority,
+        policy,
+        priority,
         duration_ns,
         windows_ns,
         threshold_ns,

@@ -3,7 +3,6 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output;
-use irqlab_host::rt;
 use irqlab_measure::latency::{self, LatencyReport, LiveThread};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -11,11 +10,15 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// CPUs to measure on, one thread each (e.g. `0-1,3`); default: all online
-    #[arg(long, value_name = "LIST")]
-    cpu: Option<String>,
-    /// SCHED_FIFO priority of the measuring threads (0 = SCHED_OTHER)
-    #[arg(long, default_value_t = latency::Config::default().priority, value_name = "P")]
-    priority: u8,
+    #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpu: Option<flags::CpuList>,
+    /// The measuring threads' scheduling: fifo:PRIO, fifo (default,
+    /// priority 80) or other
+    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
+    policy: Option<flags::ThreadPolicy>,
+    /// The old spelling of --policy fifo:P (0: other; taken, with a note)
+    #[arg(long, value_name = "P")]
+    priority: Option<u8>,
     /// Time between wake-ups
     #[arg(long, default_value_t = flags::Duration(latency::Config::default().interval_ns), value_name = "I")]
     interval: flags::Duration,
@@ -38,11 +41,13 @@ pub struct Args {
 pub fn run(args: Args) -> Result<Status, CliError> {
     let (interval_ns, duration_ns) = (args.interval.0, args.duration.0);
     // Without --cpu the library measures every online CPU.
-    let cpus = match &args.cpu {
-        Some(list) => Some(rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpu: {e}")))?),
-        None => None,
+    let cpus = args.cpu.clone().map(|c| c.0);
+    let priority = match flags::policy_and_priority(args.policy, args.priority)? {
+        None | Some(flags::ThreadPolicy::Fifo(None)) => latency::Config::default().priority,
+        Some(flags::ThreadPolicy::Fifo(Some(p))) => p,
+        Some(flags::ThreadPolicy::Other) => 0,
     };
-    let config = latency::Config { cpus, priority: args.priority, interval_ns, duration_ns, align_to_second: args.align };
+    let config = latency::Config { cpus, priority, interval_ns, duration_ns, align_to_second: args.align };
     let stop = crate::signal::stop_flag();
     let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
     let mut drawn = 0;

@@ -24,11 +24,14 @@ pub struct RespondArgs {
     /// Address and UDP port to answer on
     #[arg(long, default_value_t = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, responder::DEFAULT_PORT), value_name = "ADDR:PORT")]
     bind: SocketAddrV4,
-    /// SCHED_FIFO priority of the responder (0 = SCHED_OTHER)
-    #[arg(long, default_value_t = 80, value_name = "P")]
-    priority: u8,
+    /// The responder's scheduling: fifo:PRIO, fifo (default, priority 80) or other
+    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
+    policy: Option<flags::ThreadPolicy>,
+    /// The old spelling of --policy fifo:P (0: other; taken, with a note)
+    #[arg(long, value_name = "P")]
+    priority: Option<u8>,
     /// Pin the responder to this CPU
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
 }
 
@@ -86,9 +89,13 @@ pub struct RunArgs {
     /// A reply later than this is late; none after this long is lost
     #[arg(long, default_value = "1s", value_name = "D", value_parser = flags::duration_ns)]
     timeout: u64,
-    /// SCHED_FIFO priority of the sending threads; the receiving ones run one above it (0 = SCHED_OTHER for all)
-    #[arg(long, default_value_t = 0, value_name = "P")]
-    priority: u8,
+    /// The sending threads' scheduling: other (default), fifo:PRIO (the
+    /// receiving ones run one above it) or fifo (priority 50)
+    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
+    policy: Option<flags::ThreadPolicy>,
+    /// The old spelling of --policy fifo:P (0: other; taken, with a note)
+    #[arg(long, value_name = "P")]
+    priority: Option<u8>,
     /// Stream raw records here: CSV if the name ends in .csv, else JSON lines
     #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     log: Option<PathBuf>,
@@ -106,9 +113,10 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 }
 
 fn respond(args: RespondArgs) -> Result<Status, CliError> {
-    let r = responder::bind(&ResponderConfig { bind: args.bind, priority: args.priority, cpu: args.cpu })?;
+    let priority = fifo_priority(flags::policy_and_priority(args.policy, args.priority)?, Some(80), 80);
+    let r = responder::bind(&ResponderConfig { bind: args.bind, priority, cpu: args.cpu })?;
     let addr = r.local_addr()?;
-    eprintln!("answering stimuli on udp {addr} (priority {}); Ctrl-C to stop", args.priority);
+    eprintln!("answering stimuli on udp {addr} (priority {priority}); Ctrl-C to stop");
     let stop = crate::signal::stop_flag();
     let answered = r.serve(&stop)?;
     eprintln!("answered {answered} stimuli");
@@ -147,7 +155,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         duration_ns,
         timeout_ns: args.timeout,
         preflight: true,
-        sender_priority: args.priority,
+        sender_priority: fifo_priority(flags::policy_and_priority(args.policy, args.priority)?, None, 50),
         log: args.log.clone(),
     })
 }
@@ -239,4 +247,14 @@ fn summary(report: &StimulusReport) -> String {
         let _ = writeln!(out, "stopped early: partial result");
     }
     out
+}
+
+/// A `--policy` as the SCHED_FIFO priority the library takes (0:
+/// SCHED_OTHER): `default` when none was given, `fifo` alone `fifo_default`.
+fn fifo_priority(policy: Option<flags::ThreadPolicy>, default: Option<u8>, fifo_default: u8) -> u8 {
+    match policy {
+        None => default.unwrap_or(0),
+        Some(flags::ThreadPolicy::Fifo(p)) => p.unwrap_or(fifo_default),
+        Some(flags::ThreadPolicy::Other) => 0,
+    }
 }

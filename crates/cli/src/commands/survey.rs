@@ -3,8 +3,8 @@
 //! only: the steps and rules are `irqlab_survey`.
 
 use crate::error::{CliError, Status};
+use crate::flags;
 use crate::output;
-use irqlab_host::rt;
 use irqlab_survey::before_after::{self, Baseline};
 use irqlab_survey::doc::{Load, Survey, TasksetInput};
 use irqlab_survey::run::{self, Config};
@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args)]
 pub struct Args {
     /// CPUs to survey (e.g. 1 or 0-3,6); default: every online CPU
-    #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
+    #[arg(long, visible_alias = "cpu", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpus: Option<flags::CpuList>,
     /// Loads to measure under besides idle: none, net, cpu, disk or all
     /// (comma-separated; net: a UDP flood from testbed host b through a
     /// threaded-NAPI kthread at SCHED_FIFO 50 on the measured CPU)
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         config = config.with_duration(ns);
     }
     if let Some(list) = &args.cpus {
-        config.cpus = Some(rt::parse_cpu_list(list).map_err(|e| CliError::Usage(format!("--cpus: {e}")))?);
+        config.cpus = Some(list.0.clone());
     }
     let taskset = match &args.taskset {
         Some(path) => {
