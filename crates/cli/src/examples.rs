@@ -94,7 +94,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("irqlab doctor", "readiness of every live command and the kernel settings behind it"),
             ("irqlab doctor --json -", "the same as JSON"),
-            ("irqlab doctor --snapshot before.json", "the machine's controllable state (thread policies, IRQ affinities, NAPI, qdiscs, ...)"),
+            (
+                "irqlab doctor --snapshot before.json",
+                "the machine's controllable state (thread policies, IRQ affinities, NAPI, qdiscs, ...)",
+            ),
             ("irqlab doctor --diff before.json", "what changed on the machine since that snapshot (exit 1 naming each difference)"),
         ],
     ),
