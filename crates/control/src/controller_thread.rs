@@ -74,6 +74,47 @@ pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<
     })
 }
 
+/// The controller's setup on the calling thread, for a controller whose
+/// monitor and actuator stay on it (idletime's BPF watch, cgroup gate and
+/// background child): SCHED_FIFO and memory locked while this lives, the
+/// thread's own scheduling back when it is dropped; `cpu_ns` is the CPU
+/// time the thread used since. It stays on every CPU: what it controls
+/// are whole processes, wherever they run.
+pub struct ThisThread {
+    tid: i32,
+    before: irqlab_host::journal::sched::SchedAttr,
+    lock_memory: bool,
+    cpu_start: u64,
+}
+
+impl ThisThread {
+    pub fn raise(priority: u8, lock_memory: bool) -> Result<ThisThread> {
+        use irqlab_host::journal::sched;
+        let tid = nix::unistd::gettid().as_raw();
+        let before = sched::get(tid)?;
+        sched::set(tid, sched::SchedAttr::Fifo { priority: u32::from(priority) })?;
+        let raised = ThisThread { tid, before, lock_memory, cpu_start: rt::thread_cpu_ns() };
+        if lock_memory {
+            rt::lock_memory()?;
+        }
+        Ok(raised)
+    }
+
+    /// The thread's CPU time since it was raised.
+    pub fn cpu_ns(&self) -> u64 {
+        rt::thread_cpu_ns().saturating_sub(self.cpu_start)
+    }
+}
+
+impl Drop for ThisThread {
+    fn drop(&mut self) {
+        if self.lock_memory {
+            rt::unlock_memory();
+        }
+        let _ = irqlab_host::journal::sched::set(self.tid, self.before);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

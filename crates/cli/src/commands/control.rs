@@ -871,6 +871,7 @@ fn idletime_summary(r: &idletime::Report) -> String {
     }
     let counters: Vec<String> = r.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
     text.push_str(&format!("X[e]: {}\n", counters.join(", ")));
+    text.push_str(&overhead_line(&r.overhead));
     for n in &r.notes {
         text.push_str(&format!("note: {n}\n"));
     }

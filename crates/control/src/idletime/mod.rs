@@ -211,6 +211,8 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: EndedBy,
     pub complete: bool,
+    /// What the controller's thread cost, from when it was raised to FIFO 90.
+    pub overhead: crate::controller_thread::Overhead,
     pub foreground: ClassFigures,
     pub background: ClassFigures,
     pub gate: GateFigures,
@@ -690,7 +692,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
     // to its own scheduling when it returns), above the processes it gates;
     // raised after the command is started, which must not inherit it.
-    let _fifo = OwnFifo::raise(90)?;
+    let controller = crate::controller_thread::ThisThread::raise(90, true)?;
     let mut classed: HashMap<i32, Class> = HashMap::new();
     let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
 
@@ -760,6 +762,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     };
     let end = irqlab_host::rt::monotonic_ns();
     let held_ns = end - begin;
+    let overhead = crate::controller_thread::Overhead::of(controller.cpu_ns(), held_ns);
     if let Some(c) = &mut child {
         if command_status.is_none() {
             // Stopped before the command ended: it must not outlive the run
@@ -799,6 +802,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         held_ns,
         ended_by,
         complete,
+        overhead,
         foreground: fg.figures(held_ns),
         background: bg.figures(held_ns),
         gate: figures,
@@ -811,27 +815,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         notes,
         recording,
     })
-}
-
-/// The calling thread at SCHED_FIFO while this lives.
-struct OwnFifo {
-    tid: i32,
-    before: irqlab_host::journal::sched::SchedAttr,
-}
-
-impl OwnFifo {
-    fn raise(priority: u32) -> Result<OwnFifo> {
-        let tid = nix::unistd::gettid().as_raw();
-        let before = irqlab_host::journal::sched::get(tid)?;
-        irqlab_host::journal::sched::set(tid, irqlab_host::journal::sched::SchedAttr::Fifo { priority })?;
-        Ok(OwnFifo { tid, before })
-    }
-}
-
-impl Drop for OwnFifo {
-    fn drop(&mut self) {
-        let _ = irqlab_host::journal::sched::set(self.tid, self.before);
-    }
 }
 
 /// A background command irqlab started, in a process group of its own:
