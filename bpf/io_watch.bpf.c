@@ -69,6 +69,10 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
+// The ring's record type, named in BTF so that the skeleton generates it
+// for user space (types::io_watch_event).
+struct io_watch_event io_watch_event_btf;
+
 // User space is woken only by a foreground request issued at least
 // `wake_gap_ns` (the preemption interval) after the foreground's previous
 // one: then the interval may have run out and the gate be open, so it must

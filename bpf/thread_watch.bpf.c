@@ -35,6 +35,10 @@ struct {
 	__uint(max_entries, 1 << 20);
 } events SEC(".maps");
 
+// The ring's record type, named in BTF so that the skeleton generates it
+// for user space (types::watch_event).
+struct watch_event watch_event_btf;
+
 static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 {
 	if (silent)

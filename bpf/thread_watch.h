@@ -5,13 +5,12 @@
 
 #define WATCH_MAX 64
 
-// What happened to a watched thread.
-enum watch_kind {
-	WATCH_IN = 1,        // switched in: it runs from `ts`
-	WATCH_PREEMPTED = 2, // switched out still runnable
-	WATCH_BLOCKED = 3,   // switched out to sleep (or exit)
-	WATCH_WAKEUP = 4,    // woken (runnable from `ts`)
-};
+// What happened to a watched thread (`kind`); #defines, so that user
+// space gets them generated (irqlab-bpf-build).
+#define WATCH_IN 1        // switched in: it runs from `ts`
+#define WATCH_PREEMPTED 2 // switched out still runnable
+#define WATCH_BLOCKED 3   // switched out to sleep (or exit)
+#define WATCH_WAKEUP 4    // woken (runnable from `ts`)
 
 // Per watched thread, updated in the kernel.
 struct watched {
@@ -35,7 +34,7 @@ struct watch_event {
 	__u64 ts;     // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u64 ran_ns; // the thread's ran_ns after this event
 	__u32 tid;
-	__u32 kind;   // enum watch_kind
+	__u32 kind;   // WATCH_IN, WATCH_PREEMPTED, WATCH_BLOCKED or WATCH_WAKEUP
 	__u32 cpu;
 	__u32 pad;
 };

@@ -7,6 +7,7 @@
 //! cgroup, root_domain, netdev}`). Measurements (`irqlab-measure`) and
 //! controllers (`irqlab-control`) build on it.
 
+pub mod bpf;
 pub mod bpf_trial;
 pub mod cleanup;
 pub mod error;

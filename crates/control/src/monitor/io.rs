@@ -21,12 +21,12 @@
 //! (`sock_send_length`), so the packets the kernel sends for that socket
 //! from another context (TCP) keep it.
 
+use irqlab_host::bpf::{self, err as bpf_err, Plain};
 use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::mem::MaybeUninit;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -34,12 +34,18 @@ mod skel {
     #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
     include!(concat!(env!("OUT_DIR"), "/io_watch.skel.rs"));
 }
-use skel::{IoWatchSkel, IoWatchSkelBuilder};
+use skel::{types, IoWatchSkel, IoWatchSkelBuilder};
+mod consts {
+    include!(concat!(env!("OUT_DIR"), "/io_watch_consts.rs"));
+}
+
+// SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.
+unsafe impl Plain for types::io_watch_event {}
 
 pub use irqlab_policy::idletime::Class;
 
 /// How many processes the classes map holds (`IO_WATCH_PROCESSES`).
-pub const MAX_PROCESSES: usize = 4096;
+pub const MAX_PROCESSES: usize = consts::IO_WATCH_PROCESSES as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,42 +85,31 @@ pub struct IoEvent {
 
 /// Decodes one ring record (`struct io_watch_event`).
 fn decode(bytes: &[u8]) -> Option<IoEvent> {
-    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-    let class = match bytes.get(24)? {
-        1 => Class::Foreground,
-        2 => Class::Background,
+    let e: types::io_watch_event = bpf::read(bytes)?;
+    let class = match u64::from(e.class) {
+        consts::IO_FOREGROUND => Class::Foreground,
+        consts::IO_BACKGROUND => Class::Background,
         _ => return None,
     };
-    let kind = match bytes.get(25)? {
-        1 => Kind::Issue,
-        2 => Kind::Complete,
-        3 => Kind::CompleteInferred,
-        4 => Kind::Dropped,
+    let kind = match u64::from(e.kind) {
+        consts::IO_ISSUE => Kind::Issue,
+        consts::IO_COMPLETE => Kind::Complete,
+        consts::IO_COMPLETE_INFERRED => Kind::CompleteInferred,
+        consts::IO_DROPPED => Kind::Dropped,
         _ => return None,
     };
-    Some(IoEvent { ts_ns: u64_at(0)?, sector: u64_at(8)?, bytes: u32_at(16)?, tgid: u32_at(20)?, class, kind })
+    Some(IoEvent { ts_ns: e.ts_ns, sector: e.sector, bytes: e.bytes, tgid: e.tgid, class, kind })
 }
 
 fn class_byte(class: Class) -> u8 {
-    match class {
-        Class::Foreground => 1,
-        Class::Background => 2,
-    }
+    (match class {
+        Class::Foreground => consts::IO_FOREGROUND,
+        Class::Background => consts::IO_BACKGROUND,
+    }) as u8
 }
 
 /// Room for the loaded BPF object; it must outlive the [`IoWatch`].
-pub struct Storage(MaybeUninit<OpenObject>);
-
-impl Default for Storage {
-    fn default() -> Self {
-        Storage(MaybeUninit::uninit())
-    }
-}
-
-fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
-    move |e| Error::Failed(format!("{what}: {e}"))
-}
+pub type Storage = bpf::Storage;
 
 /// The programs of each half of the object (`io_watch.bpf.c`).
 const DISK_PROGRAMS: &[&str] = &["on_bio_queue", "on_rq_issue", "on_rq_complete"];
@@ -267,12 +262,9 @@ mod tests {
 
     #[test]
     fn decodes_the_kernel_layout() {
-        let mut b = Vec::new();
-        b.extend(5_000u64.to_ne_bytes());
-        b.extend(2048u64.to_ne_bytes());
-        b.extend(4096u32.to_ne_bytes());
-        b.extend(77u32.to_ne_bytes());
-        b.extend([2u8, 1, 0, 0, 0, 0, 0, 0]);
+        let record = types::io_watch_event { ts_ns: 5_000, sector: 2048, bytes: 4096, tgid: 77, class: 2, kind: 1, ..Default::default() };
+        let mut b = bpf::bytes_of(&record).to_vec();
+        assert_eq!(b.len(), 32, "struct io_watch_event as io_watch.h lays it out");
         let e = decode(&b).unwrap();
         assert_eq!(e, IoEvent { ts_ns: 5_000, sector: 2048, bytes: 4096, tgid: 77, class: Class::Background, kind: Kind::Issue });
         assert_eq!(decode(&b[..25]), None);

@@ -6,22 +6,27 @@
 //! busy-polling sockets or a softirq poll of the same NAPI are not.
 //! Nothing is sent per event: [`NapiWatch::totals`] reads the map.
 
+use irqlab_host::bpf::{self, err as bpf_err, Plain};
 use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject};
-use std::mem::MaybeUninit;
+use libbpf_rs::{MapCore, MapFlags};
 
 mod skel {
     #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
     include!(concat!(env!("OUT_DIR"), "/napi_watch.skel.rs"));
 }
-use skel::{NapiWatchSkel, NapiWatchSkelBuilder};
+use skel::{types, NapiWatchSkel, NapiWatchSkelBuilder};
+mod consts {
+    include!(concat!(env!("OUT_DIR"), "/napi_watch_consts.rs"));
+}
+
+// SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.
+unsafe impl Plain for types::napi_polls {}
 
 /// How many kthreads one watch follows (`NAPI_WATCH_MAX` in napi_watch.h).
-pub const MAX_THREADS: usize = 64;
+pub const MAX_THREADS: usize = consts::NAPI_WATCH_MAX as usize;
 
 /// Size of `struct napi_polls`.
-const VALUE_LEN: usize = 48;
 
 /// The polls of the watched kthreads so far, summed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -42,13 +47,7 @@ pub struct Polls {
 }
 
 /// Room for the loaded BPF object; it must outlive the [`NapiWatch`].
-pub struct Storage(MaybeUninit<OpenObject>);
-
-impl Default for Storage {
-    fn default() -> Self {
-        Storage(MaybeUninit::uninit())
-    }
-}
+pub type Storage = bpf::Storage;
 
 /// A running count of some kthreads' NAPI polls.
 pub struct NapiWatch<'obj> {
@@ -56,38 +55,8 @@ pub struct NapiWatch<'obj> {
     tids: Vec<u32>,
 }
 
-fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
-    move |e| Error::Failed(format!("{what}: {e}"))
-}
-
-/// One kthread's counters (`struct napi_polls`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Raw {
-    polls: u64,
-    work: u64,
-    full_polls: u64,
-    last_ts: u64,
-    last_work: u32,
-    last_budget: u32,
-    last_ring: i64,
-}
-
-fn decode(bytes: &[u8]) -> Option<Raw> {
-    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-    Some(Raw {
-        polls: u64_at(0)?,
-        work: u64_at(8)?,
-        full_polls: u64_at(16)?,
-        last_ts: u64_at(24)?,
-        last_work: u32_at(32)?,
-        last_budget: u32_at(36)?,
-        last_ring: u64_at(40)? as i64,
-    })
-}
-
 /// Sums the kthreads' counters.
-fn sum(raws: &[Raw]) -> Polls {
+fn sum(raws: &[types::napi_polls]) -> Polls {
     let mut p = Polls::default();
     let mut ring: Option<u64> = None;
     for r in raws {
@@ -146,9 +115,12 @@ impl<'obj> NapiWatch<'obj> {
             bss.veth_poll_addr = addr;
         }
         for &tid in tids {
-            let mut value = [0u8; VALUE_LEN];
-            value[40..48].copy_from_slice(&(-1i64).to_ne_bytes());
-            skel.maps.polls.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a NAPI thread to the count"))?;
+            // The ring's occupancy unknown until a veth poll says.
+            let value = types::napi_polls { last_ring: -1, ..Default::default() };
+            skel.maps
+                .polls
+                .update(&tid.to_ne_bytes(), bpf::bytes_of(&value), MapFlags::ANY)
+                .map_err(bpf_err("adding a NAPI thread to the count"))?;
         }
         skel.attach().map_err(bpf_err("attaching the NAPI-poll program (napi:napi_poll)"))?;
         Ok(NapiWatch { skel, tids: tids.to_vec() })
@@ -161,7 +133,7 @@ impl<'obj> NapiWatch<'obj> {
             if let Some(bytes) =
                 self.skel.maps.polls.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading the NAPI-poll count"))?
             {
-                raws.extend(decode(&bytes));
+                raws.extend(bpf::read::<types::napi_polls>(&bytes));
             }
         }
         Ok(sum(&raws))
@@ -172,23 +144,17 @@ impl<'obj> NapiWatch<'obj> {
 mod tests {
     use super::*;
 
-    fn raw(polls: u64, work: u64, last_ts: u64, last_work: u32, last_ring: i64) -> Vec<u8> {
-        let mut b = Vec::new();
-        for v in [polls, work, polls / 2, last_ts] {
-            b.extend(v.to_ne_bytes());
-        }
-        b.extend(last_work.to_ne_bytes());
-        b.extend(64u32.to_ne_bytes());
-        b.extend(last_ring.to_ne_bytes());
-        b
+    fn raw(polls: u64, work: u64, last_ts: u64, last_work: u32, last_ring: i64) -> types::napi_polls {
+        types::napi_polls { polls, work, full_polls: polls / 2, last_ts, last_work, last_budget: 64, last_ring }
     }
 
     #[test]
     fn decodes_and_sums_the_kernel_layout() {
-        let a = decode(&raw(10, 300, 5_000, 64, 17)).unwrap();
-        let b = decode(&raw(4, 20, 4_000, 3, -1)).unwrap();
+        assert_eq!(std::mem::size_of::<types::napi_polls>(), 48, "struct napi_polls as napi_watch.h lays it out");
+        let a = bpf::read::<types::napi_polls>(bpf::bytes_of(&raw(10, 300, 5_000, 64, 17))).unwrap();
+        let b = raw(4, 20, 4_000, 3, -1);
         assert_eq!(a.last_ring, 17);
-        assert_eq!(decode(&raw(1, 1, 1, 1, 1)[..40]), None);
+        assert!(bpf::read::<types::napi_polls>(&bpf::bytes_of(&a)[..40]).is_none());
         let p = sum(&[a, b]);
         assert_eq!((p.polls, p.work, p.full_polls), (14, 320, 7));
         // The latest poll is a's, and it used its whole budget.

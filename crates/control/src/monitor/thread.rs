@@ -4,11 +4,11 @@
 //! `sched_wakeup` tracepoints). A live server's controller turns these
 //! events into the observations of the shared policy code.
 
+use irqlab_host::bpf::{self, Plain};
 use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
 use std::cell::RefCell;
-use std::mem::MaybeUninit;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -16,10 +16,17 @@ mod skel {
     #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
     include!(concat!(env!("OUT_DIR"), "/thread_watch.skel.rs"));
 }
-use skel::{ThreadWatchSkel, ThreadWatchSkelBuilder};
+use skel::{types, ThreadWatchSkel, ThreadWatchSkelBuilder};
+mod consts {
+    include!(concat!(env!("OUT_DIR"), "/thread_watch_consts.rs"));
+}
+
+// SAFETY: generated from the program's BTF: #[repr(C)] structs of integers.
+unsafe impl Plain for types::watched {}
+unsafe impl Plain for types::watch_event {}
 
 /// How many threads one watch can follow (`WATCH_MAX` in thread_watch.h).
-pub const MAX_THREADS: usize = 64;
+pub const MAX_THREADS: usize = consts::WATCH_MAX as usize;
 
 /// What happened to a watched thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -48,20 +55,13 @@ pub struct Event {
 }
 
 /// Room for the loaded BPF object; it must outlive the [`ThreadWatch`].
-pub struct Storage(MaybeUninit<OpenObject>);
-
-impl Default for Storage {
-    fn default() -> Self {
-        Storage(MaybeUninit::uninit())
-    }
-}
+pub type Storage = bpf::Storage;
 
 /// Adds `tid` to the watched map: no time yet, not running; its runtime
 /// clock now is the base.
 fn insert(skel: &ThreadWatchSkel, tid: u32) -> Result<()> {
-    let mut value = [0u8; 40];
-    value[24..32].copy_from_slice(&runtime_clock(tid).to_ne_bytes());
-    skel.maps.watched.update(&tid.to_ne_bytes(), &value, MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))
+    let value = types::watched { base_rt: runtime_clock(tid), ..Default::default() };
+    skel.maps.watched.update(&tid.to_ne_bytes(), bpf::bytes_of(&value), MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))
 }
 
 /// A running watch over some threads.
@@ -71,22 +71,24 @@ pub struct ThreadWatch<'obj> {
     received: Rc<RefCell<Vec<Event>>>,
 }
 
-fn bpf_err(what: &'static str) -> impl FnOnce(libbpf_rs::Error) -> Error {
-    move |e| Error::Failed(format!("{what}: {e}"))
-}
+use irqlab_host::bpf::err as bpf_err;
 
 /// Decodes one ring-buffer record (`struct watch_event`).
 fn decode(bytes: &[u8]) -> Option<Event> {
-    let u64_at = |at: usize| Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
-    let u32_at = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-    let kind = match u32_at(20)? {
-        1 => Kind::In,
-        2 => Kind::Preempted,
-        3 => Kind::Blocked,
-        4 => Kind::Wakeup,
+    let e: types::watch_event = bpf::read(bytes)?;
+    let kind = match u64::from(e.kind) {
+        consts::WATCH_IN => Kind::In,
+        consts::WATCH_PREEMPTED => Kind::Preempted,
+        consts::WATCH_BLOCKED => Kind::Blocked,
+        consts::WATCH_WAKEUP => Kind::Wakeup,
         _ => return None,
     };
-    Some(Event { ts_ns: u64_at(0)?, ran_ns: u64_at(8)?, tid: u32_at(16)?, kind, cpu: u32_at(24)? })
+    Some(Event { ts_ns: e.ts, ran_ns: e.ran_ns, tid: e.tid, kind, cpu: e.cpu })
+}
+
+/// A watched thread's entry as the map holds it.
+fn watched(bytes: Option<Vec<u8>>) -> Option<types::watched> {
+    bytes.and_then(|b| bpf::read(&b))
 }
 
 /// A thread's scheduler runtime clock (`se.sum_exec_runtime`, ns): the
@@ -152,14 +154,12 @@ impl<'obj> ThreadWatch<'obj> {
     fn count_a_run_in_progress(&self, tid: u32) -> Result<()> {
         let runnable = irqlab_host::task_stat::of(tid as i32).is_some_and(|s| s.state == 'R');
         let key = tid.to_ne_bytes();
-        let Some(bytes) = self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))? else {
+        let Some(mut w) = watched(self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?) else {
             return Ok(());
         };
-        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        if runnable && field(1) == 0 && field(2) == 0 {
-            let mut value = bytes.clone();
-            value[8..16].copy_from_slice(&irqlab_host::rt::monotonic_ns().to_ne_bytes());
-            self.skel.maps.watched.update(&key, &value, MapFlags::EXIST).map_err(bpf_err("marking a running thread"))?;
+        if runnable && w.on_since == 0 && w.switches_in == 0 {
+            w.on_since = irqlab_host::rt::monotonic_ns();
+            self.skel.maps.watched.update(&key, bpf::bytes_of(&w), MapFlags::EXIST).map_err(bpf_err("marking a running thread"))?;
         }
         Ok(())
     }
@@ -186,19 +186,14 @@ impl<'obj> ThreadWatch<'obj> {
     /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
     /// (CLOCK_MONOTONIC); None when `tid` is not watched.
     pub fn ran_ns(&self, tid: u32, now_ns: u64) -> Result<Option<u64>> {
-        let Some(bytes) = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?
-        else {
-            return Ok(None);
-        };
-        let field = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        let (ran, on_since) = (field(0), field(1));
-        Ok(Some(ran + if on_since > 0 { now_ns.saturating_sub(on_since) } else { 0 }))
+        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        Ok(w.map(|w| w.ran_ns + if w.on_since > 0 { now_ns.saturating_sub(w.on_since) } else { 0 }))
     }
 
     /// Whether `tid` is on a CPU right now, as the last switch left it.
     pub fn running(&self, tid: u32) -> Result<bool> {
-        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
-        Ok(bytes.is_some_and(|b| u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes")) > 0))
+        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        Ok(w.is_some_and(|w| w.on_since > 0))
     }
 
     /// Watches one more thread from now on (at most [`MAX_THREADS`] in all).
@@ -210,8 +205,8 @@ impl<'obj> ThreadWatch<'obj> {
     /// When `tid` last left a CPU (CLOCK_MONOTONIC); None before it has, or
     /// when it is not watched.
     pub fn left_at(&self, tid: u32) -> Result<Option<u64>> {
-        let bytes = self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?;
-        Ok(bytes.map(|b| u64::from_ne_bytes(b[32..40].try_into().expect("8 bytes"))).filter(|&t| t > 0))
+        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        Ok(w.map(|w| w.off_at).filter(|&t| t > 0))
     }
 
     /// Stops the events (and the reader's wake-ups): for a reader that only
@@ -235,16 +230,13 @@ mod tests {
 
     #[test]
     fn decodes_the_kernel_layout() {
-        let mut bytes = Vec::new();
-        bytes.extend(1_000u64.to_ne_bytes());
-        bytes.extend(250u64.to_ne_bytes());
-        bytes.extend(42u32.to_ne_bytes());
-        bytes.extend(3u32.to_ne_bytes());
-        bytes.extend(1u32.to_ne_bytes());
-        bytes.extend(0u32.to_ne_bytes());
+        let e = types::watch_event { ts: 1_000, ran_ns: 250, tid: 42, kind: consts::WATCH_BLOCKED as u32, cpu: 1, ..Default::default() };
+        let bytes = bpf::bytes_of(&e).to_vec();
+        assert_eq!(bytes.len(), 32, "struct watch_event as thread_watch.h lays it out");
         assert_eq!(decode(&bytes), Some(Event { ts_ns: 1_000, tid: 42, kind: Kind::Blocked, cpu: 1, ran_ns: 250 }));
         assert_eq!(decode(&bytes[..20]), None);
-        bytes[20] = 9;
-        assert_eq!(decode(&bytes), None);
+        let odd = types::watch_event { kind: 9, ..e };
+        assert_eq!(decode(bpf::bytes_of(&odd)), None);
+        assert_eq!(std::mem::size_of::<types::watched>(), 40);
     }
 }

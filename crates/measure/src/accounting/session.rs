@@ -99,20 +99,18 @@ fn btf_missing(detail: String) -> Error {
     Error::MissingKernelFeature { feature: "BTF".into(), detail }
 }
 
-fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
-    move |e| Error::Failed(format!("{what}: {e}"))
-}
+use irqlab_host::bpf::{err as bpf_err, Plain};
 
-/// Reads a plain-old-data value out of map bytes.
-fn pod<T: Copy + Default>(bytes: &[u8]) -> T {
-    let mut v = T::default();
-    if bytes.len() >= std::mem::size_of::<T>() {
-        // SAFETY: T is one of the generated #[repr(C)] map types made only
-        // of integers, for which every bit pattern is valid, and the slice
-        // holds at least size_of::<T>() bytes.
-        v = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) };
-    }
-    v
+// SAFETY: generated from the programs' BTF: #[repr(C)] structs of integers.
+unsafe impl Plain for types::cpu_state {}
+unsafe impl Plain for types::cpu_totals {}
+unsafe impl Plain for types::task_stats {}
+unsafe impl Plain for types::task_irq_key {}
+unsafe impl Plain for sum_types::sum_state {}
+
+/// A map value as its generated type; zeros when the bytes are short.
+fn pod<T: Plain>(bytes: &[u8]) -> T {
+    irqlab_host::bpf::read(bytes).unwrap_or_default()
 }
 
 /// A NUL-terminated `char[16]` from the kernel.
