@@ -26,8 +26,6 @@ unsafe impl Plain for types::napi_polls {}
 /// How many kthreads one watch follows (`NAPI_WATCH_MAX` in napi_watch.h).
 pub const MAX_THREADS: usize = consts::NAPI_WATCH_MAX as usize;
 
-/// Size of `struct napi_polls`.
-
 /// The polls of the watched kthreads so far, summed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Polls {
