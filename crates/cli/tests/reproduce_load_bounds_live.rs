@@ -128,9 +128,15 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
             assert!(p["server_exhaustions"].as_u64().unwrap() > 0, "{p}");
         }
     }
-    // Within each sweep, more work asked is more CPU time measured: e2's
-    // steps (1.5 ms) are far above the loop's drift.
-    for sweep in points.chunks(5) {
+    // Within each sweep with no flood, more work asked is more CPU time
+    // measured: e2's steps (1.5 ms) are far above the loop's drift. Under a
+    // flood the CPU time charged to tau2 also holds the interrupt work that
+    // landed in it (IRQ time accounting is off here) and stops growing once
+    // its jobs run past their period (CI, Foreground: 3.1, 6.4, 9.4, 12.6,
+    // 12.5 ms for e2 = 1.5 .. 7.5 ms).
+    let quiet_sweeps: Vec<&[serde_json::Value]> = points.chunks(5).filter(|s| s[0]["setup"] == "No flood").collect();
+    assert!(!quiet_sweeps.is_empty(), "no sweep without a flood");
+    for sweep in quiet_sweeps {
         let p50s: Vec<f64> = sweep.iter().map(|p| p["tau2_cpu_us"]["p50"].as_f64().unwrap()).collect();
         assert!(p50s.windows(2).all(|w| w[1] > w[0]), "{} sweep {}: {p50s:?}", sweep[0]["setup"], sweep[0]["repeat"]);
     }

@@ -67,8 +67,11 @@ mod tests {
         assert_eq!(of(std::process::id() as i32).map(|s| s.start_ticks), Some(me.start_ticks));
         // The test runs in a thread of its own: its line by tid, and as a task of this process.
         let tid = unsafe { libc::gettid() };
-        let thread = of(tid).expect("own thread's stat");
-        assert_eq!(of_task(std::process::id() as i32, tid), Some(thread));
+        // /proc/TID/stat of a thread that is not the group leader sums the
+        // group's times (the kernel's whole-process view); its task line is
+        // its own. The identity fields agree.
+        let (thread, task) = (of(tid).expect("own thread's stat"), of_task(std::process::id() as i32, tid).expect("own task stat"));
+        assert_eq!((&task.comm, task.start_ticks, task.ppid), (&thread.comm, thread.start_ticks, thread.ppid));
         // kthreadd, PID 2, is the kernel's first thread.
         assert!(of(2).is_some_and(|k| k.kernel_thread && k.comm == "kthreadd"));
         assert_eq!(of(i32::MAX), None);
