@@ -24,7 +24,7 @@
 use irqlab_host::bpf::{self, err as bpf_err, Plain};
 use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBuffer};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -182,20 +182,7 @@ impl<'obj> IoWatch<'obj> {
             }
         }
         let mut skel = open.load().map_err(bpf_err("loading the block-request / packet BPF programs"))?;
-        let received = Rc::new(RefCell::new(Vec::new()));
-        let ring = {
-            let sink = received.clone();
-            let mut builder = RingBufferBuilder::new();
-            builder
-                .add(&skel.maps.events, move |bytes: &[u8]| {
-                    if let Some(e) = decode(bytes) {
-                        sink.borrow_mut().push(e);
-                    }
-                    0
-                })
-                .map_err(bpf_err("reading the block-request events"))?;
-            builder.build().map_err(bpf_err("reading the block-request events"))?
-        };
+        let (ring, received) = bpf::ring_sink(&skel.maps.events, "block-request events", decode)?;
         skel.attach().map_err(bpf_err(match target {
             Target::Disk { .. } => "attaching the block-request programs (block_bio_queue, block_rq_issue, block_rq_complete)",
             Target::Net { .. } => {

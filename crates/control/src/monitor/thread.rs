@@ -7,7 +7,7 @@
 use irqlab_host::bpf::{self, Plain};
 use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{MapCore, MapFlags, RingBuffer};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -124,20 +124,7 @@ impl<'obj> ThreadWatch<'obj> {
         for &tid in tids {
             insert(&skel, tid)?;
         }
-        let received = Rc::new(RefCell::new(Vec::new()));
-        let ring = {
-            let sink = received.clone();
-            let mut builder = RingBufferBuilder::new();
-            builder
-                .add(&skel.maps.events, move |bytes: &[u8]| {
-                    if let Some(e) = decode(bytes) {
-                        sink.borrow_mut().push(e);
-                    }
-                    0
-                })
-                .map_err(bpf_err("reading the thread-watch events"))?;
-            builder.build().map_err(bpf_err("reading the thread-watch events"))?
-        };
+        let (ring, received) = bpf::ring_sink(&skel.maps.events, "thread-watch events", decode)?;
         skel.attach().map_err(bpf_err("attaching the thread-watch programs"))?;
         let watch = ThreadWatch { skel, ring, received };
         for &tid in tids {

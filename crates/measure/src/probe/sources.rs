@@ -592,8 +592,6 @@ fn watch(
     ready: &std::sync::mpsc::Sender<std::result::Result<(), String>>,
 ) -> std::result::Result<Collected, String> {
     use libbpf_rs::skel::{OpenSkel, Skel};
-    use std::cell::RefCell;
-    use std::rc::Rc;
     let fail = |why: String| {
         let _ = ready.send(Err(why.clone()));
         Err(why)
@@ -614,22 +612,9 @@ fn watch(
         Some(bss) => bss.target_cpu = cpu as u32,
         None => return fail("the gap-source BPF object has no .bss".into()),
     }
-    let received = Rc::new(RefCell::new(Vec::new()));
-    let ring = {
-        let sink = received.clone();
-        let mut builder = libbpf_rs::RingBufferBuilder::new();
-        if let Err(e) = builder.add(&skel.maps.segments, move |bytes: &[u8]| {
-            if let Some(s) = decode(bytes) {
-                sink.borrow_mut().push(s);
-            }
-            0
-        }) {
-            return fail(bpf_err("reading the gap-source segments")(e));
-        }
-        match builder.build() {
-            Ok(r) => r,
-            Err(e) => return fail(bpf_err("reading the gap-source segments")(e)),
-        }
+    let (ring, received) = match irqlab_host::bpf::ring_sink(&skel.maps.segments, "gap-source segments", decode) {
+        Ok(sink) => sink,
+        Err(e) => return fail(e.to_string()),
     };
     if let Err(e) = skel.attach() {
         return fail(bpf_err("attaching the gap-source programs")(e));
