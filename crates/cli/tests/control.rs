@@ -28,7 +28,7 @@ fn bad_policies_and_matches_exit_2_naming_the_value() {
         (vec!["revert", "no-such-entry"], "no control journal entry no-such-entry"),
         (vec!["threads", "napi:x", "--policy", "sporadic:1ms/10ms", "--persist"], "the server lives only while irqlab runs"),
         (vec!["threads", "napi:x", "--policy", "idle", "--cpu", "9999"], "--cpu 9999: not an online CPU"),
-        (vec!["threads", "napi:x", "--policy", "idle", "--cpu", "1-0"], "--cpu: "),
+        (vec!["threads", "napi:x", "--policy", "idle", "--cpu", "1-0"], "'1-0' for '--cpu <LIST>'"),
         (vec!["napi", "nope0"], "no network device `nope0` (there are: "),
         (vec!["napi", "lo", "--budget", "0"], "--budget"),
         (vec!["napi", "lo", "--defer-hard-irqs", "3000000000"], "--defer-hard-irqs"),
