@@ -461,9 +461,10 @@ fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
                 .iter()
                 .find(|r| r["finding"] == "load-cpu1-idle")
                 .expect("a recommendation for it");
-            let quietest =
-                survey["findings"].as_array().unwrap().iter().find(|f| f["id"] == "quietest-cpu").map(|f| f["cpu"].as_u64().unwrap());
-            assert_eq!(quietest, Some(0), "CPU 0 has no injector");
+            // Where it goes: the quietest CPU when that is another one, else
+            // the other surveyed CPU; CPU 0 either way. (Not "CPU 0 is the
+            // quietest": a hypervisor stall can fill CPU 0's worst 1 ms
+            // window while the injector fills 60% of CPU 1's; seen in CI.)
             assert_eq!(
                 recommendation["command"].as_str(),
                 Some(format!("irqlab control threads pid:{tid} --policy fifo:95 --cpu 0").as_str()),
