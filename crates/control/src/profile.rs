@@ -173,16 +173,10 @@ impl Profile {
         let cpus_of = |s: &Spanned<String>| cpus(s.get_ref()).map_err(located(s.span()));
         let mut planned = Vec::new();
         let mut absent = Vec::new();
-        if let Some(d) = &self.default_irq {
-            planned.push(Planned {
-                setting: "default_irq".into(),
-                object: Object::IrqDefaultAffinity,
-                new: Value::Cpus { cpus: cpus_of(&d.cpus)? },
-                because: d.because.clone(),
-                may_be_refused: false,
-            });
-        }
         let irqs = if self.irqs.is_empty() { Vec::new() } else { irq::list().map_err(|e| InputError::new(e.to_string()))? };
+        if let Some(d) = &self.default_irq {
+            planned.extend(plan_irq("default", &cpus_of(&d.cpus)?, d.because.clone(), &irqs).map_err(located(d.cpus.span()))?);
+        }
         for s in &self.irqs {
             let cpus = cpus_of(&s.cpus)?;
             planned.extend(plan_irq(s.irq.get_ref(), &cpus, s.because.clone(), &irqs).map_err(located(s.irq.span()))?);
@@ -323,8 +317,18 @@ fn fixed_policy(text: &str) -> Result<sched::SchedAttr> {
 }
 
 /// The changes for `irq = SPEC` (`*`: every numbered IRQ, each of which the
-/// kernel may refuse to move).
+/// kernel may refuse to move; `default`: the default affinity).
 pub fn plan_irq(spec: &str, cpus: &[usize], because: Option<String>, irqs: &[irq::Irq]) -> Result<Vec<Planned>> {
+    if spec == "default" {
+        let new = Value::Cpus { cpus: cpus.to_vec() };
+        return Ok(vec![Planned {
+            setting: "default_irq".into(),
+            object: Object::IrqDefaultAffinity,
+            new,
+            because,
+            may_be_refused: false,
+        }]);
+    }
     let (chosen, wildcard) = if spec == "*" { (irqs.to_vec(), true) } else { (irq::resolve(spec, irqs)?, false) };
     Ok(chosen
         .into_iter()
@@ -400,7 +404,6 @@ pub struct Config {
     pub source: String,
     pub duration_ns: Option<u64>,
     pub persist: bool,
-    pub dry_run: bool,
 }
 
 fn effective_of(object: &Object) -> Option<String> {

@@ -111,16 +111,23 @@ pub fn cpu_mask_hex(cpus: &[usize]) -> String {
     text
 }
 
-/// The CPUs of a kernel CPU mask ([`cpu_mask_hex`]'s format, leading
-/// zeros and any grouping accepted: `3`, `00000003`, `2,00000000`).
+/// The CPUs of a kernel CPU mask ([`cpu_mask_hex`]'s format: 32-bit
+/// words, most significant first; leading zeros, a `0x` and a single long
+/// word written by hand accepted: `3`, `00000003`, `2,00000000`).
 pub fn parse_cpu_mask_hex(text: &str) -> std::result::Result<Vec<usize>, String> {
+    let bad = || format!("`{}` is not a CPU mask (hex words separated by commas)", text.trim());
+    let words: Vec<&str> = text.trim().split(',').map(str::trim).collect();
     let mut cpus = Vec::new();
-    let words: Vec<&str> = text.trim().split(',').collect();
     for (i, word) in words.iter().rev().enumerate() {
-        let value =
-            u32::from_str_radix(word, 16).map_err(|_| format!("`{word}` is not a 32-bit hex word in CPU mask `{}`", text.trim()))?;
-        cpus.extend((0..32).filter(|bit| value & (1 << bit) != 0).map(|bit| i * 32 + bit));
+        if word.is_empty() || (word.len() > 8 && words.len() > 1) {
+            return Err(bad());
+        }
+        for (j, c) in word.trim_start_matches("0x").chars().rev().enumerate() {
+            let nibble = c.to_digit(16).ok_or_else(bad)? as usize;
+            cpus.extend((0..4).filter(|bit| nibble & (1 << bit) != 0).map(|bit| i * 32 + j * 4 + bit));
+        }
     }
+    cpus.sort_unstable();
     Ok(cpus)
 }
 
@@ -319,6 +326,8 @@ mod tests {
         }
         assert_eq!(parse_cpu_mask_hex("00000003\n").unwrap(), vec![0, 1]);
         assert!(parse_cpu_mask_hex("xyz").unwrap_err().contains("xyz"));
+        assert_eq!(parse_cpu_mask_hex("100000000").unwrap(), vec![32], "one long word");
+        assert!(parse_cpu_mask_hex("2,").is_err() && parse_cpu_mask_hex("100000000,0").is_err());
     }
 
     #[test]

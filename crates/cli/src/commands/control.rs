@@ -556,21 +556,11 @@ fn sched_knobs_run(
 }
 
 fn irq(args: IrqArgs) -> Result<Status, CliError> {
-    let cpus = profile::cpus(&args.cpus.to_string()).map_err(|e| CliError::Usage(format!("--{e}")))?;
+    let cpus = online(Some(&args.cpus), "--cpus")?.unwrap_or_default();
     let irqs = journal::irq::list()?;
     let mut plan = Vec::new();
     for spec in &args.irqs {
-        if spec == "default" {
-            plan.push(profile::Planned {
-                setting: "default".into(),
-                object: journal::Object::IrqDefaultAffinity,
-                new: journal::Value::Cpus { cpus: cpus.clone() },
-                because: None,
-                may_be_refused: false,
-            });
-        } else {
-            plan.extend(profile::plan_irq(spec, &cpus, None, &irqs)?);
-        }
+        plan.extend(profile::plan_irq(spec, &cpus, None, &irqs)?);
     }
     let source = format!("control irq {} --cpus {}", args.irqs.join(" "), args.cpus);
     hold_plan(source, profile::Plan { changes: profile::last_word(plan), absent: Vec::new() }, args.hold)
@@ -589,9 +579,9 @@ fn apply(args: ApplyArgs) -> Result<Status, CliError> {
 
 /// Applies (or, with --dry-run, shows) a resolved plan, holds it, reports.
 fn hold_plan(source: String, plan: profile::Plan, args: HoldArgs) -> Result<Status, CliError> {
-    let config = profile::Config { source, duration_ns: args.duration, persist: args.persist, dry_run: args.dry_run };
+    let config = profile::Config { source, duration_ns: args.duration, persist: args.persist };
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
-    let report = if config.dry_run {
+    let report = if args.dry_run {
         profile::dry_run(&config, &plan)?
     } else {
         let stop = crate::signal::stop_flag();

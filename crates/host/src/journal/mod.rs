@@ -400,7 +400,7 @@ fn root_qdisc_spec(show: &str) -> String {
 }
 
 /// The bracketed name of a `queue/scheduler` text (`[none] mq-deadline bfq`).
-fn selected_scheduler(text: &str) -> Option<String> {
+pub(crate) fn selected_scheduler(text: &str) -> Option<String> {
     text.split_whitespace().find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')).map(String::from))
 }
 

@@ -9,8 +9,9 @@
 //! unreadable in both is not (nothing to compare). Masks and CPU lists are
 //! compared by the CPUs they name (`00000003` is `3`, `0,1` is `0-1`).
 
-use super::{is_testbed_device, parse_cpu_mask, short_sched, MachineState, NetDevice, Read, Reading};
+use super::{is_testbed_device, short_sched, MachineState, NetDevice, Read, Reading};
 use crate::rt::parse_cpu_list;
+use crate::rt::parse_cpu_mask_hex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -95,8 +96,8 @@ fn same_list(a: &str, b: &str) -> bool {
 }
 
 fn same_mask(a: &str, b: &str) -> bool {
-    match (parse_cpu_mask(a), parse_cpu_mask(b)) {
-        (Some(a), Some(b)) => a == b,
+    match (parse_cpu_mask_hex(a), parse_cpu_mask_hex(b)) {
+        (Ok(a), Ok(b)) => a == b,
         _ => same_text(a, b),
     }
 }

@@ -157,34 +157,3 @@ pub fn short_sched(attr: &SchedAttr) -> String {
         }
     }
 }
-
-/// The CPUs of a kernel hex mask (`3`, `00000003`, `1,00000000`); `None`
-/// when it is not one.
-pub fn parse_cpu_mask(text: &str) -> Option<Vec<usize>> {
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    let mut cpus = Vec::new();
-    // Words of 32 bits, most significant first; a word may be shorter
-    // (the first one, or a mask written by hand).
-    let words: Vec<&str> = text.split(',').collect();
-    for (i, word) in words.iter().rev().enumerate() {
-        let word = word.trim();
-        if word.is_empty() || word.len() > 8 && words.len() > 1 {
-            return None;
-        }
-        let digits = word.trim_start_matches("0x");
-        // A single long word (no commas): read it 4 bits at a time.
-        for (j, c) in digits.chars().rev().enumerate() {
-            let nibble = c.to_digit(16)? as usize;
-            for bit in 0..4 {
-                if nibble & (1 << bit) != 0 {
-                    cpus.push(i * 32 + j * 4 + bit);
-                }
-            }
-        }
-    }
-    cpus.sort_unstable();
-    Some(cpus)
-}

@@ -107,11 +107,8 @@ fn read_threads() -> Vec<ThreadState> {
                 Err(_) if !t.alive() => return None,
                 Err(e) => Read::Unreadable(e.to_string()),
             };
-            let affinity = match text(&format!("/proc/{}/status", t.tid)) {
-                Ok(status) => status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                    .map_or_else(|| Read::Unreadable("no Cpus_allowed_list".into()), |v| Read::Value(v.trim().to_string())),
+            let affinity = match crate::rt::affinity(t.tid) {
+                Ok(cpus) => Read::Value(crate::rt::format_cpu_list(&cpus)),
                 Err(_) if !t.alive() => return None,
                 Err(e) => Read::Unreadable(e.to_string()),
             };
@@ -248,7 +245,7 @@ fn read_block_schedulers() -> BTreeMap<String, Reading> {
 /// The scheduler in brackets (`none [mq-deadline] kyber`), or the whole
 /// text when none is (a disk with one scheduler may list it bare).
 pub(super) fn selected_scheduler(text: &str) -> String {
-    text.split_whitespace().find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']'))).unwrap_or(text.trim()).to_string()
+    crate::journal::selected_scheduler(text).unwrap_or_else(|| text.trim().to_string())
 }
 
 /// Every directory under `/sys/fs/cgroup` whose name contains `irqlab`,

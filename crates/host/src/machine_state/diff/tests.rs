@@ -164,11 +164,11 @@ fn kernel_picked_qdisc_handles_are_not_compared() {
 
 #[test]
 fn cpu_masks_and_schedulers_parse() {
-    assert_eq!(parse_cpu_mask("3"), Some(vec![0, 1]));
-    assert_eq!(parse_cpu_mask("00000003"), Some(vec![0, 1]));
-    assert_eq!(parse_cpu_mask("2,00000001"), Some(vec![0, 33]));
-    assert_eq!(parse_cpu_mask("0"), Some(vec![]));
-    assert_eq!(parse_cpu_mask("xyz"), None);
+    assert_eq!(parse_cpu_mask_hex("3"), Ok(vec![0, 1]));
+    assert_eq!(parse_cpu_mask_hex("00000003"), Ok(vec![0, 1]));
+    assert_eq!(parse_cpu_mask_hex("2,00000001"), Ok(vec![0, 33]));
+    assert_eq!(parse_cpu_mask_hex("0"), Ok(vec![]));
+    assert!(parse_cpu_mask_hex("xyz").is_err());
     assert_eq!(selected_scheduler("none [mq-deadline] kyber bfq"), "mq-deadline");
     assert_eq!(selected_scheduler("none"), "none");
 }
