@@ -7,7 +7,10 @@
 //! `control status` names the LEFTOVER and `control revert --all` restores
 //! NO_HRTICK_DL. The same for `control fair-server --runtime 0` where the
 //! kernel has a fair server (6.12+); where it has none (6.1) the command
-//! exits 3 naming sched/fair_server. Live: IRQLAB_LIVE_TESTS=1, as root.
+//! exits 3 naming sched/fair_server. A 6.12 kernel that has forgotten its
+//! fair servers' bandwidth refuses the change (exit 3 saying so) and is
+//! made to count them again before the hold is tested. Live:
+//! IRQLAB_LIVE_TESTS=1, as root.
 
 mod common;
 use common::live::{control_entries, start_with_stderr, wait_at_most, wait_for_line};
@@ -76,6 +79,32 @@ fn kill_9_then_revert(args: &[&str], kind: &str) {
     assert!(knob_entries("debugfs-mount").is_empty(), "{:?}", control_entries());
 }
 
+/// Makes the kernel count its fair servers again once it has forgotten
+/// them (`LostServerBandwidth`): a cpuset partition made and removed
+/// replaces the root domains, which adds each server back. cgroup v2 only
+/// (the guests' hierarchy; a v1 machine in this test is one in lockdown).
+fn recount_fair_servers() {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    assert!(root.join("cgroup.controllers").exists(), "the kernel forgot its fair servers' bandwidth; this test recounts it on cgroup v2 only");
+    let control = root.join("cgroup.subtree_control");
+    let had_cpuset = std::fs::read_to_string(&control).unwrap().split_whitespace().any(|c| c == "cpuset");
+    if !had_cpuset {
+        std::fs::write(&control, "+cpuset").unwrap();
+    }
+    let dir = root.join("irqlab-test-recount");
+    std::fs::create_dir(&dir).unwrap();
+    let cpu = *irqlab_host::rt::online_cpus().unwrap().last().unwrap();
+    std::fs::write(dir.join("cpuset.cpus"), cpu.to_string()).unwrap();
+    let made = std::fs::write(dir.join("cpuset.cpus.partition"), "root");
+    let state = std::fs::read_to_string(dir.join("cpuset.cpus.partition")).unwrap_or_default();
+    let _ = std::fs::write(dir.join("cpuset.cpus.partition"), "member");
+    std::fs::remove_dir(&dir).unwrap();
+    if !had_cpuset {
+        let _ = std::fs::write(&control, "-cpuset");
+    }
+    assert!(made.is_ok() && state.starts_with("root"), "partition of CPU {cpu}: {made:?}, reads `{}`", state.trim());
+}
+
 #[test]
 fn hrtick_dl_and_the_fair_server_are_held_restored_and_reverted_after_kill_9() {
     let test = "hrtick_dl_and_the_fair_server_are_held_restored_and_reverted_after_kill_9";
@@ -132,6 +161,21 @@ fn hrtick_dl_and_the_fair_server_are_held_restored_and_reverted_after_kill_9() {
     }
     let cpus = irqlab_host::rt::online_cpus().unwrap();
     let old: Vec<u64> = cpus.iter().map(|&c| fair_runtime(c)).collect();
+
+    // A kernel that has forgotten its fair servers' bandwidth (6.12 after
+    // any read of sched_rt_runtime_us, as earlier runs in this boot may have
+    // made) refuses a lower runtime: exit 3 saying so, nothing changed.
+    // Then the kernel is made to count them again, and the hold is tested.
+    if let Some(lost) = irqlab_host::journal::sched_knobs::lost_server_bandwidth(0) {
+        eprintln!("{test}: the kernel has forgotten its fair servers' bandwidth: {lost:?}");
+        let out = run(&["control", "fair-server", "--runtime", "0", "--duration", "1s"]);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert!(stderr(&out).contains("has forgotten its fair servers' share"), "{}", stderr(&out));
+        assert_eq!(cpus.iter().map(|&c| fair_runtime(c)).collect::<Vec<_>>(), old, "the refused change left a server changed");
+        assert!(knob_entries("fair-server").is_empty(), "{:?}", control_entries());
+        recount_fair_servers();
+        assert_eq!(irqlab_host::journal::sched_knobs::lost_server_bandwidth(0), None, "a partition made and removed did not recount");
+    }
     let args = ["control", "fair-server", "--runtime", "0", "--duration", "4s"];
     let (mut child, lines) = start_with_stderr(&args.iter().map(OsStr::new).collect::<Vec<_>>());
     wait_for_line(&lines, "fair server", Duration::from_secs(60));

@@ -570,6 +570,9 @@ fn kernel_log() -> Option<String> {
 }
 
 fn rt_throttling() -> String {
+    if let Some(not_read) = rt_runtime_without_rebuild() {
+        return not_read;
+    }
     let bw = match RtBandwidth::read() {
         Ok(bw) => bw,
         Err(e) => return format!("unknown: {e}"),
@@ -589,6 +592,24 @@ fn rt_throttling() -> String {
         ),
         (None, None) => "off (sched_rt_runtime_us = -1)".into(),
     }
+}
+
+/// On a kernel with a fair server whose bandwidth the kernel still
+/// accounts, the RT limit is not read: reading sched_rt_runtime_us there
+/// rebuilds the sched domains and makes the kernel forget the servers'
+/// bandwidth (`journal::sched_knobs::LostServerBandwidth`), and no other
+/// file shows it without RT group scheduling. `None`: read the sysctl (no
+/// fair server, debugfs not mounted, or the share already forgotten).
+fn rt_runtime_without_rebuild() -> Option<String> {
+    let mount = crate::journal::sched_knobs::debugfs_mount()?;
+    if !mount.join("sched/fair_server/cpu0").is_dir() || crate::journal::sched_knobs::lost_server_bandwidth(0).is_some() {
+        return None;
+    }
+    Some(
+        "not read: on this kernel (it has fair servers) a read of kernel.sched_rt_runtime_us makes the kernel forget the fair \
+         servers' deadline bandwidth, after which it refuses to lower one; `irqlab measure interference` reads it when it runs"
+            .into(),
+    )
 }
 
 fn threaded_irqs(m: &Machine) -> String {

@@ -31,17 +31,27 @@ pub fn start_with_stderr(args: &[&std::ffi::OsStr]) -> (Child, mpsc::Receiver<St
     (child, rx)
 }
 
-/// Waits for a stderr line containing `wanted`; panics after `limit`.
+/// Waits for a stderr line containing `wanted`; panics after `limit`, or as
+/// soon as the command's stderr closes (it ended), with its last lines.
 pub fn wait_for_line(rx: &mpsc::Receiver<String>, wanted: &str, limit: Duration) {
     let deadline = Instant::now() + limit;
+    let mut last = std::collections::VecDeque::new();
     while Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
-            if line.contains(wanted) {
-                return;
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) if line.contains(wanted) => return,
+            Ok(line) => {
+                last.push_back(line);
+                if last.len() > 6 {
+                    last.pop_front();
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the command ended without `{wanted}` on stderr; its last lines: {:?}", last)
             }
         }
     }
-    panic!("no `{wanted}` on stderr within {limit:?}");
+    panic!("no `{wanted}` on stderr within {limit:?}; its last lines: {:?}", last);
 }
 
 /// Waits for the child to exit; kills it and panics after `limit`.

@@ -157,6 +157,54 @@ pub fn set_affinity(irq: u32, name: &str, cpus: &[usize]) -> Result<()> {
     })
 }
 
+/// Sets IRQ `irq`'s affinity as the journal does: delivered to `effective`
+/// first when that is given (a restore), then the mask, then the IRQ's
+/// threads moved to where it is now delivered.
+///
+/// Why the restore goes through `effective`: x86 keeps an IRQ on its
+/// current CPU when the mask written contains it, so writing the old mask
+/// back alone would leave the IRQ (and on PREEMPT_RT its thread) on the CPU
+/// the change moved it to. Where the kernel moves an IRQ only when it next
+/// fires (seen for virtio's IRQs in a 6.1-rt guest), the mask is written
+/// once that move has happened, or after [`MOVE_WAIT`].
+///
+/// Why the threads: the kernel moves an IRQ's thread itself only when the
+/// IRQ next fires, so a quiet device's thread would stay where the change
+/// left it.
+pub fn set_affinity_and_threads(irq: u32, name: &str, cpus: &[usize], effective: Option<&[usize]>) -> Result<()> {
+    if let Some(delivered) = effective.filter(|e| !e.is_empty() && e.iter().all(|c| cpus.contains(c)) && *e != cpus) {
+        if self::effective(irq).as_deref() != Some(delivered) {
+            set_affinity(irq, name, delivered)?;
+            let deadline = std::time::Instant::now() + MOVE_WAIT;
+            while self::effective(irq).as_deref() != Some(delivered) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+    set_affinity(irq, name, cpus)?;
+    let delivered = self::effective(irq).filter(|e| !e.is_empty()).unwrap_or_else(|| cpus.to_vec());
+    for tid in threads(irq) {
+        // Best effort: the kernel does the same at the IRQ's next firing.
+        let _ = crate::rt::set_affinity(tid, &delivered);
+    }
+    Ok(())
+}
+
+/// How long a restore waits for an IRQ to fire and move (a busy device's
+/// IRQ fires within it; a quiet one was not moved by the change either).
+pub const MOVE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The kernel threads that handle IRQ `irq` (`irq/N-NAME`, and a secondary
+/// `irq/N-s-NAME`).
+pub fn threads(irq: u32) -> Vec<i32> {
+    let prefix = format!("irq/{irq}-");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with(&prefix)))
+        .collect()
+}
+
 const DEFAULT: &str = "/proc/irq/default_smp_affinity";
 
 /// The CPUs an IRQ registered from now on starts with.

@@ -209,6 +209,15 @@ pub enum Value {
     Uint {
         value: u64,
     },
+    /// An IRQ's affinity as read back (`Object::IrqAffinity`): the CPUs it
+    /// may go to, and those the kernel delivers it to. Restoring it puts
+    /// the delivery back too: x86 keeps an IRQ on its current CPU when a
+    /// mask written still contains it, and an IRQ's thread (PREEMPT_RT,
+    /// threadirqs) runs where the IRQ is delivered.
+    IrqCpus {
+        cpus: Vec<usize>,
+        effective: Option<Vec<usize>>,
+    },
     /// A deadline server's budget (`Object::FairServer`).
     DlServer {
         runtime_ns: u64,
@@ -220,7 +229,10 @@ impl std::fmt::Display for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Value::Sched { attr } => write!(f, "{attr}"),
-            Value::Cpus { cpus } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
+            Value::Cpus { cpus } | Value::IrqCpus { cpus, effective: None } => write!(f, "CPU {}", crate::rt::format_cpu_list(cpus)),
+            Value::IrqCpus { cpus, effective: Some(effective) } => {
+                write!(f, "CPU {} (delivered to {})", crate::rt::format_cpu_list(cpus), crate::rt::format_cpu_list(effective))
+            }
             Value::Text { text } => write!(f, "`{text}`"),
             Value::Uint { value } => write!(f, "{value}"),
             Value::DlServer { runtime_ns, period_ns } => {
@@ -237,7 +249,9 @@ impl Value {
     pub fn same_setting(&self, other: &Value) -> bool {
         match (self, other) {
             (Value::Text { text: a }, Value::Text { text: b }) => normal_text(a) == normal_text(b),
-            (Value::Cpus { cpus: a }, Value::Cpus { cpus: b }) => {
+            // Where an IRQ is delivered within its mask is the kernel's
+            // choice, not a setting: only the masks compare.
+            (Value::Cpus { cpus: a } | Value::IrqCpus { cpus: a, .. }, Value::Cpus { cpus: b } | Value::IrqCpus { cpus: b, .. }) => {
                 let set = |c: &[usize]| c.iter().copied().collect::<std::collections::BTreeSet<_>>();
                 set(a) == set(b)
             }
@@ -336,7 +350,7 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::DebugfsMount { path } => Ok(sched_knobs::read_mount(path)),
         Object::SchedFeature { name } => sched_knobs::read_feature(name),
         Object::FairServer { cpu } => sched_knobs::read_fair_server(*cpu),
-        Object::IrqAffinity { irq, .. } => Ok(Value::Cpus { cpus: irq::affinity(*irq)? }),
+        Object::IrqAffinity { irq, .. } => Ok(Value::IrqCpus { cpus: irq::affinity(*irq)?, effective: irq::effective(*irq) }),
         Object::IrqDefaultAffinity => Ok(Value::Cpus { cpus: irq::default_affinity()? }),
     }
 }
@@ -445,7 +459,10 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         (Object::DebugfsMount { path }, value) => sched_knobs::write_mount(path, value),
         (Object::SchedFeature { name }, value) => sched_knobs::write_feature(name, value),
         (Object::FairServer { cpu }, value) => sched_knobs::write_fair_server(*cpu, value),
-        (Object::IrqAffinity { irq, name }, Value::Cpus { cpus }) => irq::set_affinity(*irq, name, cpus),
+        (Object::IrqAffinity { irq, name }, Value::Cpus { cpus }) => irq::set_affinity_and_threads(*irq, name, cpus, None),
+        (Object::IrqAffinity { irq, name }, Value::IrqCpus { cpus, effective }) => {
+            irq::set_affinity_and_threads(*irq, name, cpus, effective.as_deref())
+        }
         (Object::IrqDefaultAffinity, Value::Cpus { cpus }) => irq::set_default_affinity(cpus),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }

@@ -169,13 +169,10 @@ fn file_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
         }
         // The fair server is admitted like a SCHED_DEADLINE task: the
         // kernel refuses a change its bandwidth accounting does not admit.
-        // Seen in 6.12-rt guests (even for runtime 0, a smaller share) after
-        // `irqlab doctor` or `reproduce load-bounds --live` had run in the
-        // same boot, never in a fresh one; a cpuset partition made and
-        // removed alone did not cause it. Cause not found.
+        // `write_fair_server` names the known cause when it is this one
+        // (LostServerBandwidth).
         Some(libc::EBUSY) => Error::Failed(format!(
-            "{doing} {}: the kernel's deadline bandwidth admission refused it (EBUSY); nothing was left changed. Seen on 6.12 \
-             after other runs in the same boot (cause not found): try again, or after a reboot",
+            "{doing} {}: the kernel's deadline bandwidth admission refused it (EBUSY); nothing was left changed",
             path.display()
         )),
         _ => Error::io(format!("{doing} {}", path.display()), e),
@@ -268,12 +265,93 @@ pub(crate) fn write_fair_server(cpu: usize, value: &Value) -> Result<()> {
                 for (path, old) in done.into_iter().rev() {
                     let _ = write_file(path, &old.to_string());
                 }
-                return Err(e);
+                return Err(match lost_server_bandwidth_at(mount, cpu) {
+                    Some(lost) => lost.error(),
+                    None => e,
+                });
             }
             done.push((path, old));
         }
         Ok(())
     })
+}
+
+/// Linux's fixed point for deadline bandwidth (kernel/sched/sched.h,
+/// `BW_SHIFT`): 1 << 20 is a whole CPU.
+const BW_SHIFT: u32 = 20;
+
+/// A server's bandwidth as the kernel computes it (`to_ratio`).
+fn to_ratio(period_ns: u64, runtime_ns: u64) -> u64 {
+    if period_ns == 0 {
+        return 0;
+    }
+    ((u128::from(runtime_ns) << BW_SHIFT) / u128::from(period_ns)) as u64
+}
+
+/// The deadline bandwidth the kernel accounts to CPU `cpu`'s root domain:
+/// `.dl_bw->total_bw` of its `dl_rq[N]` block in debugfs `sched/debug`.
+fn root_domain_total_bw(debug: &str, cpu: usize) -> Option<u64> {
+    let header = format!("dl_rq[{cpu}]:");
+    let lines = debug.lines().skip_while(|l| l.trim() != header).skip(1);
+    lines
+        .take_while(|l| l.starts_with(char::is_whitespace))
+        .find_map(|l| l.trim().strip_prefix(".dl_bw->total_bw")?.trim().strip_prefix(':')?.trim().parse().ok())
+}
+
+/// A root domain that accounts less deadline bandwidth than one of its
+/// CPUs' fair servers holds alone: the kernel forgot the servers' share.
+/// Linux 6.12 (seen in 6.12.117-rt) clears a root domain's `total_bw` when
+/// it rebuilds the sched domains without replacing them, re-adds its
+/// SCHED_DEADLINE tasks but not its fair servers, and does such a rebuild
+/// on every read or write of `/proc/sys/kernel/sched_rt_{runtime,period}_us`
+/// (`sched_rt_handler` calls `rebuild_sched_domains`, seen with bpftrace in
+/// a guest). Lowering a server then computes `total_bw - old + new` below
+/// zero, which wraps: admission refuses it (EBUSY). A rebuild that replaces
+/// the root domain (a cpuset partition made or removed, a CPU taken
+/// offline) counts the servers again, and so does a reboot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostServerBandwidth {
+    pub cpu: usize,
+    /// What the root domain accounts (BW_SHIFT fixed point).
+    pub total_bw: u64,
+    /// CPU `cpu`'s fair server alone.
+    pub server_bw: u64,
+}
+
+impl LostServerBandwidth {
+    /// Exit 3: the kernel cannot take the change until its accounting is
+    /// put right, which only the kernel can do.
+    pub fn error(&self) -> Error {
+        Error::MissingKernelFeature {
+            feature: "a fair server whose bandwidth the kernel still accounts".into(),
+            detail: format!(
+                "this kernel ({}) refused it (EBUSY): CPU {}'s root domain accounts {} of deadline bandwidth (dl_bw->total_bw in \
+                 sched/debug; 1048576 is a CPU), less than the {} of CPU {}'s fair server alone, so the kernel has forgotten its fair \
+                 servers' share and refuses to lower one. This kernel forgets it whenever it rebuilds its sched domains in place, \
+                 which every read or write of /proc/sys/kernel/sched_rt_runtime_us or sched_rt_period_us does (`sysctl -a`, and \
+                 irqlab measure interference's RT-limit lift). Nothing was changed. Making or removing a cpuset partition, or taking \
+                 a CPU offline and back, makes the kernel count the servers again; so does a reboot",
+                kernel_release(),
+                self.cpu,
+                self.total_bw,
+                self.server_bw,
+                self.cpu
+            ),
+        }
+    }
+}
+
+/// Whether the kernel has forgotten CPU `cpu`'s fair server's bandwidth
+/// (`None` too where debugfs does not show it).
+pub fn lost_server_bandwidth(cpu: usize) -> Option<LostServerBandwidth> {
+    lost_server_bandwidth_at(&debugfs_mount()?, cpu)
+}
+
+fn lost_server_bandwidth_at(mount: &Path, cpu: usize) -> Option<LostServerBandwidth> {
+    let dir = fair_server_dir(mount, cpu);
+    let server_bw = to_ratio(read_ns(&dir.join("period")).ok()?, read_ns(&dir.join("runtime")).ok()?);
+    let total_bw = root_domain_total_bw(&std::fs::read_to_string(mount.join("sched/debug")).ok()?, cpu)?;
+    (total_bw < server_bw).then_some(LostServerBandwidth { cpu, total_bw, server_bw })
 }
 
 /// debugfs made ready for the scheduler knobs: not locked down, mounted
@@ -534,6 +612,9 @@ pub fn check_prerequisites(machine: &crate::machine::Machine, fair_server: bool)
                 detail: format!("this kernel ({}) has no fair server (Linux 6.12+)", kernel_release()),
             });
         }
+        if let Some(lost) = lost_server_bandwidth_at(&mount, 0) {
+            return Err(lost.error());
+        }
         let cpu0 = read_fair_server(0).map(|v| v.to_string()).unwrap_or_else(|e| format!("unread: {e}"));
         return Ok(Some(format!("debugfs at {}; CPU 0's fair server: {cpu0}", mount.display())));
     }
@@ -550,6 +631,19 @@ pub fn check_prerequisites(machine: &crate::machine::Machine, fair_server: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_domains_bandwidth_is_read_from_sched_debug() {
+        // As a 6.12.117-rt guest printed it after `irqlab doctor` had read
+        // sched_rt_runtime_us: both fair servers (52428 each) forgotten.
+        let debug = "rt_rq[0]:\n  .rt_runtime                    : 950.000000\n\ndl_rq[0]:\n  .dl_nr_running                 : 0\n  \
+                     .dl_bw->bw                     : 996147\n  .dl_bw->total_bw               : 0\n\ndl_rq[1]:\n  \
+                     .dl_nr_running                 : 0\n  .dl_bw->bw                     : 996147\n  .dl_bw->total_bw               : 104856\n";
+        assert_eq!(root_domain_total_bw(debug, 0), Some(0));
+        assert_eq!(root_domain_total_bw(debug, 1), Some(104856));
+        assert_eq!(root_domain_total_bw(debug, 2), None);
+        assert_eq!(to_ratio(1_000_000_000, 50_000_000), 52428, "the kernel's own figure for a 50 ms / 1 s server");
+    }
 
     #[test]
     fn debugfs_is_found_in_mountinfo() {
