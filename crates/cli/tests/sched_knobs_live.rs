@@ -85,7 +85,10 @@ fn kill_9_then_revert(args: &[&str], kind: &str) {
 /// (the guests' hierarchy; a v1 machine in this test is one in lockdown).
 fn recount_fair_servers() {
     let root = std::path::Path::new("/sys/fs/cgroup");
-    assert!(root.join("cgroup.controllers").exists(), "the kernel forgot its fair servers' bandwidth; this test recounts it on cgroup v2 only");
+    assert!(
+        root.join("cgroup.controllers").exists(),
+        "the kernel forgot its fair servers' bandwidth; this test recounts it on cgroup v2 only"
+    );
     let control = root.join("cgroup.subtree_control");
     let had_cpuset = std::fs::read_to_string(&control).unwrap().split_whitespace().any(|c| c == "cpuset");
     if !had_cpuset {
