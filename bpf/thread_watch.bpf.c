@@ -22,6 +22,10 @@ volatile __u64 lost_events;
 // (a thread that switches thousands of times a second would otherwise wake
 // the reader as often, and the reader would perturb what it watches).
 volatile __u32 silent;
+// Set by user space (CLOCK_MONOTONIC ns; 0: none): each watched thread's
+// first switch out at or after it is kept (`off_after_mark`), so that user
+// space learns when a thread it lowered left the CPU without polling.
+volatile __u64 mark_ns;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -83,6 +87,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		w->ran_ns = runtime_since(w, prev);
 		w->on_since = 0;
 		w->off_at = now;
+		if (mark_ns && now >= mark_ns && w->off_after_mark < mark_ns)
+			w->off_after_mark = now;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
 	}
 	w = bpf_map_lookup_elem(&watched, &next_tid);

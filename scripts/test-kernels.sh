@@ -42,12 +42,13 @@ for k in $KERNELS; do
   echo "== $k" >&2
   rm -f "$OUT/$slug/results.json"
   smoke() {
-    target/release/irqlab lab run --kernel "$k" --disk "$disk" --timeout 30min -- \
+    target/release/irqlab lab run --kernel "$k" --disk "$disk" --timeout 30min --stall 5min -- \
       python3 tests/kernels/smoke.py --irqlab target/release/irqlab --binaries "$OUT/binaries.json" --out "$OUT/$slug" "$@"
   }
   smoke
   # A guest that ended in the middle of the suite (the emulated machine
-  # died: no status came back) gets one more guest for the checks left; the
+  # died: no status came back; or it livelocked: nothing printed for 5 min,
+  # --stall) gets one more guest for the checks left; the
   # results name the check it ended in. A check's own failure is not rerun.
   if ! complete "$OUT/$slug/results.json"; then
     echo "warning: $k: the guest ended before the suite did; running the checks left in a new guest" >&2

@@ -596,7 +596,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     if let Some(g) = threaded_guard {
         g.restore()?;
     }
-    let (looped, controller_cpu_ns) = looped?;
+    let (looped, cost) = looped?;
     let figures = Figures::of(&looped.rows, config.period_ns);
     // The one rule (`irqlab_host::run_end`); the trace says so too.
     let complete = looped.ended_by.complete(config.duration_ns, looped.lost_events);
@@ -627,7 +627,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         late_periods: looped.late_periods,
         lost_events: looped.lost_events,
         held_ns,
-        overhead: Overhead { controller: controller_thread::Overhead::of(controller_cpu_ns, held_ns), setattr: looped.setattr.clone() },
+        overhead: Overhead { controller: controller_thread::Overhead::of(cost), setattr: looped.setattr.clone() },
         ended_by: looped.ended_by,
         complete,
         machine: context,
@@ -678,15 +678,18 @@ impl Kthreads<'_> {
         Ok(sum)
     }
 
-    /// How long after `since` the last of them left the CPU (0 if none did).
-    fn left_since(&self, watch: &ThreadWatch, since: u64) -> Result<u64> {
+    /// How long after the watch's mark `since` they all had left the CPU
+    /// once (each its first switch out after it); None while one has not.
+    fn left_after_mark(&self, watch: &ThreadWatch, since: u64) -> Result<Option<u64>> {
         let mut last = 0;
         for &tid in &self.tids {
-            if let Some(at) = watch.left_at(tid)? {
-                last = last.max(at.saturating_sub(since));
+            match watch.left_after_mark(tid)? {
+                Some(at) => last = last.max(at.saturating_sub(since)),
+                None if watch.running(tid)? => return Ok(None),
+                None => {}
             }
         }
-        Ok(last)
+        Ok(Some(last))
     }
 
     fn any_running(&self, watch: &ThreadWatch) -> Result<bool> {
@@ -732,8 +735,10 @@ struct Throttle {
 /// threshold: it bounds how far past T(k) they may run before the
 /// controller looks (the reaction latency adds the drop's own cost).
 const MIN_STEP_NS: u64 = 5_000;
-/// How often the controller looks whether a dropped kthread left the CPU.
-const LEAVE_STEP_NS: u64 = 10_000;
+
+/// How many periods pass between two looks whether the kthreads still
+/// exist (a device removed mid-run ends the run at the next look).
+const LIVENESS_PERIODS: usize = 64;
 
 /// Waits out one period, dropping the kthreads to SCHED_IDLE once they ran
 /// `t` in it (fifo); returns the time it ended (early when stopped).
@@ -742,11 +747,14 @@ const LEAVE_STEP_NS: u64 = 10_000;
 /// kthread, so the controller sleeps (T − used) / kthreads and looks again
 /// (a few wake-ups per period), instead of waking on each of their
 /// switches, which under a flood come tens of thousands a second and cost
-/// most of a CPU.
+/// most of a CPU. After a drop it sleeps to the period's end: the kernel
+/// keeps when each kthread first left the CPU after the drop (the watch's
+/// mark), where the controller looked every 10 us until they had, which
+/// cost about 10% of a CPU under a flood at any period (issue 42).
 fn hold_period(
     config: &Config,
     k: &mut Kthreads,
-    watch: &ThreadWatch,
+    watch: &mut ThreadWatch,
     stop: &AtomicBool,
     base_ran: u64,
     t: f64,
@@ -765,6 +773,9 @@ fn hold_period(
                 k.set(SchedAttr::Idle)?;
                 k.at_high = false;
                 let after = monotonic_ns();
+                // The poll in progress at the drop runs on with bottom
+                // halves off: the kernel notes when each kthread leaves.
+                watch.mark(after);
                 th.reaction_ns = Some(k.ran(watch, after)?.saturating_sub(base_ran).saturating_sub(t as u64));
                 if k.any_running(watch)? {
                     dropped_at = Some(after);
@@ -775,20 +786,13 @@ fn hold_period(
                 continue;
             }
             wake = wake.min(now + ((t as u64 - used) / kthreads).max(MIN_STEP_NS));
-        } else if let (Some(d), None) = (dropped_at, th.ran_on_ns) {
-            // The poll in progress at the drop runs on with bottom halves off.
-            if k.any_running(watch)? {
-                wake = wake.min(now + LEAVE_STEP_NS);
-            } else {
-                th.ran_on_ns = Some(k.left_since(watch, d)?);
-            }
         }
         irqlab_host::rt::sleep_until_ns(wake);
         now = monotonic_ns();
     }
-    // Still on the CPU at the period's end (nothing else wanted it).
+    // Still on the CPU at the period's end: nothing else wanted it.
     if let (Some(d), None) = (dropped_at, th.ran_on_ns) {
-        th.ran_on_ns = Some(if k.any_running(watch)? { now.min(end).saturating_sub(d) } else { k.left_since(watch, d)? });
+        th.ran_on_ns = Some(k.left_after_mark(watch, d)?.unwrap_or_else(|| now.min(end).saturating_sub(d)));
     }
     Ok((now, th))
 }
@@ -821,6 +825,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         setattr: LatencyStats::new().summary(BUCKET_NS / 10, MAX_BUCKETS),
     };
     let mut applied_dl = config.initial();
+    controller_thread::control_starts();
     loop {
         let end = start + period;
         let t = ctl.threshold_ns();
@@ -839,7 +844,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             k.set(SchedAttr::Fifo { priority: config.high })?;
             k.at_high = true;
         }
-        let (now, throttle) = hold_period(config, &mut k, &watch, stop, base_ran, t, end)?;
+        let (now, throttle) = hold_period(config, &mut k, &mut watch, stop, base_ran, t, end)?;
         if now < end {
             break; // stopped mid-period: the partial period is not a sample
         }
@@ -886,7 +891,9 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        if threads.iter().all(|t| !t.alive()) {
+        // Reading /proc for each kthread every period cost ~1% of a CPU at
+        // 1 ms periods (perf, issue 42): look every LIVENESS_PERIODS.
+        if out.rows.len().is_multiple_of(LIVENESS_PERIODS) && threads.iter().all(|t| !t.alive()) {
             out.ended_by = EndedBy::ThreadsExited;
             break;
         }

@@ -22,26 +22,78 @@ pub struct Setup<'a> {
     pub lock_memory: bool,
 }
 
-/// What a controller cost: its thread's CPU time over the time it held.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// What a controller cost: its thread's CPU time per second of control.
+/// Its setup (loading and verifying its BPF programs, finding its threads)
+/// is a one-off, reported apart: over a short run it would hide what
+/// control costs per second (~100 ms of setup is 2.5% of a 4 s run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Overhead {
+    /// CPU time while it controlled.
     pub controller_cpu_ns: u64,
-    /// Controller CPU time per second of wall time, us.
+    /// How long it controlled (wall time).
+    pub controlled_ns: u64,
+    /// Controller CPU time per second of control, us.
     pub controller_us_per_s: f64,
     /// The same as a share of one CPU (0.02: 2%).
     pub cpu_share: f64,
+    /// CPU time before control began.
+    pub setup_cpu_ns: u64,
 }
 
 impl Overhead {
-    pub fn of(controller_cpu_ns: u64, held_ns: u64) -> Overhead {
-        let share = controller_cpu_ns as f64 / held_ns.max(1) as f64;
-        Overhead { controller_cpu_ns, controller_us_per_s: share * 1e6, cpu_share: share }
+    pub fn of(cost: Cost) -> Overhead {
+        let share = cost.control_cpu_ns as f64 / cost.control_ns.max(1) as f64;
+        Overhead {
+            controller_cpu_ns: cost.control_cpu_ns,
+            controlled_ns: cost.control_ns,
+            controller_us_per_s: share * 1e6,
+            cpu_share: share,
+            setup_cpu_ns: cost.setup_cpu_ns,
+        }
     }
 }
 
+/// What the controller's thread used: before control began and during it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub setup_cpu_ns: u64,
+    pub control_cpu_ns: u64,
+    /// Wall time from the start of control to the end.
+    pub control_ns: u64,
+}
+
+/// The thread's CPU time and the monotonic clock, now.
+fn clocks() -> (u64, u64) {
+    (rt::thread_cpu_ns(), rt::monotonic_ns())
+}
+
+impl Cost {
+    /// From the clocks at the thread's start, at the start of control (when
+    /// the controller said), and now.
+    fn between(start: (u64, u64), control: Option<(u64, u64)>, end: (u64, u64)) -> Cost {
+        let control = control.unwrap_or(start);
+        Cost {
+            setup_cpu_ns: control.0.saturating_sub(start.0),
+            control_cpu_ns: end.0.saturating_sub(control.0),
+            control_ns: end.1.saturating_sub(control.1),
+        }
+    }
+}
+
+thread_local! {
+    /// When this controller thread began controlling ([`control_starts`]).
+    static CONTROL_START: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Said by a controller's loop on its thread once its setup is done and
+/// control begins: [`Overhead`] counts from here.
+pub fn control_starts() {
+    CONTROL_START.with(|c| c.set(Some(clocks())));
+}
+
 /// Runs `work` on the controller's thread set up as `setup` says (named
-/// `name` in messages); returns its result and the thread's CPU time.
-pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<T> + Send) -> Result<(T, u64)> {
+/// `name` in messages); returns its result and what the thread used.
+pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<T> + Send) -> Result<(T, Cost)> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -61,13 +113,14 @@ pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<
                 if setup.lock_memory {
                     rt::lock_memory()?;
                 }
-                let cpu_start = rt::thread_cpu_ns();
+                CONTROL_START.with(|c| c.set(None));
+                let start = clocks();
                 let result = work();
-                let cpu_ns = rt::thread_cpu_ns().saturating_sub(cpu_start);
+                let cost = Cost::between(start, CONTROL_START.with(|c| c.get()), clocks());
                 if setup.lock_memory {
                     rt::unlock_memory();
                 }
-                result.map(|r| (r, cpu_ns))
+                result.map(|r| (r, cost))
             })
             .join()
             .unwrap_or_else(|_| Err(Error::Failed(format!("the {name} controller panicked"))))
@@ -77,14 +130,15 @@ pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<
 /// The controller's setup on the calling thread, for a controller whose
 /// monitor and actuator stay on it (idletime's BPF watch, cgroup gate and
 /// background child): SCHED_FIFO and memory locked while this lives, the
-/// thread's own scheduling back when it is dropped; `cpu_ns` is the CPU
-/// time the thread used since. It stays on every CPU: what it controls
-/// are whole processes, wherever they run.
+/// thread's own scheduling back when it is dropped; `cost` is what the
+/// thread used since. It stays on every CPU: what it controls are whole
+/// processes, wherever they run.
 pub struct ThisThread {
     tid: i32,
     before: irqlab_host::journal::sched::SchedAttr,
     lock_memory: bool,
-    cpu_start: u64,
+    start: (u64, u64),
+    control: Option<(u64, u64)>,
 }
 
 impl ThisThread {
@@ -93,16 +147,21 @@ impl ThisThread {
         let tid = nix::unistd::gettid().as_raw();
         let before = sched::get(tid)?;
         sched::set(tid, sched::SchedAttr::Fifo { priority: u32::from(priority) })?;
-        let raised = ThisThread { tid, before, lock_memory, cpu_start: rt::thread_cpu_ns() };
+        let raised = ThisThread { tid, before, lock_memory, start: clocks(), control: None };
         if lock_memory {
             rt::lock_memory()?;
         }
         Ok(raised)
     }
 
-    /// The thread's CPU time since it was raised.
-    pub fn cpu_ns(&self) -> u64 {
-        rt::thread_cpu_ns().saturating_sub(self.cpu_start)
+    /// Control begins: [`ThisThread::cost`] counts from here.
+    pub fn control_starts(&mut self) {
+        self.control = Some(clocks());
+    }
+
+    /// What the thread used since it was raised.
+    pub fn cost(&self) -> Cost {
+        Cost::between(self.start, self.control, clocks())
     }
 }
 
@@ -120,20 +179,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn overhead_is_cpu_time_over_the_time_held() {
-        let o = Overhead::of(20_000_000, 1_000_000_000);
-        assert_eq!(o.controller_cpu_ns, 20_000_000);
+    fn overhead_is_cpu_time_over_the_time_controlled_setup_apart() {
+        // Started at CPU 1 ms / wall 10 ms, controlling from CPU 101 ms / wall
+        // 110 ms, ended at CPU 121 ms / wall 1110 ms.
+        let cost = Cost::between((1_000_000, 10_000_000), Some((101_000_000, 110_000_000)), (121_000_000, 1_110_000_000));
+        assert_eq!(cost, Cost { setup_cpu_ns: 100_000_000, control_cpu_ns: 20_000_000, control_ns: 1_000_000_000 });
+        let o = Overhead::of(cost);
+        assert_eq!((o.controller_cpu_ns, o.setup_cpu_ns, o.controlled_ns), (20_000_000, 100_000_000, 1_000_000_000));
         assert!((o.cpu_share - 0.02).abs() < 1e-12 && (o.controller_us_per_s - 20_000.0).abs() < 1e-6, "{o:?}");
-        assert_eq!(Overhead::of(5, 0).cpu_share, 5.0, "no division by zero");
+        // A controller that never said when control began: all of it counts.
+        let all = Cost::between((0, 0), None, (30, 60));
+        assert_eq!(all, Cost { setup_cpu_ns: 0, control_cpu_ns: 30, control_ns: 60 });
+        assert_eq!(Overhead::of(Cost { setup_cpu_ns: 0, control_cpu_ns: 5, control_ns: 0 }).cpu_share, 5.0, "no division by zero");
     }
 
     #[test]
     fn the_work_runs_and_its_cpu_time_is_measured() {
         // Priority 0: no real-time policy needed for the test.
         let setup = Setup { priority: 0, off: &[], lock_memory: false };
-        let (sum, cpu_ns) = run("test", setup, || Ok((0..5_000_000u64).map(std::hint::black_box).sum::<u64>())).unwrap();
-        assert_eq!(sum, 5_000_000 * 4_999_999 / 2);
-        assert!(cpu_ns > 0);
+        let (sum, cost) = run("test", setup, || {
+            let setup_work = (0..1_000_000u64).map(std::hint::black_box).sum::<u64>();
+            control_starts();
+            Ok(setup_work + (0..5_000_000u64).map(std::hint::black_box).sum::<u64>())
+        })
+        .unwrap();
+        assert_eq!(sum, 1_000_000 * 999_999 / 2 + 5_000_000 * 4_999_999 / 2);
+        assert!(cost.setup_cpu_ns > 0 && cost.control_cpu_ns > 0 && cost.control_ns > 0, "{cost:?}");
         let failed = run("test", setup, || -> Result<()> { Err(Error::Failed("no".into())) });
         assert!(failed.is_err());
     }

@@ -309,8 +309,8 @@ pub fn serve(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, keep
     // Off the served threads' CPUs when they are pinned to one (as bh-budget's).
     let off = served_cpus(threads);
     let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
-    let (mut report, cpu_ns) = controller_thread::run("sporadic-server", setup, || serve_here(threads, params, stop, &keep_going))?;
-    report.overhead = controller_thread::Overhead::of(cpu_ns, report.end_ns.saturating_sub(report.start_ns));
+    let (mut report, cost) = controller_thread::run("sporadic-server", setup, || serve_here(threads, params, stop, &keep_going))?;
+    report.overhead = controller_thread::Overhead::of(cost);
     Ok(report)
 }
 
@@ -353,6 +353,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
     // now do they get their high level and full budget. A thread already
     // running shows no switch in until it next leaves the CPU: count it
     // from now.
+    controller_thread::control_starts();
     let start_ns = monotonic_ns();
     for (tid, s) in served.iter_mut() {
         s.follow(Decision::ToHigh)?;
@@ -402,7 +403,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
         })
         .collect();
     // The thread's CPU time is measured around this call ([`serve`]).
-    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::of(0, 1) })
+    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::default() })
 }
 
 #[cfg(test)]

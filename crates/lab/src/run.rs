@@ -78,6 +78,11 @@ pub struct Options {
     pub icount: bool,
     pub append: Vec<String>,
     pub timeout: Duration,
+    /// Kill the guest when its command has printed nothing for this long
+    /// after it started: an emulated kernel that livelocked (seen in TCG
+    /// guests under a loaded host) would otherwise hold the run until
+    /// `timeout`.
+    pub stall: Option<Duration>,
     pub accel: Choice,
     /// Host directories the guest may write besides the current one.
     pub rw_dirs: Vec<PathBuf>,
@@ -92,6 +97,7 @@ impl Default for Options {
             icount: false,
             append: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
+            stall: None,
             accel: Choice::Auto,
             rw_dirs: Vec::new(),
         }
@@ -214,14 +220,21 @@ fn boot(
     let _guest = GuestGroup::hold(child.id() as i32);
     let mut stdout = Tail::new(share.join("stdout"));
     let mut stderr = Tail::new(share.join("stderr"));
+    // Since when the started command has printed nothing (--stall).
+    let mut quiet_since = Instant::now();
     let ended = loop {
-        stdout.forward(&mut std::io::stdout());
-        stderr.forward(&mut std::io::stderr());
+        let printed = stdout.forward(&mut std::io::stdout()) + stderr.forward(&mut std::io::stderr());
+        if printed > 0 || !share.join("started").exists() {
+            quiet_since = Instant::now();
+        }
         if let Ok(Some(_)) = child.try_wait() {
             break None;
         }
         if started.elapsed() > options.timeout {
             break Some(format!("the guest was killed at --timeout {} s", options.timeout.as_secs()));
+        }
+        if let Some(stall) = options.stall.filter(|&s| quiet_since.elapsed() > s) {
+            break Some(format!("the guest was killed: its command printed nothing for {} s (--stall)", stall.as_secs()));
         }
         if started.elapsed() > BOOT_TIMEOUT && !share.join("started").exists() {
             break Some(BOOT_STALLED.to_string());
@@ -347,17 +360,18 @@ impl Tail {
         Tail { path, offset: 0 }
     }
 
-    fn forward(&mut self, out: &mut dyn Write) {
-        let Ok(mut file) = File::open(&self.path) else { return };
+    /// Copies what was appended since the last call; how many bytes.
+    fn forward(&mut self, out: &mut dyn Write) -> usize {
+        let Ok(mut file) = File::open(&self.path) else { return 0 };
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return;
+            return 0;
         }
         let mut bytes = Vec::new();
-        if let Ok(n) = file.read_to_end(&mut bytes) {
-            self.offset += n as u64;
-            let _ = out.write_all(&bytes);
-            let _ = out.flush();
-        }
+        let Ok(n) = file.read_to_end(&mut bytes) else { return 0 };
+        self.offset += n as u64;
+        let _ = out.write_all(&bytes);
+        let _ = out.flush();
+        n
     }
 }
 

@@ -463,7 +463,12 @@ fn server_summary(s: &irqlab_control::sporadic::ServerReport) -> String {
 
 /// What the controller's own thread cost, one line.
 fn overhead_line(o: &irqlab_control::controller_thread::Overhead) -> String {
-    format!("controller: {:.0} us of CPU per second ({:.2}% of a CPU)\n", o.controller_us_per_s, o.cpu_share * 100.0)
+    format!(
+        "controller: {:.0} us of CPU per second of control ({:.2}% of a CPU); its setup (BPF programs loaded, threads found) took {}\n",
+        o.controller_us_per_s,
+        o.cpu_share * 100.0,
+        irqlab_analysis::format_ns(o.setup_cpu_ns)
+    )
 }
 
 fn napi(args: NapiArgs) -> Result<Status, CliError> {
@@ -705,8 +710,9 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
         ));
     }
     text.push_str(&format!(
-        "controller overhead: {:.0} us of CPU per second; sched_setattr round trip p50/p99/max {}/{}/{} over {} calls\n",
+        "controller overhead: {:.0} us of CPU per second of control (setup {} apart); sched_setattr round trip p50/p99/max {}/{}/{} over {} calls\n",
         r.overhead.controller.controller_us_per_s,
+        ns(Some(r.overhead.controller.setup_cpu_ns)),
         ns(r.overhead.setattr.p50_ns),
         ns(r.overhead.setattr.p99_ns),
         ns(r.overhead.setattr.max_ns),

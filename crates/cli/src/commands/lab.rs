@@ -82,6 +82,10 @@ struct GuestArgs {
     /// Kill the guest after this long and report it
     #[arg(long, default_value = "20min", value_parser = flags::positive)]
     timeout: flags::Duration,
+    /// Kill the guest when its command has printed nothing for this long
+    /// (an emulated kernel that livelocked); default: only --timeout
+    #[arg(long, value_parser = flags::positive)]
+    stall: Option<flags::Duration>,
     /// auto: KVM if a probe guest actually runs under it, emulation otherwise
     #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
     accel: AccelFlag,
@@ -96,6 +100,7 @@ impl GuestArgs {
             icount: self.icount,
             append: self.append,
             timeout: std::time::Duration::from_nanos(self.timeout.0),
+            stall: self.stall.map(|s| std::time::Duration::from_nanos(s.0)),
             accel: match self.accel {
                 AccelFlag::Auto => Choice::Auto,
                 AccelFlag::Kvm => Choice::Kvm,

@@ -692,7 +692,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
     // to its own scheduling when it returns), above the processes it gates;
     // raised after the command is started, which must not inherit it.
-    let controller = crate::controller_thread::ThisThread::raise(90, true)?;
+    let mut controller = crate::controller_thread::ThisThread::raise(90, true)?;
     let mut classed: HashMap<i32, Class> = HashMap::new();
     let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
 
@@ -726,6 +726,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let (mut fg, mut bg) = (ClassCount::default(), ClassCount::default());
     let mut next_rescan = begin + RESCAN_NS;
     let mut command_status = None;
+    controller.control_starts();
     let ended_by = loop {
         let now = irqlab_host::rt::monotonic_ns();
         if stop.load(Ordering::SeqCst) {
@@ -762,7 +763,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     };
     let end = irqlab_host::rt::monotonic_ns();
     let held_ns = end - begin;
-    let overhead = crate::controller_thread::Overhead::of(controller.cpu_ns(), held_ns);
+    let overhead = crate::controller_thread::Overhead::of(controller.cost());
     if let Some(c) = &mut child {
         if command_status.is_none() {
             // Stopped before the command ended: it must not outlive the run

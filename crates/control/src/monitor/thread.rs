@@ -196,6 +196,23 @@ impl<'obj> ThreadWatch<'obj> {
         Ok(w.map(|w| w.off_at).filter(|&t| t > 0))
     }
 
+    /// Marks `at_ns` (CLOCK_MONOTONIC): from then on the kernel keeps each
+    /// watched thread's first switch out ([`ThreadWatch::left_after_mark`]).
+    /// A write to the program's mapped data: no system call.
+    pub fn mark(&mut self, at_ns: u64) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.mark_ns = at_ns;
+        }
+    }
+
+    /// When `tid` first left a CPU since the mark; None while it has not
+    /// (or when it is not watched, or nothing was marked).
+    pub fn left_after_mark(&self, tid: u32) -> Result<Option<u64>> {
+        let mark = self.skel.maps.bss_data.as_ref().map_or(0, |b| b.mark_ns);
+        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        Ok(w.map(|w| w.off_after_mark).filter(|&t| mark > 0 && t >= mark))
+    }
+
     /// Stops the events (and the reader's wake-ups): for a reader that only
     /// needs [`ThreadWatch::ran_ns`] and [`ThreadWatch::running`], which
     /// read the map.
@@ -224,6 +241,6 @@ mod tests {
         assert_eq!(decode(&bytes[..20]), None);
         let odd = types::watch_event { kind: 9, ..e };
         assert_eq!(decode(bpf::bytes_of(&odd)), None);
-        assert_eq!(std::mem::size_of::<types::watched>(), 40);
+        assert_eq!(std::mem::size_of::<types::watched>(), 48);
     }
 }

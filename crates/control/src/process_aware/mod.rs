@@ -336,8 +336,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
     if let Some(g) = threaded_guard {
         g.restore()?;
     }
-    let (l, controller_cpu_ns) = looped?;
-    let overhead = controller_thread::Overhead::of(controller_cpu_ns, held_ns);
+    let (l, cost) = looped?;
+    let overhead = controller_thread::Overhead::of(cost);
     let accounted = accounted?;
     // The one rule (`irqlab_host::run_end`).
     let complete = l.ended_by.complete(config.duration_ns, l.lost_events);
@@ -387,7 +387,8 @@ fn candidate_tids(candidates: &[Candidate]) -> BTreeSet<i32> {
 }
 
 fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_change: &mut impl FnMut(&Change)) -> Result<Looped> {
-    let mut candidates = candidates::find(&config.dev)?;
+    let mut finder = candidates::Finder::default();
+    let mut candidates = finder.find(&config.dev)?;
     let mut watched: BTreeSet<i32> = candidate_tids(&candidates).into_iter().take(MAX_THREADS).collect();
     let tids: Vec<u32> = watched.iter().map(|&t| t as u32).collect();
     let mut storage = crate::monitor::thread::Storage::default();
@@ -395,6 +396,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     let fd = watch.ring_epoll_fd();
     let mut adapter = Adapter::new(config.floor, TICK_NS);
     let mut current = config.floor;
+    controller_thread::control_starts();
     let run_start = monotonic_ns();
     let mut next_scan = run_start + config.rescan_ns;
     let mut out = Looped {
@@ -422,7 +424,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
             break;
         }
         if now >= next_scan {
-            candidates = candidates::find(&config.dev)?;
+            candidates = finder.find(&config.dev)?;
             for tid in candidate_tids(&candidates) {
                 if watched.len() < MAX_THREADS && watched.insert(tid) {
                     watch.add(tid as u32)?;

@@ -1,0 +1,202 @@
+//! What the live controllers themselves cost (issue 42): the CPU time of
+//! each controller's own thread per second of control (its report's
+//! `overhead.cpu_share`), under the same testbed flood, at its default
+//! settings and at two others, with its reaction latency beside it (the
+//! trade-off made visible). The BPF programs run in the watched threads'
+//! context and are not in the controller's time.
+//!
+//! Setup: the testbed, a UDP flood of 50-byte datagrams from `irqlab-b`
+//! (sender pinned to CPU 0, as fast as it goes) into a receiving process
+//! (python3) pinned to the last CPU, where each controller pins the NAPI
+//! kthread.
+//! `IRQLAB_BENCH_ROUNDS` rounds (default 3), each running every setting for
+//! `IRQLAB_BENCH_SLOT_MS` (default 4000) in turn, so the VM's drifting
+//! background load hits all of them alike; medians and ranges over rounds.
+//! The idletime gate is not here: it controls a foreground and a
+//! background class of requests, not the NAPI kthread this flood loads;
+//! its figure comes from its reproduction (docs/performance.md).
+//! Needs root; prints why and does nothing otherwise.
+//!
+//! Run: `cargo bench -p irqlab-control --bench controllers_overhead`
+//! (`make bench` runs it); `IRQLAB_BENCH_ONLY=bh-budget` runs the
+//! settings whose label starts so.
+
+use irqlab_control::{bh_budget, process_aware, set_threads};
+use irqlab_host::journal::sched::PolicySpec;
+use irqlab_host::rt;
+use irqlab_host::testbed::{Side, Testbed};
+use irqlab_measure::latency::stats::StatsSummary;
+use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const PORT: u16 = 9_719;
+const DEV: &str = "irqlab-b";
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn range(v: &[f64]) -> (f64, f64) {
+    (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(0.0, f64::max))
+}
+
+/// One controller at one setting.
+#[derive(Clone, Copy)]
+enum Setting {
+    BhBudget { period_ns: u64 },
+    Sporadic { budget_ns: u64, period_ns: u64 },
+    ProcessAware { rescan_ns: u64 },
+}
+
+impl Setting {
+    fn label(&self) -> String {
+        let ms = |ns: u64| irqlab_analysis::format_ns(ns);
+        match *self {
+            Setting::BhBudget { period_ns } => format!("bh-budget, period {}", ms(period_ns)),
+            Setting::Sporadic { budget_ns, period_ns } => format!("sporadic server, {}/{}", ms(budget_ns), ms(period_ns)),
+            Setting::ProcessAware { rescan_ns } => format!("process-aware, rescan {}", ms(rescan_ns)),
+        }
+    }
+
+    /// Runs it for `slot_ns` on `cpu`: the controller's share of a CPU, its
+    /// reaction latency, and what else its report says of its cost.
+    fn run(&self, cpu: usize, slot_ns: u64) -> (f64, StatsSummary, String) {
+        let stop = AtomicBool::new(false);
+        match *self {
+            Setting::BhBudget { period_ns } => {
+                let config = bh_budget::Config {
+                    dev: DEV.into(),
+                    cpu: Some(cpu),
+                    duration_ns: Some(slot_ns),
+                    period_ns,
+                    ..bh_budget::Config::default()
+                };
+                let out = bh_budget::run(&config, &stop, |_| {}).expect("bh-budget run");
+                let setattr = &out.report.overhead.setattr;
+                let us = |v: Option<u64>| v.map_or(f64::NAN, |ns| ns as f64 / 1e3);
+                let note =
+                    format!("; sched_setattr p50 {:.1} us, p99 {:.1} us ({} calls)", us(setattr.p50_ns), us(setattr.p99_ns), setattr.count);
+                (out.report.overhead.controller.cpu_share, out.report.figures.reaction, note)
+            }
+            Setting::Sporadic { budget_ns, period_ns } => {
+                let config = set_threads::Config {
+                    matched: format!("napi:{DEV}"),
+                    policy: PolicySpec::Sporadic { budget_ns, period_ns, high: 50, low: None, max_repl: 2 },
+                    duration_ns: Some(slot_ns),
+                    persist: false,
+                    cpus: Some(vec![cpu]),
+                    all_matching: false,
+                };
+                let report = set_threads::run(&config, &stop, |_, _, _| {}).expect("sporadic server run");
+                let server = report.server.expect("a sporadic server's report");
+                let reaction = server.threads.into_iter().next().expect("a served thread").reaction;
+                (server.overhead.cpu_share, reaction, String::new())
+            }
+            Setting::ProcessAware { rescan_ns } => {
+                let config = process_aware::Config {
+                    dev: DEV.into(),
+                    cpu: Some(cpu),
+                    duration_ns: Some(slot_ns),
+                    rescan_ns,
+                    ..process_aware::Config::default()
+                };
+                let report = process_aware::run(&config, &stop, |_| {}).expect("process-aware run");
+                (report.overhead.cpu_share, report.reaction, format!("; {} priority changes", report.change_count))
+            }
+        }
+    }
+}
+
+fn main() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("controllers_overhead: skipped (needs root: testbed, BPF, sched_setattr on a kthread)");
+        return;
+    }
+    let (rounds, slot_ms) = (env_or("IRQLAB_BENCH_ROUNDS", 3).max(1), env_or("IRQLAB_BENCH_SLOT_MS", 4_000));
+    let settings = [
+        Setting::BhBudget { period_ns: 1_000_000 },
+        Setting::BhBudget { period_ns: 2_000_000 },
+        Setting::BhBudget { period_ns: 5_000_000 },
+        Setting::Sporadic { budget_ns: 500_000, period_ns: 1_000_000 },
+        Setting::Sporadic { budget_ns: 1_000_000, period_ns: 2_000_000 },
+        Setting::Sporadic { budget_ns: 2_500_000, period_ns: 5_000_000 },
+        Setting::ProcessAware { rescan_ns: 250_000_000 },
+        Setting::ProcessAware { rescan_ns: 50_000_000 },
+        Setting::ProcessAware { rescan_ns: 1_000_000_000 },
+    ];
+    // IRQLAB_BENCH_ONLY=bh-budget (a prefix of the labels): those settings alone.
+    let only = std::env::var("IRQLAB_BENCH_ONLY").unwrap_or_default();
+    let settings: Vec<Setting> = settings.into_iter().filter(|s| s.label().starts_with(&only)).collect();
+    let cpus = rt::online_cpus().expect("online CPUs");
+    let focus = *cpus.last().unwrap();
+    let bed = Testbed::up().expect("testbed");
+    let bind = SocketAddrV4::new(bed.root_addr(Side::B), PORT);
+    // The receiver is a process of its own: process-aware serves the
+    // processes that wait on the device's sockets, never its own.
+    let receiver = format!(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('{}', {PORT}))\nwhile True:\n    s.recv(2048)\n",
+        bind.ip()
+    );
+    let mut sink = std::process::Command::new("taskset")
+        .args(["-c", &focus.to_string(), "python3", "-c", &receiver])
+        .spawn()
+        .expect("the receiver (taskset, python3)");
+    let flood_stop = Arc::new(AtomicBool::new(false));
+    let plan = Plan {
+        kind: Kind::Udp { port: PORT },
+        target: *bind.ip(),
+        schedule: Schedule::Periodic { interval_ns: 1_000 },
+        size: 50,
+        duration_ns: u64::MAX / 2,
+    };
+    let sender_cpu = cpus.first().copied().filter(|&c| c != focus);
+    let flood = {
+        let stop = flood_stop.clone();
+        bed.spawn_in(Side::B, move || {
+            if let Some(cpu) = sender_cpu {
+                rt::pin_to_cpu(cpu)?;
+            }
+            traffic::send(&plan, &stop)
+        })
+        .expect("flood")
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Per setting: its share of a CPU and its reaction p99 (us) per round.
+    let mut shares = vec![Vec::new(); settings.len()];
+    let mut p99s = vec![Vec::new(); settings.len()];
+    for round in 0..rounds {
+        for (i, setting) in settings.iter().enumerate() {
+            let (share, reaction, note) = setting.run(focus, slot_ms * 1_000_000);
+            let p99_us = reaction.p99_ns.map_or(f64::NAN, |ns| ns as f64 / 1e3);
+            eprintln!(
+                "round {}: {}: controller {:.2}% of a CPU, reaction p99 {p99_us:.1} us ({} reactions){note}",
+                round + 1,
+                setting.label(),
+                share * 100.0,
+                reaction.count
+            );
+            shares[i].push(share * 100.0);
+            p99s[i].push(p99_us);
+        }
+    }
+    flood_stop.store(true, Ordering::SeqCst);
+    let _ = flood.join();
+    let _ = sink.kill();
+    let _ = sink.wait();
+    println!("controllers under a flood into CPU {focus}, {rounds} rounds of {slot_ms} ms per setting (median, range over rounds):");
+    println!("| controller, setting | controller CPU, % of one CPU | reaction p99, us |");
+    println!("|---|---|---|");
+    for (i, setting) in settings.iter().enumerate() {
+        let (lo, hi) = range(&shares[i]);
+        let finite: Vec<f64> = p99s[i].iter().copied().filter(|v| v.is_finite()).collect();
+        let p99 = if finite.is_empty() { "none".to_string() } else { format!("{:.1}", median(finite)) };
+        println!("| {} | {:.2} ({lo:.2}-{hi:.2}) | {p99} |", setting.label(), median(shares[i].clone()));
+    }
+}
