@@ -86,7 +86,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (w) {
 		w->ran_ns = runtime_since(w, prev);
 		w->on_since = 0;
-		w->off_at = now;
 		if (mark_ns && now >= mark_ns && w->off_after_mark < mark_ns)
 			w->off_after_mark = now;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);

@@ -25,8 +25,6 @@ struct watched {
 	// Its runtime clock when watching started (set by user space from
 	// /proc/TID/schedstat).
 	__u64 base_rt;
-	// When it last left a CPU (CLOCK_MONOTONIC); 0 before that.
-	__u64 off_at;
 	// When it first left a CPU at or after the global `mark_ns` (user
 	// space's mark, e.g. the moment it lowered the thread): older than the
 	// mark until it has.

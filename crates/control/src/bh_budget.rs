@@ -749,8 +749,8 @@ const LIVENESS_PERIODS: usize = 64;
 /// switches, which under a flood come tens of thousands a second and cost
 /// most of a CPU. After a drop it sleeps to the period's end: the kernel
 /// keeps when each kthread first left the CPU after the drop (the watch's
-/// mark), where the controller looked every 10 us until they had, which
-/// cost about 10% of a CPU under a flood at any period (issue 42).
+/// mark), where the controller looked every 10 us until they had (issue
+/// 42; what the controller still costs is in docs/performance.md).
 fn hold_period(
     config: &Config,
     k: &mut Kthreads,
@@ -891,8 +891,9 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         if stop.load(Ordering::SeqCst) {
             break;
         }
-        // Reading /proc for each kthread every period cost ~1% of a CPU at
-        // 1 ms periods (perf, issue 42): look every LIVENESS_PERIODS.
+        // Reading /proc for each kthread every period was about 2% of a CPU
+        // at 1 ms periods (an idle run: 8.0% -> 6.0%, setup counted in;
+        // issue 42): look every LIVENESS_PERIODS.
         if out.rows.len().is_multiple_of(LIVENESS_PERIODS) && threads.iter().all(|t| !t.alive()) {
             out.ended_by = EndedBy::ThreadsExited;
             break;

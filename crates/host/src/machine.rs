@@ -601,8 +601,9 @@ fn rt_throttling() -> String {
 /// file shows it without RT group scheduling. `None`: read the sysctl (no
 /// fair server, debugfs not mounted, or the share already forgotten).
 fn rt_runtime_without_rebuild() -> Option<String> {
-    let mount = crate::journal::sched_knobs::debugfs_mount()?;
-    if !mount.join("sched/fair_server/cpu0").is_dir() || crate::journal::sched_knobs::lost_server_bandwidth(0).is_some() {
+    use crate::journal::sched_knobs::{debugfs_mount, lost_server_bandwidth_at};
+    let mount = debugfs_mount()?;
+    if !mount.join("sched/fair_server/cpu0").is_dir() || lost_server_bandwidth_at(&mount, 0).is_some() {
         return None;
     }
     Some(

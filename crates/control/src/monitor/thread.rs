@@ -189,13 +189,6 @@ impl<'obj> ThreadWatch<'obj> {
         self.count_a_run_in_progress(tid)
     }
 
-    /// When `tid` last left a CPU (CLOCK_MONOTONIC); None before it has, or
-    /// when it is not watched.
-    pub fn left_at(&self, tid: u32) -> Result<Option<u64>> {
-        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
-        Ok(w.map(|w| w.off_at).filter(|&t| t > 0))
-    }
-
     /// Marks `at_ns` (CLOCK_MONOTONIC): from then on the kernel keeps each
     /// watched thread's first switch out ([`ThreadWatch::left_after_mark`]).
     /// A write to the program's mapped data: no system call.
@@ -241,6 +234,6 @@ mod tests {
         assert_eq!(decode(&bytes[..20]), None);
         let odd = types::watch_event { kind: 9, ..e };
         assert_eq!(decode(bpf::bytes_of(&odd)), None);
-        assert_eq!(std::mem::size_of::<types::watched>(), 48);
+        assert_eq!(std::mem::size_of::<types::watched>(), 40);
     }
 }

@@ -347,7 +347,7 @@ pub fn lost_server_bandwidth(cpu: usize) -> Option<LostServerBandwidth> {
     lost_server_bandwidth_at(&debugfs_mount()?, cpu)
 }
 
-fn lost_server_bandwidth_at(mount: &Path, cpu: usize) -> Option<LostServerBandwidth> {
+pub(crate) fn lost_server_bandwidth_at(mount: &Path, cpu: usize) -> Option<LostServerBandwidth> {
     let dir = fair_server_dir(mount, cpu);
     let server_bw = to_ratio(read_ns(&dir.join("period")).ok()?, read_ns(&dir.join("runtime")).ok()?);
     let total_bw = root_domain_total_bw(&std::fs::read_to_string(mount.join("sched/debug")).ok()?, cpu)?;
