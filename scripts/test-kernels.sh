@@ -66,7 +66,7 @@ done
 if [[ " $KERNELS " == *" debian:6.1-rt "* && " $KERNELS " == *" debian:6.12-rt "* ]]; then
   echo "== lab compare debian:6.1-rt debian:6.12-rt" >&2
   rm -rf "$OUT/compare"
-  if target/release/irqlab lab compare --kernel debian:6.1-rt --kernel debian:6.12-rt --out "$OUT/compare" -- survey --quick; then
+  if target/release/irqlab lab compare --stall 5min --kernel debian:6.1-rt --kernel debian:6.12-rt --out "$OUT/compare" -- survey --quick; then
     chromium_test=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["page_chromium"])' "$OUT/binaries.json")
     IRQLAB_LIVE_TESTS=1 IRQLAB_COMPARE_PAGE="$OUT/compare/index.html" IRQLAB_COMPARE_KERNELS=debian:6.1-rt,debian:6.12-rt \
       "$chromium_test" --exact the_lab_compare_page_loads_in_chromium_without_errors || status=1

@@ -182,7 +182,18 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
     match (status, ended) {
         (Some(status), _) => Ok(Outcome { status, lab, elapsed: started.elapsed() }),
         (None, why) => {
-            let why = why.unwrap_or_else(|| "the guest ended without the command's exit status (kernel panic, or the boot failed)".into());
+            let why = why.unwrap_or_else(|| {
+                let started_command = share.path().join("started").exists();
+                format!(
+                    "the guest ended after {:.0} s without the command's exit status ({})",
+                    started.elapsed().as_secs_f64(),
+                    if started_command {
+                        "the command had started: a kernel panic or a lost guest"
+                    } else {
+                        "the command never started: the boot failed"
+                    }
+                )
+            });
             Err(Error::Failed(format!("{why}; the guest's console, last lines:\n{}", console_tail(&share.path().join("console.log"), 15))))
         }
     }

@@ -237,14 +237,37 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             survey.join(" "),
             d = run::sh_quote(&dir.display().to_string())
         );
-        let outcome = run::resolve(spec, &mut |step| eprintln!("lab: {step}")).and_then(|guest| {
-            run::run(&guest, &["sh".into(), "-c".into(), script], &options, &|| stop.load(Ordering::SeqCst), &mut |l| eprintln!("{l}"))
-        });
+        let survey_once = || {
+            run::resolve(spec, &mut |step| eprintln!("lab: {step}")).and_then(|guest| {
+                let command = ["sh".into(), "-c".into(), script.clone()];
+                run::run(&guest, &command, &options, &|| stop.load(Ordering::SeqCst), &mut |l| eprintln!("{l}"))
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut outcome = survey_once();
+        // An emulated guest that died under the survey (a TCG livelock or a
+        // lost boot, seen about once in fifty guests on a loaded host) says
+        // nothing about the kernel's survey: a fresh guest runs it once more.
+        // A survey that ran and failed is not repeated, nor one that used
+        // up --timeout.
+        if let Err(irqlab_lab::Error::Failed(why)) = &outcome {
+            if !stop.load(Ordering::SeqCst) && started.elapsed() < options.timeout {
+                eprintln!("lab: {}: the guest failed ({why}); surveying it once more in a fresh guest", spec.label());
+                outcome = survey_once();
+            }
+        }
         let missing = match &outcome {
             Err(e) => Some(e.to_string()),
             Ok(_) => None,
         };
-        columns.push(read_column(spec.label(), &dir, missing));
+        let column = read_column(spec.label(), &dir, missing);
+        match (&column.missing, &outcome) {
+            (Some(why), Ok(o)) => eprintln!("lab: {}: no survey: {why} (the guest's command exited {})", column.label, o.status),
+            (Some(why), Err(_)) => eprintln!("lab: {}: no survey: {why}", column.label),
+            (None, Ok(o)) => eprintln!("lab: {} surveyed in {:.0} s (exit {})", column.label, o.elapsed.as_secs_f64(), o.status),
+            (None, Err(_)) => {}
+        }
+        columns.push(column);
         if stop.load(Ordering::SeqCst) {
             break;
         }
