@@ -600,7 +600,7 @@ fn rt_throttling() -> String {
 /// bandwidth (`journal::sched_knobs::LostServerBandwidth`), and no other
 /// file shows it without RT group scheduling. `None`: read the sysctl (no
 /// fair server, debugfs not mounted, or the share already forgotten).
-fn rt_runtime_without_rebuild() -> Option<String> {
+pub(crate) fn rt_runtime_without_rebuild() -> Option<String> {
     use crate::journal::sched_knobs::{debugfs_mount, lost_server_bandwidth_at};
     let mount = debugfs_mount()?;
     if !mount.join("sched/fair_server/cpu0").is_dir() || lost_server_bandwidth_at(&mount, 0).is_some() {

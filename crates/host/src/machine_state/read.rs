@@ -20,14 +20,29 @@ pub fn take() -> MachineState {
         qdiscs: read_qdiscs(),
         block_schedulers: read_block_schedulers(),
         irqlab_cgroups: read_irqlab_cgroups(),
-        sched_rt: ["sched_rt_runtime_us", "sched_rt_period_us"]
-            .into_iter()
-            .map(|name| (name.to_string(), reading(&format!("/proc/sys/kernel/{name}"))))
-            .collect(),
+        sched_rt: read_sched_rt(),
         cgroup_roots: read_cgroup_roots(),
         debugfs_mounts: mounts().into_iter().filter(|(kind, _, _)| kind == "debugfs").map(|(_, at, _)| at).collect(),
         sched_debug: read_sched_debug(),
     }
+}
+
+/// The RT limit, unless reading it would change the machine: on a kernel
+/// whose fair servers are still accounted a read rebuilds the sched
+/// domains and the kernel forgets the servers' bandwidth (what doctor
+/// avoids too), so the snapshot records why it was not read.
+fn read_sched_rt() -> BTreeMap<String, Reading> {
+    let not_read = crate::machine::rt_runtime_without_rebuild();
+    ["sched_rt_runtime_us", "sched_rt_period_us"]
+        .into_iter()
+        .map(|name| {
+            let value = match &not_read {
+                Some(why) => Read::Unreadable(why.clone()),
+                None => reading(&format!("/proc/sys/kernel/{name}")),
+            };
+            (name.to_string(), value)
+        })
+        .collect()
 }
 
 /// (type, mount point, options) of each mount of this process's namespace.
