@@ -336,9 +336,43 @@ def live_test_on_disk(name, binary_key, test_filter, state):
     return live_test(name, binary_key, test_filter, state)
 
 
+# The block tracepoints the idletime gate's BPF programs attach to.
+BLOCK_EVENTS = ["block_bio_queue", "block_rq_issue", "block_rq_complete"]
+
+
+def block_events_on(on):
+    """Turns the block tracepoints' tracefs events on (or back off); the
+    events that could not be set, with why."""
+    failed = []
+    for name in BLOCK_EVENTS:
+        path = f"/sys/kernel/tracing/events/block/{name}/enable"
+        try:
+            with open(path, "w") as f:
+                f.write("1" if on else "0")
+        except OSError as e:
+            failed.append(f"{path}: {e.strerror}")
+    return failed
+
+
 @check("idletime gate on this kernel's cgroups: Ctrl-C, kill -9, revert (live test)")
 def check_idletime_gate(state):
-    return live_test_on_disk("idletime", "control_idletime", "ctrl_c_and_kill_9_leave_nothing_behind", state)
+    # Emulated 6.12-rt guests panicked in this check (by 2026-11-27: 4 of 6
+    # runs on record; never in 6.1-rt): "Fatal exception in interrupt" at
+    # blk_mq_start_request+0x16, the instruction pointer one byte into the
+    # 5-byte jump of the block_rq_issue tracepoint's static branch. Each
+    # attach and detach of the gate's programs patches that site (int3
+    # first) while the other vCPU issues the readers' I/O through it. KVM
+    # does not run here, so whether QEMU's emulation or the kernel is at
+    # fault is not known. With the events on in tracefs the sites are
+    # patched once, before the test's I/O starts, and the programs' attach
+    # and detach leave them alone.
+    failed = block_events_on(True)
+    try:
+        verdict, detail = live_test_on_disk("idletime", "control_idletime", "ctrl_c_and_kill_9_leave_nothing_behind", state)
+    finally:
+        block_events_on(False)
+    note = f" (block tracepoints not pre-enabled: {'; '.join(failed)})" if failed else " (block tracepoints on in tracefs for the test)"
+    return verdict, detail + note
 
 
 @check("load-bounds shielding: a CPU split off, SCHED_DEADLINE pinned, kill -9, revert (live test)")

@@ -194,7 +194,7 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
                     }
                 )
             });
-            Err(Error::Failed(format!("{why}; the guest's console, last lines:\n{}", console_tail(&share.path().join("console.log"), 15))))
+            Err(Error::Failed(format!("{why}; the guest's console:\n{}", console_tail(&share.path().join("console.log"), 15))))
         }
     }
 }
@@ -333,6 +333,9 @@ fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share
         command.env("PATH", joined);
     }
     command.arg("--run").arg(&guest.image).args(["--disable-microvm", "--cpus", &options.cpus.to_string(), "--memory", &options.memory]);
+    // The kernel's own messages into console.log: a guest that ends
+    // without its command's status shows its panic or oops in the tail.
+    command.arg("--verbose");
     if accel == Accel::Tcg {
         command.arg("--disable-kvm");
     }
@@ -386,10 +389,18 @@ impl Tail {
     }
 }
 
+/// The console's last `lines` lines; when the kernel oopsed, from the
+/// oops's first line instead (its reason and stack), at most 60 lines.
 fn console_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).replace('\r', "")).unwrap_or_default();
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = &all[all.len().saturating_sub(lines)..];
+    let oops_starts = ["[ cut here ]", "BUG:", "Oops:", "general protection fault", "Kernel panic"];
+    let oops = all.iter().position(|l| oops_starts.iter().any(|m| l.contains(m)));
+    let tail = match oops {
+        Some(i) if all.len() - i <= 60 => &all[i..],
+        Some(i) => &all[i..i + 60],
+        None => &all[all.len().saturating_sub(lines)..],
+    };
     if tail.is_empty() {
         "  (nothing)".into()
     } else {
@@ -416,5 +427,20 @@ mod tests {
             let out = std::process::Command::new("sh").arg("-c").arg(format!("printf %s {}", sh_quote(word))).output().unwrap();
             assert_eq!(String::from_utf8(out.stdout).unwrap(), word);
         }
+    }
+
+    #[test]
+    fn the_console_tail_starts_at_the_oops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("console.log");
+        let boot: Vec<String> = (0..100).map(|i| format!("[ {i}.0] booting")).collect();
+        std::fs::write(&path, boot.join("\n")).unwrap();
+        assert_eq!(console_tail(&path, 3), "  [ 97.0] booting\n  [ 98.0] booting\n  [ 99.0] booting");
+        let oops = ["[ 26.7] BUG: unable to handle page fault", "[ 26.7] RIP: 0010:blk_mq_start_request+0x16/0x1b0"];
+        let panic = "[ 26.8] Kernel panic - not syncing: Fatal exception in interrupt";
+        std::fs::write(&path, format!("{}\n{}\n{}\n", boot.join("\n"), oops.join("\n"), panic)).unwrap();
+        let tail = console_tail(&path, 1);
+        assert!(tail.starts_with("  [ 26.7] BUG: unable") && tail.ends_with("Fatal exception in interrupt"), "{tail}");
+        assert_eq!(console_tail(&dir.path().join("none"), 5), "  (nothing)");
     }
 }
