@@ -5,7 +5,9 @@
 // to user space as an event with the kernel's timestamp, and the thread's
 // total on-CPU time is kept in a map. The decisions (budget exhausted,
 // replenishment due) are made in user space by the shared policy code;
-// this program only observes. Tracepoints only: this kernel has no kprobes.
+// this program observes, and at most says when a sum user space gave it
+// was reached (the budget signal, below). Tracepoints only: this kernel
+// has no kprobes.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,6 +28,17 @@ volatile __u32 silent;
 // first switch out at or after it is kept (`off_after_mark`), so that user
 // space learns when a thread it lowered left the CPU without polling.
 volatile __u64 mark_ns;
+// The budget signal (bh-budget's controller): user space sets
+// `budget_at_ns`, the watched threads' summed on-CPU time at which its
+// period's threshold is reached, then clears `budget_signalled`. At the
+// end of each NAPI poll a watched thread runs, the sum (running threads'
+// runs so far included) is compared with it, and the first time it is
+// reached one WATCH_BUDGET record wakes user space, silent or not. A
+// threaded NAPI poll runs with bottom halves off and is not preempted, so
+// its end is the first moment a lowered kthread can leave the CPU anyway;
+// user space sleeps until then instead of looking on a timer.
+volatile __u64 budget_at_ns;
+volatile __u32 budget_signalled;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -115,3 +128,47 @@ int BPF_PROG(on_wakeup, struct task_struct *p) { return woken(p); }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p) { return woken(p); }
+
+struct sum_ctx {
+	__u64 now;
+	__u64 sum;
+};
+
+static long add_ran(struct bpf_map *map, __u32 *tid, struct watched *w, struct sum_ctx *c)
+{
+	c->sum += w->ran_ns;
+	if (w->on_since && c->now > w->on_since)
+		c->sum += c->now - w->on_since;
+	return 0;
+}
+
+SEC("tp_btf/napi_poll")
+int BPF_PROG(on_napi_poll, struct napi_struct *napi, int work, int budget)
+{
+	__u64 at = budget_at_ns;
+	if (!at || budget_signalled)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	if (!bpf_map_lookup_elem(&watched, &tid))
+		return 0;
+	struct sum_ctx c = { .now = bpf_ktime_get_ns(), .sum = 0 };
+	bpf_for_each_map_elem(&watched, add_ran, &c, 0);
+	if (c.sum < at)
+		return 0;
+	// Two kthreads ending polls at once on two CPUs may both send one:
+	// user space reads the sum again either way.
+	budget_signalled = 1;
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_events, 1);
+		return 0;
+	}
+	e->ts = c.now;
+	e->ran_ns = c.sum;
+	e->tid = tid;
+	e->kind = WATCH_BUDGET;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}

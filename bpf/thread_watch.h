@@ -11,6 +11,7 @@
 #define WATCH_PREEMPTED 2 // switched out still runnable
 #define WATCH_BLOCKED 3   // switched out to sleep (or exit)
 #define WATCH_WAKEUP 4    // woken (runnable from `ts`)
+#define WATCH_BUDGET 5    // the watched threads' time reached `budget_at_ns` (at a NAPI poll's end)
 
 // Per watched thread, updated in the kernel.
 struct watched {

@@ -15,8 +15,9 @@
 //!   k+1; the rest stays in the ring, polled first next period (the paper's
 //!   pending-queue controller).
 //!   - `fifo` (default): the controller thread (SCHED_FIFO 99, off the
-//!     kthreads' CPU, timer-driven: it sleeps (T − used) / kthreads and looks
-//!     again, see `hold_period`) keeps the kthreads at SCHED_FIFO
+//!     kthreads' CPU, woken by the thread watch's program at the end of
+//!     the first NAPI poll after which they have run T(k+1), and at the
+//!     period's end, see `hold_period`) keeps the kthreads at SCHED_FIFO
 //!     `high` until they have run T(k+1) in the period, then drops them to
 //!     SCHED_IDLE until it ends (Linux cannot suspend a kthread; SCHED_IDLE
 //!     runs it only where nothing else wants the CPU, as the sporadic
@@ -57,11 +58,11 @@
 use crate::controller_thread;
 use crate::monitor::napi::{NapiWatch, Polls};
 use crate::monitor::thread::ThreadWatch;
+use crate::napi_layout::NapiLayout;
 use irqlab_analysis::format_ns;
 use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::sched::{self, SchedAttr};
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Applied, Object, Value};
 use irqlab_host::machine::{Debugfs, Machine, MachineContext};
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
@@ -535,6 +536,10 @@ pub struct Overhead {
     #[serde(flatten)]
     pub controller: controller_thread::Overhead,
     pub setattr: StatsSummary,
+    /// How many times the controller woke per closed period (its timer
+    /// looks at the kthreads' time and the period's end): each wake-up is
+    /// an hrtimer, a VM exit in a guest, and most of its cost when idle.
+    pub wakeups_per_period: f64,
 }
 
 /// The summary and the per-period trace of a run.
@@ -565,24 +570,15 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     if let Some(cpu) = config.cpu {
         irqlab_host::rt::require_online(cpu, "--cpu")?;
     }
-    let (threads, threaded_guard) = irqlab_host::journal::netdev::napi_kthreads(&config.dev)?;
+    let mut layout = NapiLayout::find(&config.dev)?;
     check_prerequisites()?;
-    let mut guards: Vec<Applied> = Vec::new();
-    if let Some(cpu) = config.cpu {
-        for t in &threads {
-            guards.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![cpu] })?);
-        }
-    }
     let start_attr = match config.enforce {
         Enforce::Fifo => Some(SchedAttr::Fifo { priority: config.high }),
         Enforce::Deadline => Some(deadline_attr(config.initial() as f64, config.period_ns)),
         Enforce::Observe => None,
     };
-    if let Some(attr) = start_attr {
-        for t in &threads {
-            guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr })?);
-        }
-    }
+    layout.hold(config.cpu, start_attr)?;
+    let threads = layout.threads.clone();
     let machine = Machine::read();
     let context = MachineContext::of(&machine);
     let started = monotonic_ns();
@@ -591,16 +587,13 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     let looped = controller_thread::run("bh-budget", setup, || control_loop(config, &threads, stop, on_period));
     let held_ns = monotonic_ns() - started;
     // Restore before reporting (errors here are the run's errors).
-    journal::restore_all(guards)?;
-    let switched_threaded_on = threaded_guard.is_some();
-    if let Some(g) = threaded_guard {
-        g.restore()?;
-    }
+    let switched_threaded_on = layout.restore()?;
     let (looped, cost) = looped?;
     let figures = Figures::of(&looped.rows, config.period_ns);
     // The one rule (`irqlab_host::run_end`); the trace says so too.
     let complete = looped.ended_by.complete(config.duration_ns, looped.lost_events);
     let proxy = proxy_name(looped.veth);
+    let wakeups_per_period = looped.wakeups as f64 / looped.rows.len().max(1) as f64;
     let trace = Trace {
         schema: TRACE_SCHEMA.into(),
         dev: config.dev.clone(),
@@ -627,7 +620,7 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
         late_periods: looped.late_periods,
         lost_events: looped.lost_events,
         held_ns,
-        overhead: Overhead { controller: controller_thread::Overhead::of(cost), setattr: looped.setattr.clone() },
+        overhead: Overhead { controller: controller_thread::Overhead::of(cost), setattr: looped.setattr.clone(), wakeups_per_period },
         ended_by: looped.ended_by,
         complete,
         machine: context,
@@ -658,6 +651,7 @@ struct Looped {
     late_periods: u64,
     lost_events: u64,
     setattr: StatsSummary,
+    wakeups: u64,
 }
 
 /// The kthreads' state as the controller sees and sets it.
@@ -667,6 +661,8 @@ struct Kthreads<'a> {
     at_high: bool,
     /// How long each `sched_setattr` took.
     setattr: LatencyStats,
+    /// How many times the controller's timer woke it.
+    wakeups: u64,
 }
 
 impl Kthreads<'_> {
@@ -731,11 +727,6 @@ struct Throttle {
     ran_on_ns: Option<u64>,
 }
 
-/// The shortest sleep between two looks at the kthreads' time below the
-/// threshold: it bounds how far past T(k) they may run before the
-/// controller looks (the reaction latency adds the drop's own cost).
-const MIN_STEP_NS: u64 = 5_000;
-
 /// How many periods pass between two looks whether the kthreads still
 /// exist (a device removed mid-run ends the run at the next look).
 const LIVENESS_PERIODS: usize = 64;
@@ -743,14 +734,16 @@ const LIVENESS_PERIODS: usize = 64;
 /// Waits out one period, dropping the kthreads to SCHED_IDLE once they ran
 /// `t` in it (fifo); returns the time it ended (early when stopped).
 ///
-/// Timer-driven: the kthreads' time cannot grow faster than wall time per
-/// kthread, so the controller sleeps (T − used) / kthreads and looks again
-/// (a few wake-ups per period), instead of waking on each of their
-/// switches, which under a flood come tens of thousands a second and cost
-/// most of a CPU. After a drop it sleeps to the period's end: the kernel
-/// keeps when each kthread first left the CPU after the drop (the watch's
-/// mark), where the controller looked every 10 us until they had (issue
-/// 42; what the controller still costs is in docs/performance.md).
+/// Woken by the kernel, not a timer: the thread watch's program compares
+/// the kthreads' time with `base_ran + t` at the end of each of their NAPI
+/// polls and wakes the controller once it is reached (`signal_at`); a poll
+/// runs with bottom halves off, so its end is the first moment a drop can
+/// take effect. The controller wakes once for that and once at the
+/// period's end: the timer-driven controller before it slept (T − used) /
+/// kthreads and looked again, several wake-ups a period, most of its cost
+/// (issue 42; docs/performance.md). After a drop it sleeps to the period's
+/// end: the kernel keeps when each kthread first left the CPU after the
+/// drop (the watch's mark).
 fn hold_period(
     config: &Config,
     k: &mut Kthreads,
@@ -762,10 +755,10 @@ fn hold_period(
 ) -> Result<(u64, Throttle)> {
     let mut th = Throttle::default();
     let mut dropped_at = None;
+    let enforcing = config.enforce == Enforce::Fifo && k.at_high;
+    watch.signal_at(if enforcing { base_ran + t.ceil() as u64 } else { 0 });
     let mut now = monotonic_ns();
-    let kthreads = k.tids.len().max(1) as u64;
     while now < end && !stop.load(Ordering::SeqCst) {
-        let mut wake = end;
         if config.enforce == Enforce::Fifo && k.at_high {
             let used = k.ran(watch, now)?.saturating_sub(base_ran);
             if used as f64 >= t {
@@ -785,9 +778,13 @@ fn hold_period(
                 now = after;
                 continue;
             }
-            wake = wake.min(now + ((t as u64 - used) / kthreads).max(MIN_STEP_NS));
+            // Until the kernel says the sum was reached, or the period ends.
+            crate::monitor::wait_readable(watch.ring_epoll_fd(), end - now)?;
+            watch.drain()?;
+        } else {
+            irqlab_host::rt::sleep_until_ns(end);
         }
-        irqlab_host::rt::sleep_until_ns(wake);
+        k.wakeups += 1;
         now = monotonic_ns();
     }
     // Still on the CPU at the period's end: nothing else wanted it.
@@ -802,13 +799,13 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     let tids: Vec<u32> = threads.iter().map(|t| t.tid as u32).collect();
     let mut tw_storage = crate::monitor::thread::Storage::default();
     let mut watch = ThreadWatch::start(&mut tw_storage, &tids)?;
-    // Only the totals are read (hold_period is timer-driven): no event may
-    // wake the controller for every switch of a kthread the flood wakes
+    // Only the totals and the budget signal are read: no event may wake
+    // the controller for every switch of a kthread the flood wakes
     // thousands of times a second.
     watch.silence();
     let mut nw_storage = crate::monitor::napi::Storage::default();
     let napi = NapiWatch::start(&mut nw_storage, &tids)?;
-    let mut k = Kthreads { threads, tids, at_high: true, setattr: LatencyStats::new() };
+    let mut k = Kthreads { threads, tids, at_high: true, setattr: LatencyStats::new(), wakeups: 0 };
     let mut ctl = LiveController::new(config);
     let period = config.period_ns;
     let run_start = monotonic_ns();
@@ -823,6 +820,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
         late_periods: 0,
         lost_events: 0,
         setattr: LatencyStats::new().summary(BUCKET_NS / 10, MAX_BUCKETS),
+        wakeups: 0,
     };
     let mut applied_dl = config.initial();
     controller_thread::control_starts();
@@ -901,6 +899,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     }
     out.lost_events = watch.lost_events();
     out.setattr = k.setattr.summary(BUCKET_NS / 10, MAX_BUCKETS);
+    out.wakeups = k.wakeups;
     Ok(out)
 }
 

@@ -28,6 +28,9 @@ pub struct Setup<'a> {
 /// control costs per second (~100 ms of setup is 2.5% of a 4 s run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Overhead {
+    /// The controller thread's id (to find it in `measure accounting`'s
+    /// rows: the kernel may have seen it before it took its name).
+    pub controller_tid: u32,
     /// CPU time while it controlled.
     pub controller_cpu_ns: u64,
     /// How long it controlled (wall time).
@@ -44,6 +47,7 @@ impl Overhead {
     pub fn of(cost: Cost) -> Overhead {
         let share = cost.control_cpu_ns as f64 / cost.control_ns.max(1) as f64;
         Overhead {
+            controller_tid: cost.tid,
             controller_cpu_ns: cost.control_cpu_ns,
             controlled_ns: cost.control_ns,
             controller_us_per_s: share * 1e6,
@@ -56,6 +60,8 @@ impl Overhead {
 /// What the controller's thread used: before control began and during it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cost {
+    /// The thread's id.
+    pub tid: u32,
     pub setup_cpu_ns: u64,
     pub control_cpu_ns: u64,
     /// Wall time from the start of control to the end.
@@ -73,6 +79,7 @@ impl Cost {
     fn between(start: (u64, u64), control: Option<(u64, u64)>, end: (u64, u64)) -> Cost {
         let control = control.unwrap_or(start);
         Cost {
+            tid: nix::unistd::gettid().as_raw() as u32,
             setup_cpu_ns: control.0.saturating_sub(start.0),
             control_cpu_ns: end.0.saturating_sub(control.0),
             control_ns: end.1.saturating_sub(control.1),
@@ -91,12 +98,23 @@ pub fn control_starts() {
     CONTROL_START.with(|c| c.set(Some(clocks())));
 }
 
+/// The controller thread's name (its comm, as `ps -L` and the accounting
+/// show it): `irqlab-` and the controller's name, cut to the kernel's 15
+/// bytes.
+pub fn thread_name(name: &str) -> String {
+    let mut comm = format!("irqlab-{name}");
+    comm.truncate(15);
+    comm
+}
+
 /// Runs `work` on the controller's thread set up as `setup` says (named
-/// `name` in messages); returns its result and what the thread used.
+/// `name` in messages, [`thread_name`] on the machine); returns its result
+/// and what the thread used.
 pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<T> + Send) -> Result<(T, Cost)> {
     std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
+        std::thread::Builder::new()
+            .name(thread_name(name))
+            .spawn_scoped(scope, || {
                 rt::set_fifo(setup.priority)?;
                 // One CPU off: every other; more: the others left (all
                 // of them when nothing is left).
@@ -122,6 +140,7 @@ pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<
                 }
                 result.map(|r| (r, cost))
             })
+            .map_err(|e| Error::Failed(format!("the {name} controller's thread: {e}")))?
             .join()
             .unwrap_or_else(|_| Err(Error::Failed(format!("the {name} controller panicked"))))
     })
@@ -183,14 +202,15 @@ mod tests {
         // Started at CPU 1 ms / wall 10 ms, controlling from CPU 101 ms / wall
         // 110 ms, ended at CPU 121 ms / wall 1110 ms.
         let cost = Cost::between((1_000_000, 10_000_000), Some((101_000_000, 110_000_000)), (121_000_000, 1_110_000_000));
-        assert_eq!(cost, Cost { setup_cpu_ns: 100_000_000, control_cpu_ns: 20_000_000, control_ns: 1_000_000_000 });
+        let tid = nix::unistd::gettid().as_raw() as u32;
+        assert_eq!(cost, Cost { tid, setup_cpu_ns: 100_000_000, control_cpu_ns: 20_000_000, control_ns: 1_000_000_000 });
         let o = Overhead::of(cost);
         assert_eq!((o.controller_cpu_ns, o.setup_cpu_ns, o.controlled_ns), (20_000_000, 100_000_000, 1_000_000_000));
         assert!((o.cpu_share - 0.02).abs() < 1e-12 && (o.controller_us_per_s - 20_000.0).abs() < 1e-6, "{o:?}");
         // A controller that never said when control began: all of it counts.
         let all = Cost::between((0, 0), None, (30, 60));
-        assert_eq!(all, Cost { setup_cpu_ns: 0, control_cpu_ns: 30, control_ns: 60 });
-        assert_eq!(Overhead::of(Cost { setup_cpu_ns: 0, control_cpu_ns: 5, control_ns: 0 }).cpu_share, 5.0, "no division by zero");
+        assert_eq!(all, Cost { tid, setup_cpu_ns: 0, control_cpu_ns: 30, control_ns: 60 });
+        assert_eq!(Overhead::of(Cost { tid, setup_cpu_ns: 0, control_cpu_ns: 5, control_ns: 0 }).cpu_share, 5.0, "no division by zero");
     }
 
     #[test]
@@ -207,5 +227,9 @@ mod tests {
         assert!(cost.setup_cpu_ns > 0 && cost.control_cpu_ns > 0 && cost.control_ns > 0, "{cost:?}");
         let failed = run("test", setup, || -> Result<()> { Err(Error::Failed("no".into())) });
         assert!(failed.is_err());
+        // The machine sees it by its name, cut to the kernel's 15 bytes.
+        let (comm, _) = run("process-aware", setup, || Ok(std::fs::read_to_string("/proc/thread-self/comm").unwrap())).unwrap();
+        assert_eq!(comm.trim_end(), "irqlab-process-");
+        assert_eq!(thread_name("bh-budget"), "irqlab-bh-budge");
     }
 }

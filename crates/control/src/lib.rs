@@ -15,6 +15,7 @@ pub mod controller_thread;
 pub mod doctor;
 pub mod idletime;
 pub mod monitor;
+pub mod napi_layout;
 pub mod process_aware;
 pub mod profile;
 pub mod set_napi;

@@ -124,6 +124,8 @@ impl LiveServer {
         let mut timers = Timers::new();
         match kind {
             Kind::Wakeup => self.rules.on_wakeup(ts),
+            // Never asked for here.
+            Kind::Budget => Decision::Keep,
             Kind::In => {
                 self.seen = Seen::Running { since: ts };
                 Decision::Keep

@@ -66,6 +66,7 @@ fn events_follow_a_spinning_and_sleeping_thread() {
             }
             Kind::Preempted | Kind::Blocked => on = false,
             Kind::Wakeup => {}
+            Kind::Budget => panic!("a budget signal nobody asked for: {events:?}"),
         }
         assert!(e.ran_ns >= last_ran, "runtime went back: {events:?}");
         last_ran = e.ran_ns;

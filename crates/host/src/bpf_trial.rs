@@ -24,6 +24,21 @@ fn capture(_level: PrintLevel, msg: String) {
     }
 }
 
+/// [`load`] for a skeleton opened as it is generated (no map resized, no
+/// program left out): `builder`'s object opened, loaded into a scratch
+/// storage and dropped.
+pub fn load_skel<B>(what: &str, builder: B) -> Result<()>
+where
+    B: for<'obj> libbpf_rs::skel::SkelBuilder<'obj>,
+{
+    use libbpf_rs::skel::OpenSkel;
+    let mut storage = crate::bpf::Storage::default();
+    load(what, || {
+        let open = builder.open(&mut storage.0).map_err(crate::bpf::err(&format!("opening {what}")))?;
+        open.load().map(drop).map_err(crate::bpf::err(&format!("loading {what}")))
+    })
+}
+
 /// Runs `load` (opens and loads a BPF object, then drops it) with libbpf's
 /// messages kept from stderr. When it fails on a program the kernel
 /// rejects, the error is exit 3 naming `what`, the program and the

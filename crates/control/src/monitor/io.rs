@@ -30,14 +30,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
-    include!(concat!(env!("OUT_DIR"), "/io_watch.skel.rs"));
-}
+bpf_program!("io_watch");
 use skel::{types, IoWatchSkel, IoWatchSkelBuilder};
-mod consts {
-    include!(concat!(env!("OUT_DIR"), "/io_watch_consts.rs"));
-}
 
 // SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.
 unsafe impl Plain for types::io_watch_event {}

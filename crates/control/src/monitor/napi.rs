@@ -11,14 +11,8 @@ use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
-    include!(concat!(env!("OUT_DIR"), "/napi_watch.skel.rs"));
-}
+bpf_program!("napi_watch");
 use skel::{types, NapiWatchSkel, NapiWatchSkelBuilder};
-mod consts {
-    include!(concat!(env!("OUT_DIR"), "/napi_watch_consts.rs"));
-}
 
 // SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.
 unsafe impl Plain for types::napi_polls {}
@@ -92,11 +86,7 @@ pub fn kernel_symbol(name: &str) -> Option<u64> {
 /// whether this kernel's verifier accepts them (doctor's readiness). Exit
 /// 3 naming the program it rejects and why.
 pub fn check_loads() -> Result<()> {
-    let mut storage = Storage::default();
-    irqlab_host::bpf_trial::load("the NAPI-poll BPF program", || {
-        let open = NapiWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the NAPI-poll BPF object"))?;
-        open.load().map(drop).map_err(bpf_err("loading the NAPI-poll BPF program"))
-    })
+    irqlab_host::bpf_trial::load_skel("the NAPI-poll BPF program", NapiWatchSkelBuilder::default())
 }
 
 impl<'obj> NapiWatch<'obj> {

@@ -12,14 +12,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
-    include!(concat!(env!("OUT_DIR"), "/thread_watch.skel.rs"));
-}
+bpf_program!("thread_watch");
 use skel::{types, ThreadWatchSkel, ThreadWatchSkelBuilder};
-mod consts {
-    include!(concat!(env!("OUT_DIR"), "/thread_watch_consts.rs"));
-}
 
 // SAFETY: generated from the program's BTF: #[repr(C)] structs of integers.
 unsafe impl Plain for types::watched {}
@@ -40,6 +34,10 @@ pub enum Kind {
     Blocked,
     /// Woken: runnable from `ts_ns`.
     Wakeup,
+    /// The watched threads' summed time reached the budget user space set
+    /// ([`ThreadWatch::signal_at`]); `ran_ns` is that sum, at a NAPI poll's
+    /// end.
+    Budget,
 }
 
 /// One event of a watched thread.
@@ -81,6 +79,7 @@ fn decode(bytes: &[u8]) -> Option<Event> {
         consts::WATCH_PREEMPTED => Kind::Preempted,
         consts::WATCH_BLOCKED => Kind::Blocked,
         consts::WATCH_WAKEUP => Kind::Wakeup,
+        consts::WATCH_BUDGET => Kind::Budget,
         _ => return None,
     };
     Some(Event { ts_ns: e.ts, ran_ns: e.ran_ns, tid: e.tid, kind, cpu: e.cpu })
@@ -104,11 +103,7 @@ fn runtime_clock(tid: u32) -> u64 {
 /// whether this kernel's verifier accepts them (doctor's readiness). Exit
 /// 3 naming the program it rejects and why.
 pub fn check_loads() -> Result<()> {
-    let mut storage = Storage::default();
-    irqlab_host::bpf_trial::load("the thread-watch BPF programs", || {
-        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
-        open.load().map(drop).map_err(bpf_err("loading the thread-watch BPF programs"))
-    })
+    irqlab_host::bpf_trial::load_skel("the thread-watch BPF programs", ThreadWatchSkelBuilder::default())
 }
 
 impl<'obj> ThreadWatch<'obj> {
@@ -204,6 +199,24 @@ impl<'obj> ThreadWatch<'obj> {
         let mark = self.skel.maps.bss_data.as_ref().map_or(0, |b| b.mark_ns);
         let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
         Ok(w.map(|w| w.off_after_mark).filter(|&t| mark > 0 && t >= mark))
+    }
+
+    /// Asks for one [`Kind::Budget`] event (sent even when silenced) at the
+    /// end of the first NAPI poll of a watched thread after which the
+    /// watched threads' summed on-CPU time ([`ThreadWatch::ran_ns`] added
+    /// up) is `sum_ns` or more; 0: none. Writes to the program's mapped
+    /// data: no system call.
+    pub fn signal_at(&mut self, sum_ns: u64) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            // The new sum before the flag is cleared: a poll in between
+            // sees the flag still set, never the old sum unsignalled
+            // (volatile stores, a fence between them).
+            // SAFETY: both point into the program's mapped data, live
+            // while the skeleton is.
+            unsafe { std::ptr::write_volatile(&mut bss.budget_at_ns, sum_ns) };
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            unsafe { std::ptr::write_volatile(&mut bss.budget_signalled, 0) };
+        }
     }
 
     /// Stops the events (and the reader's wake-ups): for a reader that only

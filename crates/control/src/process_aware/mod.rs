@@ -37,12 +37,12 @@ pub mod compensation;
 
 use crate::controller_thread;
 use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
+use crate::napi_layout::NapiLayout;
 use candidates::Candidate;
 use compensation::Compensator;
 use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::sched::{self, SchedAttr};
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Applied, Object, Value};
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
 use irqlab_host::run_end::EndedBy;
@@ -285,15 +285,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
     if let Some(cpu) = config.cpu {
         irqlab_host::rt::require_online(cpu, "--cpu")?;
     }
-    let (threads, threaded_guard) = irqlab_host::journal::netdev::napi_kthreads(&config.dev)?;
+    let mut layout = NapiLayout::find(&config.dev)?;
     check_prerequisites()?;
-    let mut guards: Vec<Applied> = Vec::new();
-    for t in &threads {
-        if let Some(cpu) = config.cpu {
-            guards.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![cpu] })?);
-        }
-        guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr: config.floor })?);
-    }
+    layout.hold(config.cpu, Some(config.floor))?;
+    let threads = layout.threads.clone();
     let started = monotonic_ns();
     let acct_cpus = match (&config.account_cpus, config.cpu) {
         (Some(cpus), _) => cpus.clone(),
@@ -331,11 +326,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         (looped, accounted)
     });
     let held_ns = monotonic_ns() - started;
-    journal::restore_all(guards)?;
-    let switched_threaded_on = threaded_guard.is_some();
-    if let Some(g) = threaded_guard {
-        g.restore()?;
-    }
+    let switched_threaded_on = layout.restore()?;
     let (l, cost) = looped?;
     let overhead = controller_thread::Overhead::of(cost);
     let accounted = accounted?;
