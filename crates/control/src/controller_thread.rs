@@ -101,7 +101,7 @@ pub fn control_starts() {
 /// The controller thread's name (its comm, as `ps -L` and the accounting
 /// show it): `irqlab-` and the controller's name, cut to the kernel's 15
 /// bytes.
-pub fn thread_name(name: &str) -> String {
+fn thread_name(name: &str) -> String {
     let mut comm = format!("irqlab-{name}");
     comm.truncate(15);
     comm
