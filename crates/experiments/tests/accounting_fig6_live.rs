@@ -13,7 +13,10 @@ fn stolen_time_grows_with_rate_and_proc_overcharges() {
         eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root: BPF, netns, SCHED_FIFO)");
         return;
     }
-    let config = Config { rates_pps: vec![1_000, 4_000, 16_000], duration_ns: 1_500_000_000, ..Default::default() };
+    // Two rounds: one 1.5 s run on a VM can cost 2-3 times the NET_RX a
+    // packet of its neighbours (a CI run: 41.2 ms at 4000/s, 36.9 ms at
+    // 16000/s); the growth compares each rate's least disturbed round.
+    let config = Config { rates_pps: vec![1_000, 4_000, 16_000], duration_ns: 1_500_000_000, rounds: 2, ..Default::default() };
     let result = fig6::measure(&config, &AtomicBool::new(false), |_| {}).expect("fig6 run");
     eprint!("{}", fig6::table(&result));
     assert!(result.complete);
@@ -29,7 +32,7 @@ fn stolen_time_grows_with_rate_and_proc_overcharges() {
         assert!(p.cpu_net_rx_ns > 0, "{} pps: no NET_RX on the measured CPU", p.rate_pps);
         assert!(p.cpu_beneficiary_share >= 0.8, "{} pps: only {:.1}% of NET_RX on the server", p.rate_pps, 100.0 * p.cpu_beneficiary_share);
     }
-    let last = result.points.last().unwrap();
+    let last = result.points.iter().rfind(|p| p.rate_pps == 16_000).unwrap();
     assert!(last.net_rx_ns > 0 && last.hog_stolen_net_rx_ns > 0, "no NET_RX time was stolen from the CPU-bound task");
     // /proc charges the CPU-bound task for every tick it was current, so at
     // the highest rate it is charged more than it really ran, by roughly

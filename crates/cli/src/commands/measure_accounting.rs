@@ -53,6 +53,11 @@ pub struct Args {
     /// Fig. 6: the CPU shared by the hog and the server (default: the last one)
     #[arg(long, requires = "fig6", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
+    /// Fig. 6: run the whole rate sequence this many times, interleaved; the
+    /// growth verdict takes each rate's least stolen time (a busy host only
+    /// adds time)
+    #[arg(long, requires = "fig6", default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=100))]
+    rounds: u16,
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
@@ -122,7 +127,8 @@ fn run_fig6(args: &Args, duration_ns: u64) -> Result<Status, CliError> {
         return Err(CliError::Usage("--rates: give one or more rates above 0 packets/s".into()));
     }
     let stop = crate::signal::stop_flag();
-    let config = fig6::Config { rates_pps: args.rates.clone(), duration_ns, cpu: args.cpu, ..Default::default() };
+    let config =
+        fig6::Config { rates_pps: args.rates.clone(), duration_ns, cpu: args.cpu, rounds: args.rounds.into(), ..Default::default() };
     let tty = std::io::stderr().is_terminal();
     let result = fig6::measure(&config, &stop, |p| {
         if tty {

@@ -53,6 +53,12 @@ pub struct Config {
     /// that must hand its packets on.)
     pub sender_nice: i32,
     pub port: u16,
+    /// How many times the whole rate sequence runs (interleaved: every
+    /// rate once, then again). The growth claims compare each rate's least
+    /// stolen time: a slowdown of the host only adds time, and on a VM one
+    /// 1.5 s run in CI cost 6.9 us of NET_RX a packet where its neighbours
+    /// and local runs cost 1.5-3 us.
+    pub rounds: usize,
 }
 
 impl Default for Config {
@@ -65,6 +71,7 @@ impl Default for Config {
             hog_priority: 50,
             sender_nice: -10,
             port: 9_716,
+            rounds: 1,
         }
     }
 }
@@ -209,8 +216,9 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
 
     let mut points = Vec::new();
     let mut outcome = Ok(());
-    for &rate in &config.rates_pps {
-        if stop.load(Ordering::SeqCst) {
+    let runs = std::iter::repeat_n(&config.rates_pps, config.rounds.max(1)).flatten();
+    for &rate in runs {
+        if stop.load(Ordering::SeqCst) || outcome.is_err() {
             break;
         }
         match run_rate(config, rate, cpu, &others, &bed, target, server_tid.load(Ordering::SeqCst), &received, &recv_returns, stop) {
@@ -218,10 +226,7 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
                 on_tick(&p);
                 points.push(p);
             }
-            Err(e) => {
-                outcome = Err(e);
-                break;
-            }
+            Err(e) => outcome = Err(e),
         }
     }
     server_stop.store(true, Ordering::SeqCst);
@@ -231,13 +236,18 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
 
     let stolen: Vec<StolenAtRate> = points
         .iter()
-        .map(|p| StolenAtRate { achieved_pps: p.achieved_pps, all_ns: p.hog_stolen_ns, net_rx_ns: p.hog_stolen_net_rx_ns })
+        .map(|p| StolenAtRate {
+            rate_pps: p.rate_pps,
+            achieved_pps: p.achieved_pps,
+            all_ns: p.hog_stolen_ns,
+            net_rx_ns: p.hog_stolen_net_rx_ns,
+        })
         .collect();
-    let (stolen_grows_with_rate, network_stolen_grows_with_rate) = stolen_growth(&stolen);
+    let (stolen_grows_with_rate, network_stolen_grows_with_rate) = stolen_growth(&least_per_rate(&stolen));
     let beneficiary_share_at_least_80pct = !points.is_empty() && points.iter().all(|p| p.cpu_beneficiary_share >= 0.8);
     Ok(Fig6Result {
         schema: SCHEMA.into(),
-        complete: points.len() == config.rates_pps.len(),
+        complete: points.len() == config.rates_pps.len() * config.rounds.max(1),
         cpu,
         duration_ns: config.duration_ns,
         points,
@@ -250,9 +260,31 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
 /// What was stolen from the CPU-bound task at one rate.
 #[derive(Debug, Clone, Copy)]
 struct StolenAtRate {
+    rate_pps: u64,
     achieved_pps: f64,
     all_ns: u64,
     net_rx_ns: u64,
+}
+
+/// One entry per asked rate: the least stolen time (all, and NET_RX) of its
+/// rounds and their mean achieved rate. A host slowdown only adds time, so
+/// the least is the run it disturbed least.
+fn least_per_rate(points: &[StolenAtRate]) -> Vec<StolenAtRate> {
+    let mut rates: Vec<u64> = points.iter().map(|p| p.rate_pps).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    rates
+        .into_iter()
+        .map(|rate| {
+            let runs: Vec<&StolenAtRate> = points.iter().filter(|p| p.rate_pps == rate).collect();
+            StolenAtRate {
+                rate_pps: rate,
+                achieved_pps: runs.iter().map(|p| p.achieved_pps).sum::<f64>() / runs.len() as f64,
+                all_ns: runs.iter().map(|p| p.all_ns).min().unwrap_or(0),
+                net_rx_ns: runs.iter().map(|p| p.net_rx_ns).min().unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 /// (all stolen time grows at every step of the achieved rate; its NET_RX
@@ -403,9 +435,10 @@ pub fn table(result: &Fig6Result) -> String {
     let ms = |ns: u64| format!("{:.1}", ns as f64 / 1e6);
     let _ = writeln!(
         out,
-        "Fig. 6 (process-aware paper) on CPU {}: SCHED_FIFO CPU-bound task + SCHED_OTHER UDP server, {:.1} s per rate",
+        "Fig. 6 (process-aware paper) on CPU {}: SCHED_FIFO CPU-bound task + SCHED_OTHER UDP server, {:.1} s per rate{}",
         result.cpu,
-        result.duration_ns as f64 / 1e9
+        result.duration_ns as f64 / 1e9,
+        if rounds(result) > 1 { format!(", {} rounds", rounds(result)) } else { String::new() }
     );
     let _ = writeln!(
         out,
@@ -459,8 +492,9 @@ pub fn table(result: &Fig6Result) -> String {
     );
     let _ = writeln!(
         out,
-        "stolen time grows with rate: {} (its NET_RX part at every step, all of it from the lowest to the highest rate){}",
+        "stolen time grows with rate: {} (its NET_RX part at every step, all of it from the lowest to the highest rate{}){}",
         if result.network_stolen_grows_with_rate { "yes" } else { "NO" },
+        if rounds(result) > 1 { "; each rate's least of its rounds" } else { "" },
         if result.stolen_grows_with_rate {
             ""
         } else {
@@ -477,12 +511,31 @@ pub fn table(result: &Fig6Result) -> String {
     out
 }
 
+/// How many runs each rate had.
+fn rounds(result: &Fig6Result) -> usize {
+    let first = result.points.first().map(|p| p.rate_pps);
+    result.points.iter().filter(|p| Some(p.rate_pps) == first).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn at(achieved_pps: f64, all_ms: f64, net_rx_ms: f64) -> StolenAtRate {
-        StolenAtRate { achieved_pps, all_ns: (all_ms * 1e6) as u64, net_rx_ns: (net_rx_ms * 1e6) as u64 }
+        let rate_pps = achieved_pps.round() as u64;
+        StolenAtRate { rate_pps, achieved_pps, all_ns: (all_ms * 1e6) as u64, net_rx_ns: (net_rx_ms * 1e6) as u64 }
+    }
+
+    #[test]
+    fn each_rate_counts_its_least_disturbed_round() {
+        // A CI run's 4000/s took 41.2 ms of NET_RX (6.9 us a packet), more
+        // than its 16000/s (36.9 ms); a second round at 4000/s took 15 ms.
+        let mut runs = vec![at(1001.0, 14.3, 6.9), at(4001.0, 55.2, 41.2), at(15941.0, 48.2, 36.9)];
+        assert_eq!(stolen_growth(&least_per_rate(&runs)), (false, false));
+        runs.extend([at(1001.0, 12.0, 5.0), at(4001.0, 30.0, 15.0), at(15941.0, 60.0, 50.0)]);
+        let least = least_per_rate(&runs);
+        assert_eq!(least.iter().map(|p| p.net_rx_ns / 100_000).collect::<Vec<_>>(), [50, 150, 369]);
+        assert_eq!(stolen_growth(&least), (true, true));
     }
 
     #[test]
