@@ -4,9 +4,10 @@
 // example): each switch in, switch out and wake-up of a watched thread goes
 // to user space as an event with the kernel's timestamp, and the thread's
 // total on-CPU time is kept in a map. The decisions (budget exhausted,
-// replenishment due) are made in user space by the shared policy code;
-// this program observes, and at most says when a sum user space gave it
-// was reached (the budget signal, below). Tracepoints only: this kernel
+// replenishment due, the kthreads' priority) are made in user space by the
+// shared policy code; this program observes, and at most says when a sum
+// user space gave it was reached (the budget signal) or when the highest
+// waiter changed (the waiter filter), below. Tracepoints only: this kernel
 // has no kprobes.
 
 #include "vmlinux.h"
@@ -39,6 +40,27 @@ volatile __u64 mark_ns;
 // user space sleeps until then instead of looking on a timer.
 volatile __u64 budget_at_ns;
 volatile __u32 budget_signalled;
+// The waiter filter (process-aware's controller; set with `silent`): a
+// watched thread that switches out to sleep inside one of `receive_calls`
+// (system call numbers, the first `receive_calls_n`) waits for data, at
+// the key of its scheduling, rank * 16 + policy (the controller's `rank`:
+// SCHED_DEADLINE 1000, FIFO/RR 100 + priority, OTHER/BATCH -nice, IDLE
+// -100); its wake-up or next switch in ends the wait. The controller only
+// needs to hear when the kthreads' scheduling must change: the highest
+// waiting key, else `floor_key`. One WATCH_DECISION record per change of
+// that key (`signalled_key`), where reading /proc/TID/syscall at every
+// block of a receiver under a flood cost the controller half a CPU
+// (issue 42). The system call is the one /proc/TID/syscall shows: the
+// number the task entered the kernel with (orig_ax, x86-64).
+volatile __u32 waiter_filter;
+volatile __s32 floor_key;
+volatile __s32 signalled_key;
+volatile __u64 receive_waits;
+volatile __u32 receive_calls_n;
+volatile __s64 receive_calls[WATCH_MAX_CALLS];
+// Touched atomically before the waiters are looked at: a full barrier, so
+// that of two CPUs changing waiters at once at least one sees both.
+volatile __u64 decisions_looked;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -56,27 +78,103 @@ struct {
 // for user space (types::watch_event).
 struct watch_event watch_event_btf;
 
-static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
+static __always_inline void send(__u32 tid, __u32 kind, __u64 now, __u64 value)
 {
-	if (silent)
-		return;
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&lost_events, 1);
 		return;
 	}
 	e->ts = now;
-	e->ran_ns = ran_ns;
+	e->ran_ns = value;
 	e->tid = tid;
 	e->kind = kind;
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
-	// Always wake the reader. With the default (adaptive) notification a
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
+{
+	if (silent)
+		return;
+	// Always wake the reader (send). With the default (adaptive) notification a
 	// record submitted while user space is mid-way through consuming wakes
 	// nobody; one live server run let its thread go 5 ms at its high level,
 	// as if the controller had slept through the thread's start. Not seen
 	// with forced wake-ups.
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	send(tid, kind, now, ran_ns);
+}
+
+static __always_inline int in_receive_call(struct task_struct *p)
+{
+#if defined(__TARGET_ARCH_x86)
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
+	__s64 nr = BPF_CORE_READ(regs, orig_ax);
+	__u32 n = receive_calls_n;
+
+	for (int i = 0; i < WATCH_MAX_CALLS; i++) {
+		if (i >= n)
+			break;
+		if (receive_calls[i] == nr)
+			return 1;
+	}
+#endif
+	return 0;
+}
+
+// The key of a task's scheduling: its rank * 16 + its policy.
+static __always_inline __s32 wait_key_of(struct task_struct *p)
+{
+	__u32 policy = BPF_CORE_READ(p, policy);
+	__s32 rank;
+
+	if (policy == 6) // SCHED_DEADLINE
+		rank = 1000;
+	else if (policy == 1 || policy == 2) // SCHED_FIFO, SCHED_RR
+		rank = 100 + (__s32)BPF_CORE_READ(p, rt_priority);
+	else if (policy == 5) // SCHED_IDLE
+		rank = -100;
+	else // SCHED_OTHER, SCHED_BATCH: -nice
+		rank = 120 - BPF_CORE_READ(p, static_prio);
+	return rank * 16 + (__s32)policy;
+}
+
+struct best_ctx {
+	__s32 best;
+	__u32 any;
+};
+
+static long highest_waiting(struct bpf_map *map, __u32 *tid, struct watched *w, struct best_ctx *c)
+{
+	if (w->waiting && (!c->any || w->wait_key > c->best)) {
+		c->best = w->wait_key;
+		c->any = 1;
+	}
+	return 0;
+}
+
+// After a wait began or ended: one record when the key changed.
+static __always_inline void decide(__u32 tid, __u64 now)
+{
+	struct best_ctx c = { .best = 0, .any = 0 };
+
+	__sync_fetch_and_add(&decisions_looked, 1);
+	bpf_for_each_map_elem(&watched, highest_waiting, &c, 0);
+	__s32 key = c.any ? c.best : floor_key;
+	if (key == signalled_key)
+		return;
+	signalled_key = key;
+	send(tid, WATCH_DECISION, now, (__u64)(__s64)key);
+}
+
+// A watched thread woke or runs again: its wait, if any, is over.
+static __always_inline void wait_ends(struct watched *w, __u32 tid, __u64 now)
+{
+	if (waiter_filter && w->waiting) {
+		w->waiting = 0;
+		decide(tid, now);
+	}
 }
 
 static __always_inline __u64 runtime_since(struct watched *w, struct task_struct *p)
@@ -102,6 +200,12 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (mark_ns && now >= mark_ns && w->off_after_mark < mark_ns)
 			w->off_after_mark = now;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
+		if (waiter_filter && prev_state != 0 && !w->waiting && in_receive_call(prev)) {
+			w->waiting = 1;
+			w->wait_key = wait_key_of(prev);
+			__sync_fetch_and_add(&receive_waits, 1);
+			decide(prev_tid, now);
+		}
 	}
 	w = bpf_map_lookup_elem(&watched, &next_tid);
 	if (w) {
@@ -109,6 +213,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		w->on_since = now;
 		w->switches_in++;
 		emit(next_tid, WATCH_IN, now, w->ran_ns);
+		wait_ends(w, next_tid, now);
 	}
 	return 0;
 }
@@ -118,8 +223,11 @@ static __always_inline int woken(struct task_struct *p)
 	__u32 tid = p->pid;
 	struct watched *w = bpf_map_lookup_elem(&watched, &tid);
 
-	if (w)
-		emit(tid, WATCH_WAKEUP, bpf_ktime_get_ns(), w->ran_ns);
+	if (w) {
+		__u64 now = bpf_ktime_get_ns();
+		emit(tid, WATCH_WAKEUP, now, w->ran_ns);
+		wait_ends(w, tid, now);
+	}
 	return 0;
 }
 
@@ -158,17 +266,6 @@ int BPF_PROG(on_napi_poll, struct napi_struct *napi, int work, int budget)
 	// Two kthreads ending polls at once on two CPUs may both send one:
 	// user space reads the sum again either way.
 	budget_signalled = 1;
-	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&lost_events, 1);
-		return 0;
-	}
-	e->ts = c.now;
-	e->ran_ns = c.sum;
-	e->tid = tid;
-	e->kind = WATCH_BUDGET;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pad = 0;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	send(tid, WATCH_BUDGET, c.now, c.sum);
 	return 0;
 }

@@ -12,6 +12,10 @@
 #define WATCH_BLOCKED 3   // switched out to sleep (or exit)
 #define WATCH_WAKEUP 4    // woken (runnable from `ts`)
 #define WATCH_BUDGET 5    // the watched threads' time reached `budget_at_ns` (at a NAPI poll's end)
+#define WATCH_DECISION 6  // the waiter filter's key changed; `ran_ns` holds the new key (a signed value)
+
+// Most receive-family system calls the waiter filter matches.
+#define WATCH_MAX_CALLS 16
 
 // Per watched thread, updated in the kernel.
 struct watched {
@@ -30,6 +34,10 @@ struct watched {
 	// space's mark, e.g. the moment it lowered the thread): older than the
 	// mark until it has.
 	__u64 off_after_mark;
+	// The waiter filter: set while it sleeps in one of `receive_calls`,
+	// with its scheduling's key (rank * 16 + policy) taken then.
+	__u32 waiting;
+	__s32 wait_key;
 };
 
 // One event, as the ring buffer delivers it.
@@ -37,7 +45,7 @@ struct watch_event {
 	__u64 ts;     // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u64 ran_ns; // the thread's ran_ns after this event
 	__u32 tid;
-	__u32 kind;   // WATCH_IN, WATCH_PREEMPTED, WATCH_BLOCKED or WATCH_WAKEUP
+	__u32 kind;   // one of WATCH_*
 	__u32 cpu;
 	__u32 pad;
 };

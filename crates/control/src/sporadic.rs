@@ -125,7 +125,7 @@ impl LiveServer {
         match kind {
             Kind::Wakeup => self.rules.on_wakeup(ts),
             // Never asked for here.
-            Kind::Budget => Decision::Keep,
+            Kind::Budget | Kind::Decision => Decision::Keep,
             Kind::In => {
                 self.seen = Seen::Running { since: ts };
                 Decision::Keep

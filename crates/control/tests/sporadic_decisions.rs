@@ -150,7 +150,7 @@ impl SimKernel {
                 self.apply(a, ts);
             }
             Kind::In => self.running = Some(ts),
-            Kind::Budget => unreachable!("the sporadic server sets no budget signal"),
+            Kind::Budget | Kind::Decision => unreachable!("the sporadic server sets no budget signal and no waiter filter"),
             Kind::Preempted | Kind::Blocked => {
                 if let Some(since) = self.running.take() {
                     self.server.consume(since, ts);

@@ -66,7 +66,7 @@ fn events_follow_a_spinning_and_sleeping_thread() {
             }
             Kind::Preempted | Kind::Blocked => on = false,
             Kind::Wakeup => {}
-            Kind::Budget => panic!("a budget signal nobody asked for: {events:?}"),
+            Kind::Budget | Kind::Decision => panic!("a budget signal or waiter decision nobody asked for: {events:?}"),
         }
         assert!(e.ran_ns >= last_ran, "runtime went back: {events:?}");
         last_ran = e.ran_ns;
@@ -86,4 +86,60 @@ fn events_follow_a_spinning_and_sleeping_thread() {
     // Never more than the thread existed (plus the spawn and exit around
     // the timed part: 5 ms).
     assert!(ran_ns <= wall_ns + 5_000_000, "{ran_ns} ns on CPU in {wall_ns} ns");
+}
+
+/// The waiter filter (process-aware's monitor): a thread that sleeps in a
+/// receive call is a waiter, at its scheduling's key; a sleep in another
+/// call is not; one decision record per change of the highest waiter, none
+/// of the other events.
+#[test]
+fn the_waiter_filter_signals_receive_waits_and_their_end() {
+    if std::env::var("IRQLAB_LIVE_TESTS").as_deref() != Ok("1") {
+        eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root: BPF)");
+        return;
+    }
+    use irqlab_control::process_aware::{candidates::RECEIVE_CALLS, wait_key};
+    use irqlab_host::journal::sched::SchedAttr;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let tid = Arc::new(AtomicU32::new(0));
+    let (ready, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let worker = {
+        let (tid, ready, go) = (tid.clone(), ready.clone(), go.clone());
+        std::thread::spawn(move || {
+            tid.store(nix::unistd::gettid().as_raw() as u32, Ordering::SeqCst);
+            ready.wait();
+            go.wait();
+            // Not a receive call: no waiter.
+            std::thread::sleep(Duration::from_millis(50));
+            let mut buf = [0u8; 16];
+            socket.recv(&mut buf).unwrap()
+        })
+    };
+    ready.wait();
+    let tid = tid.load(Ordering::SeqCst);
+    let mut storage = Storage::default();
+    let mut watch = ThreadWatch::start(&mut storage, &[tid]).expect("thread watch");
+    // A floor below the worker's SCHED_OTHER nice 0, so its wait changes
+    // the highest key.
+    let floor = wait_key(SchedAttr::Idle);
+    watch.filter_waiters(floor, &RECEIVE_CALLS).unwrap();
+    go.wait();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(watch.waiting(tid).unwrap(), None, "a thread in nanosleep is no waiter");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while watch.waiting(tid).unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the worker never showed as waiting in recv");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let nice0 = wait_key(SchedAttr::Other { nice: 0 });
+    assert_eq!(watch.waiting(tid).unwrap(), Some(nice0));
+    std::net::UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"wake", addr).unwrap();
+    assert_eq!(worker.join().unwrap(), 4);
+    std::thread::sleep(Duration::from_millis(20));
+    let events = watch.poll(Duration::from_millis(100)).unwrap();
+    let keys: Vec<(Kind, i32)> = events.iter().map(|e| (e.kind, e.ran_ns as i64 as i32)).collect();
+    assert_eq!(keys, [(Kind::Decision, nice0), (Kind::Decision, floor)], "{events:?}");
+    assert_eq!(watch.waiting(tid).unwrap(), None);
+    assert_eq!(watch.receive_waits(), 1);
 }

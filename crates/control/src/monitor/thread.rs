@@ -38,6 +38,9 @@ pub enum Kind {
     /// ([`ThreadWatch::signal_at`]); `ran_ns` is that sum, at a NAPI poll's
     /// end.
     Budget,
+    /// The waiter filter's key changed ([`ThreadWatch::filter_waiters`]):
+    /// `ran_ns` holds the new key, as `u64` of an `i32`.
+    Decision,
 }
 
 /// One event of a watched thread.
@@ -80,6 +83,7 @@ fn decode(bytes: &[u8]) -> Option<Event> {
         consts::WATCH_BLOCKED => Kind::Blocked,
         consts::WATCH_WAKEUP => Kind::Wakeup,
         consts::WATCH_BUDGET => Kind::Budget,
+        consts::WATCH_DECISION => Kind::Decision,
         _ => return None,
     };
     Some(Event { ts_ns: e.ts, ran_ns: e.ran_ns, tid: e.tid, kind, cpu: e.cpu })
@@ -219,6 +223,44 @@ impl<'obj> ThreadWatch<'obj> {
         }
     }
 
+    /// Turns on the waiter filter: a watched thread that sleeps inside one
+    /// of `calls` (system call numbers) waits, and one [`Kind::Decision`]
+    /// event comes when the highest waiting key (see [`ThreadWatch::waiting`])
+    /// changes, `floor_key` when nobody waits. The other events stop
+    /// ([`ThreadWatch::silence`]). Exit 2 for more calls than the program
+    /// holds.
+    pub fn filter_waiters(&mut self, floor_key: i32, calls: &[u64]) -> Result<()> {
+        if calls.len() > consts::WATCH_MAX_CALLS as usize {
+            return Err(Error::Invalid(format!("{} system calls to match: at most {}", calls.len(), consts::WATCH_MAX_CALLS)));
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            for (slot, &nr) in bss.receive_calls.iter_mut().zip(calls) {
+                *slot = nr as i64;
+            }
+            bss.receive_calls_n = calls.len() as u32;
+            bss.floor_key = floor_key;
+            bss.signalled_key = floor_key;
+            bss.silent = 1;
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: points into the program's mapped data, live while the
+            // skeleton is; the program reads it on every switch.
+            unsafe { std::ptr::write_volatile(&mut bss.waiter_filter, 1) };
+        }
+        Ok(())
+    }
+
+    /// The waiter filter's view of `tid`: Some(key of its scheduling)
+    /// while it sleeps in a matched call, None otherwise (or unwatched).
+    pub fn waiting(&self, tid: u32) -> Result<Option<i32>> {
+        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        Ok(w.filter(|w| w.waiting != 0).map(|w| w.wait_key))
+    }
+
+    /// How many waits the waiter filter saw begin.
+    pub fn receive_waits(&self) -> u64 {
+        self.skel.maps.bss_data.as_ref().map_or(0, |b| b.receive_waits)
+    }
+
     /// Stops the events (and the reader's wake-ups): for a reader that only
     /// needs [`ThreadWatch::ran_ns`] and [`ThreadWatch::running`], which
     /// read the map.
@@ -247,6 +289,8 @@ mod tests {
         assert_eq!(decode(&bytes[..20]), None);
         let odd = types::watch_event { kind: 9, ..e };
         assert_eq!(decode(bpf::bytes_of(&odd)), None);
-        assert_eq!(std::mem::size_of::<types::watched>(), 40);
+        assert_eq!(std::mem::size_of::<types::watched>(), 48);
+        let d = types::watch_event { kind: consts::WATCH_DECISION as u32, ran_ns: (-3_i64) as u64, ..e };
+        assert_eq!(decode(bpf::bytes_of(&d)).map(|e| (e.kind, e.ran_ns as i64 as i32)), Some((Kind::Decision, -3)));
     }
 }

@@ -131,16 +131,8 @@ pub fn threads_of(pid: i32) -> Vec<i32> {
 /// System calls a thread blocks in while it waits for data from a socket
 /// (x86_64 numbers): read, poll, select, recvfrom, recvmsg, epoll_wait,
 /// pselect6, ppoll, epoll_pwait, recvmmsg, epoll_pwait2.
-const RECEIVE_CALLS: [u64; 11] = [0, 7, 23, 45, 47, 232, 270, 271, 281, 299, 441];
-
-/// Whether `tid` is blocked in a receive-family system call now
-/// (`/proc/TID/syscall`: the number first, or "running").
-pub fn blocked_in_receive(tid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{tid}/syscall"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
-        .is_some_and(|n| RECEIVE_CALLS.contains(&n))
-}
+/// (The thread watch's waiter filter matches them in the kernel.)
+pub const RECEIVE_CALLS: [u64; 11] = [0, 7, 23, 45, 47, 232, 270, 271, 281, 299, 441];
 
 #[cfg(test)]
 mod tests {

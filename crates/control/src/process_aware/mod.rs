@@ -10,12 +10,17 @@
 //!   tables, rescanned every [`Config::rescan_ns`]; all their threads are
 //!   watched.
 //! - **Monitor**: the thread watch (`sched_switch`/`sched_wakeup`
-//!   tracepoints, `monitor::thread`) on those threads. A thread that blocks
-//!   inside a receive-family system call (`/proc/TID/syscall`, read when
-//!   its block event arrives) is waiting; its wake-up or switch-in ends the
-//!   wait. A thread that blocks on the socket through another call, or that
-//!   waits on a socket of another device in the same call, is judged by the
-//!   call alone: the stated approximation.
+//!   tracepoints, `monitor::thread`) on those threads, with its waiter
+//!   filter: a thread that switches out to sleep inside a receive-family
+//!   system call (the number it entered the kernel with, what
+//!   `/proc/TID/syscall` shows) is waiting; its wake-up or switch-in ends
+//!   the wait. The kernel wakes the controller only when the highest
+//!   waiter's scheduling changes; the controller then reads who waits and
+//!   feeds the adapter those blocks and wake-ups (a receiver blocking and
+//!   waking at every datagram of a flood costs it nothing while the
+//!   decision stays; issue 42). A thread that blocks on the socket through
+//!   another call, or that waits on a socket of another device in the same
+//!   call, is judged by the call alone: the stated approximation.
 //! - **Decision**: `irqlab_policy::process_aware::predicted_priority` over
 //!   the waiters' ranks, the code the simulator's `process-aware` policy
 //!   calls; the kthreads take the scheduling of the waiter whose rank won
@@ -118,6 +123,13 @@ pub fn rank(attr: SchedAttr) -> i32 {
         SchedAttr::Other { nice } | SchedAttr::Batch { nice } => -nice,
         SchedAttr::Idle => -100,
     }
+}
+
+/// The waiter filter's key of a scheduling (`bpf/thread_watch.bpf.c`,
+/// `wait_key_of`): its rank, then its policy, so that a change of the
+/// policy at one rank is a change too.
+pub fn wait_key(attr: SchedAttr) -> i32 {
+    rank(attr) * 16 + attr.policy_number() as i32
 }
 
 /// What the kthreads take to run at a waiter's rank.
@@ -384,6 +396,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     let tids: Vec<u32> = watched.iter().map(|&t| t as u32).collect();
     let mut storage = crate::monitor::thread::Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &tids)?;
+    watch.filter_waiters(wait_key(config.floor), &candidates::RECEIVE_CALLS)?;
     let fd = watch.ring_epoll_fd();
     let mut adapter = Adapter::new(config.floor, TICK_NS);
     let mut current = config.floor;
@@ -425,23 +438,20 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         }
         let wake = next_scan.min(config.duration_ns.map_or(u64::MAX, |d| run_start + d));
         crate::monitor::wait_readable(fd, wake.saturating_sub(now).max(1))?;
-        let mut last_event_ns = None;
-        for e in watch.drain()? {
-            let tid = e.tid as i32;
-            let seen = match e.kind {
-                Kind::Blocked if candidates::blocked_in_receive(tid) => {
-                    out.waits += 1;
-                    Some(Observation::Block { tid, attr: sched::get(tid).unwrap_or(config.floor) })
-                }
-                Kind::Wakeup | Kind::In if adapter.waiters.is_waiting(tid) => Some(Observation::Wake { tid }),
-                _ => None,
+        // The kernel sends a record only when the highest waiter changed;
+        // who waits is read from its map then, and at every rescan (a
+        // change two CPUs made at once, or a tie of ranks the key does not
+        // order as the adapter does, is caught there at the latest).
+        let last_event_ns = watch.drain()?.iter().filter(|e| e.kind == Kind::Decision).map(|e| e.ts_ns).max();
+        for tid in &watched {
+            let seen = match (watch.waiting(*tid as u32)?.is_some(), adapter.waiters.is_waiting(*tid)) {
+                (true, false) => Observation::Block { tid: *tid, attr: sched::get(*tid).unwrap_or(config.floor) },
+                (false, true) => Observation::Wake { tid: *tid },
+                _ => continue,
             };
-            if let Some(o) = seen {
-                adapter.observe(&o);
-                if config.record {
-                    out.recorded.push((e.ts_ns, o));
-                }
-                last_event_ns = Some(e.ts_ns);
+            adapter.observe(&seen);
+            if config.record {
+                out.recorded.push((last_event_ns.unwrap_or_else(monotonic_ns), seen));
             }
         }
         let (want, waiter) = adapter.waiters.decision();
@@ -468,6 +478,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     out.candidates = candidates;
     out.watched = watched.len();
     out.lost_events = watch.lost_events();
+    out.waits = watch.receive_waits();
     Ok(out)
 }
 

@@ -57,6 +57,11 @@ impl std::fmt::Display for SchedAttr {
 }
 
 impl SchedAttr {
+    /// The kernel's number of the policy (`SCHED_OTHER` 0 .. `SCHED_DEADLINE` 6).
+    pub fn policy_number(self) -> u32 {
+        self.raw().policy
+    }
+
     fn raw(self) -> RawAttr {
         let mut a = RawAttr { size: std::mem::size_of::<RawAttr>() as u32, ..Default::default() };
         match self {
