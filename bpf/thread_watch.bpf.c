@@ -58,6 +58,16 @@ volatile __s32 signalled_key;
 volatile __u64 receive_waits;
 volatile __u32 receive_calls_n;
 volatile __s64 receive_calls[WATCH_MAX_CALLS];
+// Lazy mode (the sporadic server's controller): events are written
+// without waking user space, which reads them when it wakes anyway (on its
+// own timer: an exhaustion or a replenishment it computed), except a
+// switch in of a thread user space put in `wake_on_in` (tids; 0: an
+// empty slot): the mapped data, written without a system call. Under a flood a served
+// kthread wakes, runs and blocks thousands of times a second; waking the
+// controller at each of those events cost it two thirds of a CPU (issue
+// 42).
+volatile __u32 lazy;
+volatile __u32 wake_on_in[WATCH_MAX];
 // Touched atomically before the waiters are looked at: a full barrier, so
 // that of two CPUs changing waiters at once at least one sees both.
 volatile __u64 decisions_looked;
@@ -78,7 +88,7 @@ struct {
 // for user space (types::watch_event).
 struct watch_event watch_event_btf;
 
-static __always_inline void send(__u32 tid, __u32 kind, __u64 now, __u64 value)
+static __always_inline void send_flags(__u32 tid, __u32 kind, __u64 now, __u64 value, __u64 flags)
 {
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -91,13 +101,30 @@ static __always_inline void send(__u32 tid, __u32 kind, __u64 now, __u64 value)
 	e->kind = kind;
 	e->cpu = bpf_get_smp_processor_id();
 	e->pad = 0;
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline void send(__u32 tid, __u32 kind, __u64 now, __u64 value)
+{
+	send_flags(tid, kind, now, value, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline int wakes_on_in(__u32 tid)
+{
+	for (int i = 0; i < WATCH_MAX; i++)
+		if (wake_on_in[i] == tid)
+			return 1;
+	return 0;
 }
 
 static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 {
 	if (silent)
 		return;
+	if (lazy && !(kind == WATCH_IN && wakes_on_in(tid))) {
+		send_flags(tid, kind, now, ran_ns, BPF_RB_NO_WAKEUP);
+		return;
+	}
 	// Always wake the reader (send). With the default (adaptive) notification a
 	// record submitted while user space is mid-way through consuming wakes
 	// nobody; one live server run let its thread go 5 ms at its high level,

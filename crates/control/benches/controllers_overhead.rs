@@ -111,7 +111,8 @@ impl Setting {
                 let report = set_threads::run(&config, &stop, |_, _, _| {}).expect("sporadic server run");
                 let server = report.server.expect("a sporadic server's report");
                 let reaction = server.threads.into_iter().next().expect("a served thread").reaction;
-                (server.overhead, reaction, String::new())
+                let per_s = server.wakeups as f64 * 1e9 / server.overhead.controlled_ns.max(1) as f64;
+                (server.overhead, reaction, format!("; {per_s:.0} wake-ups/s"))
             }
             Setting::ProcessAware { rescan_ns } => {
                 let config = process_aware::Config {

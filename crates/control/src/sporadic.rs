@@ -9,7 +9,10 @@
 //! The controller thread runs at SCHED_FIFO 99 and sleeps with `ppoll` (ns
 //! timeout) on the monitor's ring buffer until the next thing it must act
 //! on: the instant the running thread's budget runs out, or a
-//! replenishment. How long the thread ran on at its high level past that
+//! replenishment, or a thread at its high level switching in (its budget
+//! must be timed from then). The other events (wake-ups, blocks,
+//! preemptions, runs at the low level) wait in the ring, timestamped, for
+//! that wake-up: the monitor's lazy mode (issue 42). How long the thread ran on at its high level past that
 //! instant (the controller's wake-up plus `sched_setattr`) is the reaction
 //! latency, reported as a histogram.
 
@@ -258,6 +261,9 @@ pub struct ServerReport {
     pub lost_events: u64,
     /// What the controller's thread cost.
     pub overhead: controller_thread::Overhead,
+    /// How many times the controller woke (its timer or a switch in at the
+    /// high level): most of its cost.
+    pub wakeups: u64,
 }
 
 struct Served {
@@ -273,7 +279,12 @@ struct Served {
 impl Served {
     /// Makes the thread's level what the rules want; records the reaction
     /// latency of a drop after an exhaustion.
-    fn follow(&mut self, decision: Decision) -> Result<()> {
+    ///
+    /// `watch` is told to wake the controller at the thread's switch in
+    /// while it is at its high level: before it is raised (a runnable
+    /// thread raised runs at once, and its budget must be timed from then),
+    /// and no more once it is lowered.
+    fn follow(&mut self, decision: Decision, watch: &mut ThreadWatch) -> Result<()> {
         let want_high = match decision {
             Decision::Keep => return Ok(()),
             Decision::ToHigh => true,
@@ -282,7 +293,15 @@ impl Served {
         if want_high == self.applied_high || self.exited {
             return Ok(());
         }
-        match self.actuator.set_level(want_high) {
+        let tid = self.thread.tid as u32;
+        if want_high {
+            watch.wake_on_in(tid, true)?;
+        }
+        let set = self.actuator.set_level(want_high);
+        if !want_high || set.is_err() {
+            watch.wake_on_in(tid, false)?;
+        }
+        match set {
             Ok(()) => {}
             Err(_) if !self.thread.alive() => {
                 self.exited = true;
@@ -333,6 +352,12 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
     let tids: Vec<u32> = threads.iter().map(|t| t.tid as u32).collect();
     let mut storage = Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &tids)?;
+    // Woken by a served thread's switch in only while it is at its high
+    // level (its budget must then be timed); every other event waits in
+    // the ring for the next wake-up, which the rules' own next instant
+    // (an exhaustion or a replenishment) brings. The events keep the
+    // kernel's timestamps, so the rules see the same history, later.
+    watch.set_lazy();
     let start = monotonic_ns();
     let mut served: BTreeMap<u32, Served> = threads
         .iter()
@@ -358,30 +383,43 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
     controller_thread::control_starts();
     let start_ns = monotonic_ns();
     for (tid, s) in served.iter_mut() {
-        s.follow(Decision::ToHigh)?;
+        s.follow(Decision::ToHigh, &mut watch)?;
         if watch.running(*tid)? {
             s.server.observe(Kind::In, monotonic_ns());
         }
     }
     let ring_fd = watch.ring_epoll_fd();
+    let mut next_liveness = start_ns + IDLE_WAIT_NS;
+    let mut wakeups = 0;
+    let mut events = Vec::new();
     while !stop.load(Ordering::SeqCst) && keep_going() {
         let now = monotonic_ns();
         let next = served.values().filter(|s| !s.exited).filter_map(|s| s.server.next_action_at()).min();
         let wait = next.map_or(IDLE_WAIT_NS, |t| t.saturating_sub(now)).min(IDLE_WAIT_NS);
         crate::monitor::wait_readable(ring_fd, wait)?;
-        for Event { tid, kind, ts_ns, .. } in watch.drain()? {
+        wakeups += 1;
+        watch.drain_into(&mut events)?;
+        for &Event { tid, kind, ts_ns, .. } in &events {
             if let Some(s) = served.get_mut(&tid) {
                 let d = s.server.observe(kind, ts_ns);
-                s.follow(d)?;
+                s.follow(d, &mut watch)?;
             }
         }
         let now = monotonic_ns();
+        // Reading /proc for each thread at every wake-up (thousands a
+        // second under a flood) was a large part of the controller's cost
+        // (issue 42): look every IDLE_WAIT_NS; a level change that fails
+        // on an exited thread notices it at once (`follow`).
+        let look = now >= next_liveness;
+        if look {
+            next_liveness = now + IDLE_WAIT_NS;
+        }
         for s in served.values_mut().filter(|s| !s.exited) {
             if s.server.next_action_at().is_some_and(|t| t <= now) {
                 let d = s.server.advance(now);
-                s.follow(d)?;
+                s.follow(d, &mut watch)?;
             }
-            if !s.thread.alive() {
+            if look && !s.thread.alive() {
                 s.exited = true;
             }
         }
@@ -405,7 +443,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
         })
         .collect();
     // The thread's CPU time is measured around this call ([`serve`]).
-    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::default() })
+    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::default(), wakeups })
 }
 
 #[cfg(test)]

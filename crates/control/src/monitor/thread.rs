@@ -165,8 +165,20 @@ impl<'obj> ThreadWatch<'obj> {
 
     /// Takes the events already delivered, without waiting.
     pub fn drain(&mut self) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        self.drain_into(&mut events)?;
+        Ok(events)
+    }
+
+    /// Replaces `events` with the events already delivered, without
+    /// waiting. Both buffers keep their memory, so a controller draining
+    /// at every wake-up does not allocate (allocating afresh each time was
+    /// a fifth of the sporadic server's time under a flood; issue 42).
+    pub fn drain_into(&mut self, events: &mut Vec<Event>) -> Result<()> {
         self.ring.consume().map_err(bpf_err("reading the thread-watch events"))?;
-        Ok(std::mem::take(&mut *self.received.borrow_mut()))
+        events.clear();
+        events.append(&mut self.received.borrow_mut());
+        Ok(())
     }
 
     /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
@@ -254,6 +266,33 @@ impl<'obj> ThreadWatch<'obj> {
     pub fn waiting(&self, tid: u32) -> Result<Option<i32>> {
         let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
         Ok(w.filter(|w| w.waiting != 0).map(|w| w.wait_key))
+    }
+
+    /// Lazy mode: events are delivered without waking the reader, who
+    /// reads them at its next wake-up ([`ThreadWatch::drain`]), except the
+    /// switch in of a thread [`ThreadWatch::wake_on_in`] names.
+    pub fn set_lazy(&mut self) {
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            bss.lazy = 1;
+        }
+    }
+
+    /// In lazy mode, whether `tid`'s switch in wakes the reader. A write
+    /// to the program's mapped data: no system call. Exit 2 when every
+    /// slot is taken ([`MAX_THREADS`]).
+    pub fn wake_on_in(&mut self, tid: u32, wake: bool) -> Result<()> {
+        let Some(bss) = self.skel.maps.bss_data.as_deref_mut() else { return Ok(()) };
+        let slots = &mut bss.wake_on_in;
+        let at = slots.iter().position(|&t| t == tid);
+        let target = match (wake, at) {
+            (true, Some(_)) | (false, None) => return Ok(()),
+            (true, None) => slots.iter().position(|&t| t == 0).ok_or_else(|| Error::Invalid(format!("more than {MAX_THREADS} threads")))?,
+            (false, Some(i)) => i,
+        };
+        // SAFETY: points into the program's mapped data, live while the
+        // skeleton is; one aligned u32 store the program reads whole.
+        unsafe { std::ptr::write_volatile(&mut slots[target], if wake { tid } else { 0 }) };
+        Ok(())
     }
 
     /// How many waits the waiter filter saw begin.
