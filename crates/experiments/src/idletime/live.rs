@@ -79,6 +79,9 @@ pub struct Point {
     /// The model's background with inputs measured in this run
     /// ([`measured_background`]), beside the dissertation's.
     pub measured_model_background_per_s: Option<f64>,
+    /// The controller thread's CPU time per second of control, as a share
+    /// of one CPU (its report's `overhead.cpu_share`), mean over the runs.
+    pub controller_cpu_share: Option<f64>,
 }
 
 /// One resource's experiment.
@@ -337,6 +340,7 @@ impl Bench<'_> {
                         open_fraction: report.as_ref().map(|r| r.gate.open_fraction),
                         close_p50_ns: report.as_ref().and_then(|r| r.gate.close_reaction.as_ref().and_then(|s| s.p50_ns)),
                         open_p50_ns: report.as_ref().and_then(|r| r.gate.open_lateness.as_ref().and_then(|s| s.p50_ns)),
+                        controller_cpu_share: report.as_ref().map(|r| r.overhead.cpu_share),
                     });
                 }
             }
@@ -385,6 +389,7 @@ struct Run {
     open_fraction: Option<f64>,
     close_p50_ns: Option<u64>,
     open_p50_ns: Option<u64>,
+    controller_cpu_share: Option<f64>,
 }
 
 /// r(i) for the model: the curve, with each intensity the setups ran at
@@ -455,6 +460,7 @@ fn points_of(
                 gate_open_fraction: mean_of(&|r| r.open_fraction),
                 gate_close_reaction_p50_ns: close_p50,
                 gate_open_lateness_p50_ns: open_p50,
+                controller_cpu_share: mean_of(&|r| r.controller_cpu_share),
                 measured_model_background_per_s: p_ns.map(|p| {
                     let gate = GateReaction { open_ns: open_p50.unwrap_or(0), close_ns: close_p50.unwrap_or(0) };
                     measured_background(table, params, i, p, background_alone_per_s, gate)
@@ -829,6 +835,23 @@ fn relations(part: &Part) -> Vec<Row> {
             );
         }
     }
+    // What the controller itself cost (issue 42: at most 2% of a CPU), its
+    // most expensive setup; not a claim of the dissertation.
+    if let Some(worst) = points.iter().filter_map(|p| p.controller_cpu_share.map(|c| (c, p))).max_by(|a, b| a.0.total_cmp(&b.0)) {
+        rows.push(
+            Row::info(
+                format!(
+                    "{res}: the controller's own CPU, share of one CPU, at its costliest (i={:.0}%, {}; goal ≤ 0.02)",
+                    worst.1.intensity * 100.0,
+                    worst.1.setup
+                ),
+                "-",
+                f64::NAN,
+                "share",
+            )
+            .with_live(worst.0),
+        );
+    }
     rows
 }
 
@@ -925,6 +948,7 @@ mod tests {
             open_fraction: (setup == 1).then_some(0.5),
             close_p50_ns: close,
             open_p50_ns: close,
+            controller_cpu_share: close.map(|c| c as f64 / 1e7),
         };
         // Two rounds, in the order they ran.
         let runs = vec![
@@ -943,6 +967,7 @@ mod tests {
         assert_eq!((idle.foreground_per_s, idle.background_per_s), (3000.0, 6500.0));
         assert!((idle.foreground_share - 1.0).abs() < 1e-12);
         assert_eq!(idle.gate_close_reaction_p50_ns, Some(200_000));
+        assert_eq!((none.controller_cpu_share, idle.controller_cpu_share), (None, Some(0.02)));
         let se = idle.foreground_share_se.unwrap();
         let expected = Spread::of(&[2900.0, 3100.0]).ratio_se(&Spread::of(&[3000.0, 2900.0, 3100.0])).unwrap();
         assert!((se - expected).abs() < 1e-12 && se > 0.0);
@@ -956,8 +981,16 @@ mod tests {
         let (table, params) = linear();
         let setups: Vec<(String, Setup)> =
             [1_000_000, 5_000_000].iter().map(|&p| (format!("idletime p = {}", format_ns(p)), Setup::Idletime(p))).collect();
-        let run =
-            |setup, fg| Run { intensity: 0.3, setup, fg, bg: 1000.0, open_fraction: Some(0.5), close_p50_ns: None, open_p50_ns: None };
+        let run = |setup, fg| Run {
+            intensity: 0.3,
+            setup,
+            fg,
+            bg: 1000.0,
+            open_fraction: Some(0.5),
+            close_p50_ns: None,
+            open_p50_ns: None,
+            controller_cpu_share: None,
+        };
         let alone = vec![(0.3, vec![3000.0])];
         let points = points_of(&[run(0, 2000.0), run(1, 2950.0)], &setups, &alone, &table, &params, table.r_max());
         let part = |rtt| Part {
