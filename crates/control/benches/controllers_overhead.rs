@@ -30,7 +30,7 @@
 //! settings whose label starts so.
 
 use irqlab_control::{bh_budget, controller_thread, process_aware, set_threads};
-use irqlab_host::journal::sched::PolicySpec;
+use irqlab_host::journal::sched::{self, PolicySpec, SchedAttr};
 use irqlab_host::rt;
 use irqlab_host::testbed::{Side, Testbed};
 use irqlab_measure::latency::stats::StatsSummary;
@@ -58,10 +58,24 @@ fn range(v: &[f64]) -> (f64, f64) {
 /// One controller at one setting.
 #[derive(Clone, Copy)]
 enum Setting {
-    BhBudget { period_ns: u64 },
-    Sporadic { budget_ns: u64, period_ns: u64 },
-    ProcessAware { rescan_ns: u64 },
+    BhBudget {
+        period_ns: u64,
+    },
+    Sporadic {
+        budget_ns: u64,
+        period_ns: u64,
+    },
+    /// With `receiver_fifo`, the receiver runs at that SCHED_FIFO priority
+    /// for the run: the kthreads' scheduling then follows each of its
+    /// waits (the floor is SCHED_OTHER), the policy's costliest case.
+    ProcessAware {
+        rescan_ns: u64,
+        receiver_fifo: Option<u32>,
+    },
 }
+
+/// The receiving process (set once, before the first run).
+static RECEIVER: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
 
 impl Setting {
     fn label(&self) -> String {
@@ -69,7 +83,10 @@ impl Setting {
         match *self {
             Setting::BhBudget { period_ns } => format!("bh-budget, period {}", ms(period_ns)),
             Setting::Sporadic { budget_ns, period_ns } => format!("sporadic server, {}/{}", ms(budget_ns), ms(period_ns)),
-            Setting::ProcessAware { rescan_ns } => format!("process-aware, rescan {}", ms(rescan_ns)),
+            Setting::ProcessAware { rescan_ns, receiver_fifo: None } => format!("process-aware, rescan {}", ms(rescan_ns)),
+            Setting::ProcessAware { rescan_ns, receiver_fifo: Some(p) } => {
+                format!("process-aware, rescan {}, receiver SCHED_FIFO {p}", ms(rescan_ns))
+            }
         }
     }
 
@@ -114,7 +131,12 @@ impl Setting {
                 let per_s = server.wakeups as f64 * 1e9 / server.overhead.controlled_ns.max(1) as f64;
                 (server.overhead, reaction, format!("; {per_s:.0} wake-ups/s"))
             }
-            Setting::ProcessAware { rescan_ns } => {
+            Setting::ProcessAware { rescan_ns, receiver_fifo } => {
+                let receiver = *RECEIVER.get().expect("the receiver started");
+                let own = sched::get(receiver).expect("the receiver's scheduling");
+                if let Some(priority) = receiver_fifo {
+                    sched::set(receiver, SchedAttr::Fifo { priority }).expect("raising the receiver");
+                }
                 let config = process_aware::Config {
                     dev: DEV.into(),
                     cpu: Some(cpu),
@@ -122,7 +144,9 @@ impl Setting {
                     rescan_ns,
                     ..process_aware::Config::default()
                 };
-                let report = process_aware::run(&config, &stop, |_| {}).expect("process-aware run");
+                let report = process_aware::run(&config, &stop, |_| {});
+                sched::set(receiver, own).expect("restoring the receiver");
+                let report = report.expect("process-aware run");
                 (report.overhead, report.reaction, format!("; {} priority changes", report.change_count))
             }
         }
@@ -175,9 +199,10 @@ fn main() {
         Setting::Sporadic { budget_ns: 500_000, period_ns: 1_000_000 },
         Setting::Sporadic { budget_ns: 1_000_000, period_ns: 2_000_000 },
         Setting::Sporadic { budget_ns: 2_500_000, period_ns: 5_000_000 },
-        Setting::ProcessAware { rescan_ns: 250_000_000 },
-        Setting::ProcessAware { rescan_ns: 50_000_000 },
-        Setting::ProcessAware { rescan_ns: 1_000_000_000 },
+        Setting::ProcessAware { rescan_ns: 250_000_000, receiver_fifo: None },
+        Setting::ProcessAware { rescan_ns: 50_000_000, receiver_fifo: None },
+        Setting::ProcessAware { rescan_ns: 1_000_000_000, receiver_fifo: None },
+        Setting::ProcessAware { rescan_ns: 250_000_000, receiver_fifo: Some(20) },
     ];
     // IRQLAB_BENCH_ONLY=bh-budget (a prefix of the labels): those settings alone.
     let only = std::env::var("IRQLAB_BENCH_ONLY").unwrap_or_default();
@@ -198,6 +223,8 @@ fn main() {
             .spawn()
             .expect("the receiver (taskset, python3)"),
     );
+    // taskset execs python3 in place: the child's pid is the receiver's.
+    RECEIVER.set(_sink.0.id() as i32).expect("one receiver");
     let flood_stop = Arc::new(AtomicBool::new(false));
     let plan = Plan {
         kind: Kind::Udp { port: PORT },
