@@ -103,10 +103,16 @@ fn the_injector_is_the_top_source_of_the_1ms_window() {
             // (unseen), and the fair class's deadline server (6.12+, up to
             // 50 ms of each second) running a starved fair-class task that
             // was queued on CPU 1 (a CI run: `bash/20540 OTHER`, 968 us of
-            // the window). The monitor named it rightly, and the injector's
-            // burst was not the heaviest window: another run.
+            // the window). And a stall inside an interrupt handler is
+            // charged to it, as one inside the injector's run is to the
+            // injector (a CI run: the TIMER softirq with 622 us of the
+            // window, where a tick's softirqs take 2-25 us here): an IRQ or
+            // softirq source holding a third of the window or more. The
+            // monitor named what it saw, and the injector's burst was not
+            // the heaviest window: another run.
+            let stalled_handler = (top["kind"] == "softirq" || top["kind"] == "irq") && top["ns"].as_u64().unwrap_or(0) >= WINDOW_1MS / 3;
             assert!(
-                top["kind"] == "unseen" || fair_class(top),
+                top["kind"] == "unseen" || fair_class(top) || stalled_handler,
                 "top source of the 1 ms window is neither the injector nor what can run over the probe: {top} (all: {})",
                 w["sources"]
             );

@@ -3,7 +3,10 @@
 //! `overhead.cpu_share`), under the same testbed flood, at its default
 //! settings and at two others, with its reaction latency beside it (the
 //! trade-off made visible). The BPF programs run in the watched threads'
-//! context and are not in the controller's time.
+//! context and are not in the controller's time. First, two rows of an
+//! empty loop set up as a controller thread that only wakes on a timer:
+//! what a wake-up alone costs on this machine, the floor under each
+//! controller's figure.
 //!
 //! Setup: the testbed, a UDP flood of 50-byte datagrams from `irqlab-b`
 //! (sender pinned to CPU 0, as fast as it goes) into a receiving process
@@ -33,7 +36,7 @@ use irqlab_control::{bh_budget, controller_thread, process_aware, set_threads};
 use irqlab_host::journal::sched::{self, PolicySpec, SchedAttr};
 use irqlab_host::rt;
 use irqlab_host::testbed::{Side, Testbed};
-use irqlab_measure::latency::stats::StatsSummary;
+use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_measure::traffic::{self, Kind, Plan, Schedule};
 use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +61,13 @@ fn range(v: &[f64]) -> (f64, f64) {
 /// One controller at one setting.
 #[derive(Clone, Copy)]
 enum Setting {
+    /// Not a controller: a thread set up as one (SCHED_FIFO 99, off the
+    /// measured CPU, memory locked) that only sleeps to the next multiple
+    /// of `period_ns` and wakes, doing nothing: what a wake-up costs on this
+    /// machine, the floor under every controller's figure.
+    EmptyLoop {
+        period_ns: u64,
+    },
     BhBudget {
         period_ns: u64,
     },
@@ -81,6 +91,7 @@ impl Setting {
     fn label(&self) -> String {
         let ms = |ns: u64| irqlab_analysis::format_ns(ns);
         match *self {
+            Setting::EmptyLoop { period_ns } => format!("empty loop woken every {}", ms(period_ns)),
             Setting::BhBudget { period_ns } => format!("bh-budget, period {}", ms(period_ns)),
             Setting::Sporadic { budget_ns, period_ns } => format!("sporadic server, {}/{}", ms(budget_ns), ms(period_ns)),
             Setting::ProcessAware { rescan_ns, receiver_fifo: None } => format!("process-aware, rescan {}", ms(rescan_ns)),
@@ -96,6 +107,25 @@ impl Setting {
     fn run(&self, cpu: usize, slot_ns: u64) -> (controller_thread::Overhead, StatsSummary, String) {
         let stop = AtomicBool::new(false);
         match *self {
+            Setting::EmptyLoop { period_ns } => {
+                let off = [cpu];
+                let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
+                let (wakeups, cost) = controller_thread::run("empty-loop", setup, || {
+                    controller_thread::control_starts();
+                    let start = rt::monotonic_ns();
+                    let (mut next, mut wakeups) = (start + period_ns, 0u64);
+                    while next <= start + slot_ns {
+                        rt::sleep_until_ns(next);
+                        wakeups += 1;
+                        next += period_ns;
+                    }
+                    Ok(wakeups)
+                })
+                .expect("the empty loop");
+                let overhead = controller_thread::Overhead::of(cost);
+                let per_wake_us = overhead.controller_cpu_ns as f64 / 1e3 / wakeups.max(1) as f64;
+                (overhead, LatencyStats::new().summary(1_000, 1), format!("; {wakeups} wake-ups, {per_wake_us:.1} us of CPU each"))
+            }
             Setting::BhBudget { period_ns } => {
                 let config = bh_budget::Config {
                     dev: DEV.into(),
@@ -193,6 +223,8 @@ fn main() {
     }
     let (rounds, slot_ms) = (env_or("IRQLAB_BENCH_ROUNDS", 3).max(1), env_or("IRQLAB_BENCH_SLOT_MS", 4_000));
     let settings = [
+        Setting::EmptyLoop { period_ns: 1_000_000 },
+        Setting::EmptyLoop { period_ns: 500_000 },
         Setting::BhBudget { period_ns: 1_000_000 },
         Setting::BhBudget { period_ns: 2_000_000 },
         Setting::BhBudget { period_ns: 5_000_000 },
