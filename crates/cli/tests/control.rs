@@ -288,14 +288,15 @@ fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let control = irqlab()
-        .args(["control", "threads", "comm:irqlab-late-*", "--policy", "fifo:5", "--duration", "4s", "--json", "-"])
+        .args(["control", "threads", "comm:irqlab-probe-*", "--policy", "fifo:5", "--duration", "3s", "--json", "-"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // Two processes whose comm matches (a command's comm is the name it was
-    // run by: a symlink to sleep named irqlab-late-N).
+    // run by: a symlink to sleep named irqlab-probe-N; irqlab's own probe
+    // thread is `irqlab-probe`, which the glob does not match).
     struct Late(Child);
     impl Drop for Late {
         fn drop(&mut self) {
@@ -305,12 +306,13 @@ fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
     }
     let late: Vec<Late> = (1..=2)
         .map(|n| {
-            let link = dir.path().join(format!("irqlab-late-{n}"));
+            let link = dir.path().join(format!("irqlab-probe-{n}"));
             std::os::unix::fs::symlink("/bin/sleep", &link).unwrap();
             Late(Command::new(&link).arg("30").spawn().unwrap())
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // Within the 3 s hold, started 0.5 s ago.
+    let deadline = Instant::now() + Duration::from_secs(2);
     while !late.iter().all(|l| sched::get(l.0.id() as i32).unwrap() == SchedAttr::Fifo { priority: 5 }) {
         assert!(Instant::now() < deadline, "the late threads did not get the policy while the hold ran");
         std::thread::sleep(Duration::from_millis(50));
@@ -318,12 +320,12 @@ fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
     let out = control.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("no thread matches comm:irqlab-late-* yet"), "{err}");
+    assert!(err.contains("no thread matches comm:irqlab-probe-* yet"), "{err}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["ended_by"], "duration", "{doc}");
     let threads = doc["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 2, "{doc}");
-    assert!(threads.iter().all(|t| t["restored"] == true && t["thread"]["comm"].as_str().unwrap().starts_with("irqlab-late-")), "{doc}");
+    assert!(threads.iter().all(|t| t["restored"] == true && t["thread"]["comm"].as_str().unwrap().starts_with("irqlab-probe-")), "{doc}");
     for l in &late {
         assert_eq!(sched::get(l.0.id() as i32).unwrap(), SchedAttr::Other { nice: 0 }, "restored after the hold");
     }
@@ -333,7 +335,7 @@ fn a_glob_hold_takes_threads_that_appear_later_and_restores_them() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|e| !e["object"]["thread"]["comm"].as_str().unwrap_or("").starts_with("irqlab-late-")));
+        .all(|e| !e["object"]["thread"]["comm"].as_str().unwrap_or("").starts_with("irqlab-probe-")));
 }
 
 /// A busy loop (SCHED_OTHER) pinned to one CPU, killed on drop: it keeps
