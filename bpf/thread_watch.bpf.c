@@ -62,10 +62,10 @@ volatile __s64 receive_calls[WATCH_MAX_CALLS];
 // without waking user space, which reads them when it wakes anyway (on its
 // own timer: an exhaustion or a replenishment it computed), except a
 // switch in of a thread user space put in `wake_on_in` (tids; 0: an
-// empty slot): the mapped data, written without a system call. Under a flood a served
-// kthread wakes, runs and blocks thousands of times a second; waking the
-// controller at each of those events cost it two thirds of a CPU (issue
-// 42).
+// empty slot): the mapped data, written without a system call. Under a
+// flood a served kthread wakes, runs and blocks thousands of times a
+// second; waking the controller at each of those events cost it two
+// thirds of a CPU (issue 42).
 volatile __u32 lazy;
 volatile __u32 wake_on_in[WATCH_MAX];
 // Touched atomically before the waiters are looked at: a full barrier, so
@@ -125,11 +125,11 @@ static __always_inline void emit(__u32 tid, __u32 kind, __u64 now, __u64 ran_ns)
 		send_flags(tid, kind, now, ran_ns, BPF_RB_NO_WAKEUP);
 		return;
 	}
-	// Always wake the reader (send). With the default (adaptive) notification a
-	// record submitted while user space is mid-way through consuming wakes
-	// nobody; one live server run let its thread go 5 ms at its high level,
-	// as if the controller had slept through the thread's start. Not seen
-	// with forced wake-ups.
+	// Always wake the reader (send). With the default (adaptive)
+	// notification a record submitted while user space is mid-way through
+	// consuming wakes nobody; one live server run let its thread go 5 ms at
+	// its high level, as if the controller had slept through the thread's
+	// start. Not seen with forced wake-ups.
 	send(tid, kind, now, ran_ns);
 }
 

@@ -33,7 +33,9 @@
 //! settings whose label starts so.
 
 use irqlab_control::{bh_budget, controller_thread, process_aware, set_threads};
-use irqlab_host::journal::sched::{self, PolicySpec, SchedAttr};
+use irqlab_host::journal::sched::{PolicySpec, SchedAttr};
+use irqlab_host::journal::threads::Thread;
+use irqlab_host::journal::{self, Object, Value};
 use irqlab_host::rt;
 use irqlab_host::testbed::{Side, Testbed};
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
@@ -162,11 +164,14 @@ impl Setting {
                 (server.overhead, reaction, format!("; {per_s:.0} wake-ups/s"))
             }
             Setting::ProcessAware { rescan_ns, receiver_fifo } => {
-                let receiver = *RECEIVER.get().expect("the receiver started");
-                let own = sched::get(receiver).expect("the receiver's scheduling");
-                if let Some(priority) = receiver_fifo {
-                    sched::set(receiver, SchedAttr::Fifo { priority }).expect("raising the receiver");
-                }
+                // Raised through the journal: restored when the guard
+                // drops, named by `control status` after a kill.
+                let _raised = receiver_fifo.map(|priority| {
+                    let receiver = *RECEIVER.get().expect("the receiver started");
+                    let thread = Thread::of(receiver).expect("the receiver is alive");
+                    journal::apply(Object::ThreadSched { thread }, Value::Sched { attr: SchedAttr::Fifo { priority } })
+                        .expect("raising the receiver")
+                });
                 let config = process_aware::Config {
                     dev: DEV.into(),
                     cpu: Some(cpu),
@@ -174,9 +179,7 @@ impl Setting {
                     rescan_ns,
                     ..process_aware::Config::default()
                 };
-                let report = process_aware::run(&config, &stop, |_| {});
-                sched::set(receiver, own).expect("restoring the receiver");
-                let report = report.expect("process-aware run");
+                let report = process_aware::run(&config, &stop, |_| {}).expect("process-aware run");
                 (report.overhead, report.reaction, format!("; {} priority changes", report.change_count))
             }
         }

@@ -12,9 +12,9 @@
 //! replenishment, or a thread at its high level switching in (its budget
 //! must be timed from then). The other events (wake-ups, blocks,
 //! preemptions, runs at the low level) wait in the ring, timestamped, for
-//! that wake-up: the monitor's lazy mode (issue 42). How long the thread ran on at its high level past that
-//! instant (the controller's wake-up plus `sched_setattr`) is the reaction
-//! latency, reported as a histogram.
+//! that wake-up: the monitor's lazy mode (issue 42). How long the thread
+//! ran on at its high level past that instant (the controller's wake-up
+//! plus `sched_setattr`) is the reaction latency, reported as a histogram.
 
 use crate::controller_thread;
 use crate::monitor::thread::{Event, Kind, Storage, ThreadWatch};

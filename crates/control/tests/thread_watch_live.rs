@@ -16,34 +16,41 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A thread that runs `body` once released: its tid, the barrier that
+/// releases it (a watch can attach between the two), and its handle.
+fn worker<T: Send + 'static>(body: impl FnOnce() -> T + Send + 'static) -> (u32, Arc<Barrier>, std::thread::JoinHandle<T>) {
+    let tid = Arc::new(AtomicU32::new(0));
+    let (ready, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let handle = {
+        let (tid, ready, go) = (tid.clone(), ready.clone(), go.clone());
+        std::thread::spawn(move || {
+            tid.store(nix::unistd::gettid().as_raw() as u32, Ordering::SeqCst);
+            ready.wait();
+            go.wait();
+            body()
+        })
+    };
+    ready.wait();
+    (tid.load(Ordering::SeqCst), go, handle)
+}
+
 #[test]
 fn events_follow_a_spinning_and_sleeping_thread() {
     if std::env::var("IRQLAB_LIVE_TESTS").as_deref() != Ok("1") {
         eprintln!("skipped: live test (set IRQLAB_LIVE_TESTS=1 and run as root: BPF)");
         return;
     }
-    let tid = Arc::new(AtomicU32::new(0));
-    let ready = Arc::new(Barrier::new(2));
-    let go = Arc::new(Barrier::new(2));
-    let worker = {
-        let (tid, ready, go) = (tid.clone(), ready.clone(), go.clone());
-        std::thread::spawn(move || {
-            tid.store(nix::unistd::gettid().as_raw() as u32, Ordering::SeqCst);
-            ready.wait();
-            go.wait();
-            let (cpu_before, started) = (thread_cpu_ns(), Instant::now());
-            for _ in 0..3 {
-                let until = Instant::now() + Duration::from_millis(20);
-                while Instant::now() < until {
-                    std::hint::spin_loop();
-                }
-                std::thread::sleep(Duration::from_millis(10));
+    let (tid, go, worker) = worker(|| {
+        let (cpu_before, started) = (thread_cpu_ns(), Instant::now());
+        for _ in 0..3 {
+            let until = Instant::now() + Duration::from_millis(20);
+            while Instant::now() < until {
+                std::hint::spin_loop();
             }
-            (thread_cpu_ns() - cpu_before, started.elapsed().as_nanos() as u64)
-        })
-    };
-    ready.wait();
-    let tid = tid.load(Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (thread_cpu_ns() - cpu_before, started.elapsed().as_nanos() as u64)
+    });
     let mut storage = Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &[tid]).expect("thread watch");
     let ran_before = watch.ran_ns(tid, irqlab_host::rt::monotonic_ns()).unwrap().unwrap();
@@ -102,22 +109,12 @@ fn the_waiter_filter_signals_receive_waits_and_their_end() {
     use irqlab_host::journal::sched::SchedAttr;
     let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = socket.local_addr().unwrap();
-    let tid = Arc::new(AtomicU32::new(0));
-    let (ready, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
-    let worker = {
-        let (tid, ready, go) = (tid.clone(), ready.clone(), go.clone());
-        std::thread::spawn(move || {
-            tid.store(nix::unistd::gettid().as_raw() as u32, Ordering::SeqCst);
-            ready.wait();
-            go.wait();
-            // Not a receive call: no waiter.
-            std::thread::sleep(Duration::from_millis(50));
-            let mut buf = [0u8; 16];
-            socket.recv(&mut buf).unwrap()
-        })
-    };
-    ready.wait();
-    let tid = tid.load(Ordering::SeqCst);
+    let (tid, go, worker) = worker(move || {
+        // Not a receive call: no waiter.
+        std::thread::sleep(Duration::from_millis(50));
+        let mut buf = [0u8; 16];
+        socket.recv(&mut buf).unwrap()
+    });
     let mut storage = Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &[tid]).expect("thread watch");
     // A floor below the worker's SCHED_OTHER nice 0, so its wait changes

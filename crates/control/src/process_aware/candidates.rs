@@ -8,8 +8,8 @@
 //! and sees sockets bound before the controller started. What it misses:
 //! IPv6 sockets, raw and packet sockets, and a socket bound to another
 //! address that still receives from the device (routing through it); the
-//! controller rescans every few hundred milliseconds (TCP once a second, [`Finder`]), so a
-//! receiver that binds later is found then.
+//! controller rescans every few hundred milliseconds (TCP once a second,
+//! [`Finder`]), so a receiver that binds later is found then.
 
 use irqlab_host::error::{Error, Result};
 use serde::Serialize;
