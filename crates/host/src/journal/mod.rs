@@ -816,14 +816,41 @@ pub fn restore_all(changes: Vec<Applied>) -> Result<()> {
 }
 
 pub fn restore(entry: &Entry) -> Result<Restored> {
+    let release = deadline_release(entry);
     let outcome = if entry.object.exists() {
         write(&entry.object, &entry.old)?;
         Restored::Restored
     } else {
         Restored::Gone
     };
+    // What follows a thread's restore is often a root domain's (the split
+    // of `root_domain` is undone next): the kernel must have let the
+    // thread's deadline bandwidth go first (`sched::deadline_release_bound`).
+    if let Some(wait) = release {
+        std::thread::sleep(wait);
+    }
     let _ = std::fs::remove_file(entry.path());
     Ok(outcome)
+}
+
+/// How long to wait after restoring `entry` for the kernel to release a
+/// SCHED_DEADLINE thread's bandwidth: a thread irqlab set to
+/// SCHED_DEADLINE that goes back to another policy, or is gone. Its
+/// setting now (a controller may have changed it) when it is still there.
+fn deadline_release(entry: &Entry) -> Option<std::time::Duration> {
+    let Object::ThreadSched { thread } = &entry.object else { return None };
+    if matches!(entry.old, Value::Sched { attr: SchedAttr::Deadline { .. } }) {
+        return None;
+    }
+    let now = if entry.object.exists() { sched::get(thread.tid).ok() } else { None };
+    let set = match entry.new {
+        Value::Sched { attr } => Some(attr),
+        _ => None,
+    };
+    match now.or(set)? {
+        SchedAttr::Deadline { runtime_ns, period_ns, .. } => Some(sched::deadline_release_bound(runtime_ns, period_ns)),
+        _ => None,
+    }
 }
 
 /// Restores a leftover or persistent entry by id; an entry whose owner is

@@ -126,6 +126,28 @@ pub fn set(tid: i32, attr: SchedAttr) -> Result<()> {
     })
 }
 
+/// The longest tick a kernel enforces SCHED_DEADLINE runtimes at without
+/// HRTICK_DL (HZ=100).
+const LONGEST_TICK_NS: u64 = 10_000_000;
+
+/// How long after a thread leaves SCHED_DEADLINE (or exits) the kernel may
+/// still hold its bandwidth in the root domain: until its 0-lag time, when
+/// the inactive timer releases it (kernel/sched/deadline.c,
+/// `task_non_contending`, `inactive_task_timer`). The 0-lag time is at most
+/// the thread's absolute deadline, which is at most a period ahead plus
+/// one period for each runtime its last overrun took from the future; an
+/// overrun is at most a tick where the kernel enforces runtimes at the
+/// tick. A root domain rebuilt before the release recounts without the
+/// thread, and the late release then takes it off the new count, which
+/// goes below zero and refuses every SCHED_DEADLINE admission and fair
+/// server change until the next rebuild (seen on 6.12.117-rt:
+/// `journal::sched_knobs::LostServerBandwidth`). Capped at 2 s.
+pub fn deadline_release_bound(runtime_ns: u64, period_ns: u64) -> std::time::Duration {
+    let overrun_periods = LONGEST_TICK_NS.div_ceil(runtime_ns.max(1));
+    let ns = period_ns.saturating_mul(overrun_periods.saturating_add(1));
+    std::time::Duration::from_nanos(ns.min(2_000_000_000))
+}
+
 /// What `--policy` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -224,6 +246,18 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_threads_bandwidth_is_waited_for_up_to_its_overrun_periods() {
+        let ms = std::time::Duration::from_millis;
+        // 1 ms / 10 ms (the root-domain test's thread): a 10 ms tick's
+        // overrun takes 10 periods' runtime, plus the period itself.
+        assert_eq!(deadline_release_bound(1_000_000, 10_000_000), ms(110));
+        // bh-budget's deadline mode, 450 us of each 1 ms.
+        assert_eq!(deadline_release_bound(450_000, 1_000_000), ms(24));
+        assert_eq!(deadline_release_bound(1_000_000, 1_000_000_000), ms(2_000), "capped");
+        assert_eq!(deadline_release_bound(0, 10_000_000), ms(2_000), "no runtime: capped, no division by zero");
+    }
 
     #[test]
     fn policies_parse() {

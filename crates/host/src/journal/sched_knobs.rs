@@ -290,7 +290,9 @@ fn to_ratio(period_ns: u64, runtime_ns: u64) -> u64 {
 
 /// The deadline bandwidth the kernel accounts to CPU `cpu`'s root domain:
 /// `.dl_bw->total_bw` of its `dl_rq[N]` block in debugfs `sched/debug`.
-fn root_domain_total_bw(debug: &str, cpu: usize) -> Option<u64> {
+/// Signed, as the kernel prints it (`%lld`): a count that went below zero
+/// reads as a negative number.
+fn root_domain_total_bw(debug: &str, cpu: usize) -> Option<i64> {
     let header = format!("dl_rq[{cpu}]:");
     let lines = debug.lines().skip_while(|l| l.trim() != header).skip(1);
     lines
@@ -299,21 +301,33 @@ fn root_domain_total_bw(debug: &str, cpu: usize) -> Option<u64> {
 }
 
 /// A root domain that accounts less deadline bandwidth than one of its
-/// CPUs' fair servers holds alone: the kernel forgot the servers' share.
-/// Linux 6.12 (seen in 6.12.117-rt) clears a root domain's `total_bw` when
-/// it rebuilds the sched domains without replacing them, re-adds its
-/// SCHED_DEADLINE tasks but not its fair servers, and does such a rebuild
-/// on every read or write of `/proc/sys/kernel/sched_rt_{runtime,period}_us`
-/// (`sched_rt_handler` calls `rebuild_sched_domains`, seen with bpftrace in
-/// a guest). Lowering a server then computes `total_bw - old + new` below
-/// zero, which wraps: admission refuses it (EBUSY). A rebuild that replaces
-/// the root domain (a cpuset partition made or removed, a CPU taken
-/// offline) counts the servers again, and so does a reboot.
+/// CPUs' fair servers holds alone. Linux 6.12 (seen in 6.12.117-rt) gets
+/// there in two ways:
+/// - **forgotten**: it clears a root domain's `total_bw` when it rebuilds
+///   the sched domains without replacing them, re-adds its SCHED_DEADLINE
+///   tasks but not its fair servers, and does such a rebuild on every read
+///   or write of `/proc/sys/kernel/sched_rt_{runtime,period}_us`
+///   (`sched_rt_handler` calls `rebuild_sched_domains`, seen with bpftrace
+///   in a guest);
+/// - **below zero**: a thread that leaves SCHED_DEADLINE keeps its
+///   bandwidth in the root domain until its 0-lag time (the inactive
+///   timer releases it then); a root domain rebuilt before that recounts
+///   without it, and the late release subtracts it from the new count
+///   (seen: `total_bw` -1, the two servers' 104856 less a 1 ms / 10 ms
+///   thread's 104857, after a cpuset partition was removed right after its
+///   thread was reverted; the journal now waits out that time,
+///   `journal::restore`).
+///
+/// Lowering a server then computes `total_bw - old + new` below zero,
+/// which wraps: admission refuses it (EBUSY). A rebuild that replaces the
+/// root domain (a cpuset partition made or removed, a CPU taken offline)
+/// counts everything again, and so does a reboot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LostServerBandwidth {
     pub cpu: usize,
-    /// What the root domain accounts (BW_SHIFT fixed point).
-    pub total_bw: u64,
+    /// What the root domain accounts (BW_SHIFT fixed point; negative when
+    /// the count went below zero).
+    pub total_bw: i64,
     /// CPU `cpu`'s fair server alone.
     pub server_bw: u64,
 }
@@ -322,15 +336,22 @@ impl LostServerBandwidth {
     /// Exit 3: the kernel cannot take the change until its accounting is
     /// put right, which only the kernel can do.
     pub fn error(&self) -> Error {
+        let why = if self.total_bw < 0 {
+            "its count went below zero, and the kernel refuses to lower one. It gets there when a thread's SCHED_DEADLINE \
+             bandwidth is released after the sched domains were rebuilt without it (a thread taken out of SCHED_DEADLINE less than \
+             its deadline before a cpuset partition was removed)"
+        } else {
+            "so the kernel has forgotten its fair servers' share and refuses to lower one. This kernel forgets it whenever it \
+             rebuilds its sched domains in place, which every read or write of /proc/sys/kernel/sched_rt_runtime_us or \
+             sched_rt_period_us does (`sysctl -a`, and irqlab measure interference's RT-limit lift)"
+        };
         Error::MissingKernelFeature {
             feature: "a fair server whose bandwidth the kernel still accounts".into(),
             detail: format!(
                 "this kernel ({}) refused it (EBUSY): CPU {}'s root domain accounts {} of deadline bandwidth (dl_bw->total_bw in \
-                 sched/debug; 1048576 is a CPU), less than the {} of CPU {}'s fair server alone, so the kernel has forgotten its fair \
-                 servers' share and refuses to lower one. This kernel forgets it whenever it rebuilds its sched domains in place, \
-                 which every read or write of /proc/sys/kernel/sched_rt_runtime_us or sched_rt_period_us does (`sysctl -a`, and \
-                 irqlab measure interference's RT-limit lift). Nothing was changed. Making or removing a cpuset partition, or taking \
-                 a CPU offline and back, makes the kernel count the servers again; so does a reboot",
+                 sched/debug; 1048576 is a CPU), less than the {} of CPU {}'s fair server alone: {why}. Nothing was changed. Making \
+                 or removing a cpuset partition, or taking a CPU offline and back, makes the kernel count its deadline bandwidth \
+                 again; so does a reboot",
                 kernel_release(),
                 self.cpu,
                 self.total_bw,
@@ -341,8 +362,9 @@ impl LostServerBandwidth {
     }
 }
 
-/// Whether the kernel has forgotten CPU `cpu`'s fair server's bandwidth
-/// (`None` too where debugfs does not show it).
+/// Whether the kernel accounts less than CPU `cpu`'s fair server's
+/// bandwidth in its root domain, forgotten or below zero (`None` too where
+/// debugfs does not show it).
 pub fn lost_server_bandwidth(cpu: usize) -> Option<LostServerBandwidth> {
     lost_server_bandwidth_at(&debugfs_mount()?, cpu)
 }
@@ -351,7 +373,7 @@ pub(crate) fn lost_server_bandwidth_at(mount: &Path, cpu: usize) -> Option<LostS
     let dir = fair_server_dir(mount, cpu);
     let server_bw = to_ratio(read_ns(&dir.join("period")).ok()?, read_ns(&dir.join("runtime")).ok()?);
     let total_bw = root_domain_total_bw(&std::fs::read_to_string(mount.join("sched/debug")).ok()?, cpu)?;
-    (total_bw < server_bw).then_some(LostServerBandwidth { cpu, total_bw, server_bw })
+    (total_bw < i64::try_from(server_bw).ok()?).then_some(LostServerBandwidth { cpu, total_bw, server_bw })
 }
 
 /// debugfs made ready for the scheduler knobs: not locked down, mounted
@@ -642,6 +664,14 @@ mod tests {
         assert_eq!(root_domain_total_bw(debug, 0), Some(0));
         assert_eq!(root_domain_total_bw(debug, 1), Some(104856));
         assert_eq!(root_domain_total_bw(debug, 2), None);
+        // A 6.12.117-rt guest after a partition was removed right after its
+        // SCHED_DEADLINE thread (1 ms / 10 ms) was reverted.
+        let below = "dl_rq[0]:\n  .dl_bw->bw                     : 996147\n  .dl_bw->total_bw               : -1\n";
+        assert_eq!(root_domain_total_bw(below, 0), Some(-1));
+        let lost = LostServerBandwidth { cpu: 0, total_bw: -1, server_bw: 52428 };
+        assert!(lost.error().to_string().contains("went below zero"), "{}", lost.error());
+        let forgotten = LostServerBandwidth { total_bw: 0, ..lost };
+        assert!(forgotten.error().to_string().contains("forgotten"), "{}", forgotten.error());
         assert_eq!(to_ratio(1_000_000_000, 50_000_000), 52428, "the kernel's own figure for a 50 ms / 1 s server");
     }
 
