@@ -3,7 +3,7 @@
 // Watches a few threads (a driver thread under a live server, for
 // example): each switch in, switch out and wake-up of a watched thread goes
 // to user space as an event with the kernel's timestamp, and the thread's
-// total on-CPU time is kept in a map. The decisions (budget exhausted,
+// total on-CPU time is kept in the program's mapped data (`slots`). The decisions (budget exhausted,
 // replenishment due, the kthreads' priority) are made in user space by the
 // shared policy code; this program observes, and at most says when a sum
 // user space gave it was reached (the budget signal) or when the highest
@@ -72,12 +72,33 @@ volatile __u32 wake_on_in[WATCH_MAX];
 // that of two CPUs changing waiters at once at least one sees both.
 volatile __u64 decisions_looked;
 
+// Each watched thread's state, in the mapped data: user space reads it
+// with plain loads, where a map lookup is a system call (copying the value
+// out): the controllers read it several times a period, and those system
+// calls were about 45% of bh-budget's own CPU time (issue 42). User space
+// picks a free slot, fills it, then adds the thread to `slot_of`.
+struct watched slots[WATCH_MAX];
+
+// Watched thread id -> its index in `slots`.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, WATCH_MAX);
 	__type(key, __u32);
-	__type(value, struct watched);
-} watched SEC(".maps");
+	__type(value, __u32);
+} slot_of SEC(".maps");
+
+static __always_inline struct watched *at_slot(__u32 i)
+{
+	if (i >= WATCH_MAX)
+		return NULL;
+	return &slots[i];
+}
+
+static __always_inline struct watched *watched_thread(__u32 tid)
+{
+	__u32 *i = bpf_map_lookup_elem(&slot_of, &tid);
+	return i ? at_slot(*i) : NULL;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -172,9 +193,11 @@ struct best_ctx {
 	__u32 any;
 };
 
-static long highest_waiting(struct bpf_map *map, __u32 *tid, struct watched *w, struct best_ctx *c)
+static long highest_waiting(struct bpf_map *map, __u32 *tid, __u32 *slot, struct best_ctx *c)
 {
-	if (w->waiting && (!c->any || w->wait_key > c->best)) {
+	struct watched *w = at_slot(*slot);
+
+	if (w && w->waiting && (!c->any || w->wait_key > c->best)) {
 		c->best = w->wait_key;
 		c->any = 1;
 	}
@@ -187,7 +210,7 @@ static __always_inline void decide(__u32 tid, __u64 now)
 	struct best_ctx c = { .best = 0, .any = 0 };
 
 	__sync_fetch_and_add(&decisions_looked, 1);
-	bpf_for_each_map_elem(&watched, highest_waiting, &c, 0);
+	bpf_for_each_map_elem(&slot_of, highest_waiting, &c, 0);
 	__s32 key = c.any ? c.best : floor_key;
 	if (key == signalled_key)
 		return;
@@ -216,7 +239,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u64 now = bpf_ktime_get_ns();
 	__u32 prev_tid = prev->pid;
 	__u32 next_tid = next->pid;
-	struct watched *w = bpf_map_lookup_elem(&watched, &prev_tid);
+	struct watched *w = watched_thread(prev_tid);
 
 	// A thread runs on one CPU at a time, so its entry has one writer.
 	// The scheduler has brought prev's runtime clock up to date before
@@ -228,13 +251,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			w->off_after_mark = now;
 		emit(prev_tid, prev_state == 0 ? WATCH_PREEMPTED : WATCH_BLOCKED, now, w->ran_ns);
 		if (waiter_filter && prev_state != 0 && !w->waiting && in_receive_call(prev)) {
-			w->waiting = 1;
+			// The key before the flag: user space reads the slot with
+			// plain loads and takes the key once the flag is set.
 			w->wait_key = wait_key_of(prev);
+			asm volatile("" ::: "memory");
+			w->waiting = 1;
 			__sync_fetch_and_add(&receive_waits, 1);
 			decide(prev_tid, now);
 		}
 	}
-	w = bpf_map_lookup_elem(&watched, &next_tid);
+	w = watched_thread(next_tid);
 	if (w) {
 		w->ran_ns = runtime_since(w, next);
 		w->on_since = now;
@@ -248,7 +274,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 static __always_inline int woken(struct task_struct *p)
 {
 	__u32 tid = p->pid;
-	struct watched *w = bpf_map_lookup_elem(&watched, &tid);
+	struct watched *w = watched_thread(tid);
 
 	if (w) {
 		__u64 now = bpf_ktime_get_ns();
@@ -269,8 +295,12 @@ struct sum_ctx {
 	__u64 sum;
 };
 
-static long add_ran(struct bpf_map *map, __u32 *tid, struct watched *w, struct sum_ctx *c)
+static long add_ran(struct bpf_map *map, __u32 *tid, __u32 *slot, struct sum_ctx *c)
 {
+	struct watched *w = at_slot(*slot);
+
+	if (!w)
+		return 0;
 	c->sum += w->ran_ns;
 	if (w->on_since && c->now > w->on_since)
 		c->sum += c->now - w->on_since;
@@ -284,10 +314,10 @@ int BPF_PROG(on_napi_poll, struct napi_struct *napi, int work, int budget)
 	if (!at || budget_signalled)
 		return 0;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	if (!bpf_map_lookup_elem(&watched, &tid))
+	if (!bpf_map_lookup_elem(&slot_of, &tid))
 		return 0;
 	struct sum_ctx c = { .now = bpf_ktime_get_ns(), .sum = 0 };
-	bpf_for_each_map_elem(&watched, add_ran, &c, 0);
+	bpf_for_each_map_elem(&slot_of, add_ran, &c, 0);
 	if (c.sum < at)
 		return 0;
 	// Two kthreads ending polls at once on two CPUs may both send one:

@@ -476,6 +476,9 @@ pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: imp
         }
         match journal::apply(p.object.clone(), p.new.clone()) {
             Ok(a) => {
+                // The journal read the value again when it took it: its
+                // reading is the one a revert puts back.
+                row.old = a.entry().old.to_string();
                 row.entry = a.entry().id.clone();
                 on_applied(&row);
                 rows.push((row, Some(applied.len()), p.object));

@@ -3,6 +3,9 @@
 //! its total on-CPU time (`bpf/thread_watch.bpf.c`, `sched_switch` and
 //! `sched_wakeup` tracepoints). A live server's controller turns these
 //! events into the observations of the shared policy code.
+//!
+//! Each thread's state lives in the program's mapped data (`slots`), read
+//! here with plain loads: no system call per read.
 
 use irqlab_host::bpf::{self, Plain};
 use irqlab_host::error::{Error, Result};
@@ -58,11 +61,34 @@ pub struct Event {
 /// Room for the loaded BPF object; it must outlive the [`ThreadWatch`].
 pub type Storage = bpf::Storage;
 
-/// Adds `tid` to the watched map: no time yet, not running; its runtime
-/// clock now is the base.
-fn insert(skel: &ThreadWatchSkel, tid: u32) -> Result<()> {
+/// Watches `tid` (again from scratch if it was): a free slot of the
+/// program's `slots` is filled first (no time yet, not running; its runtime
+/// clock now is the base), then the thread is added to `slot_of`, so the
+/// program never sees a half-made slot. `taken`: the thread in each slot
+/// (0: free). Exit 2 when every slot is taken.
+fn insert(skel: &mut ThreadWatchSkel, taken: &mut [u32], tid: u32) -> Result<()> {
+    let i = slot_for(taken, tid)?;
+    let bss = skel.maps.bss_data.as_deref_mut().ok_or_else(|| Error::Failed("the thread-watch program has no mapped data".into()))?;
     let value = types::watched { base_rt: runtime_clock(tid), ..Default::default() };
-    skel.maps.watched.update(&tid.to_ne_bytes(), bpf::bytes_of(&value), MapFlags::ANY).map_err(bpf_err("adding a thread to the watch"))
+    // SAFETY: points into the program's mapped data, live while the
+    // skeleton is; the program does not read this slot until `slot_of`
+    // names it, after the fence.
+    unsafe { std::ptr::write_volatile(&mut bss.slots[i], value) };
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    skel.maps
+        .slot_of
+        .update(&tid.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)
+        .map_err(bpf_err("adding a thread to the watch"))?;
+    taken[i] = tid;
+    Ok(())
+}
+
+/// The slot `tid` takes: its own if it has one, else the first free one.
+fn slot_for(taken: &[u32], tid: u32) -> Result<usize> {
+    match taken.iter().position(|&t| t == tid) {
+        Some(i) => Ok(i),
+        None => taken.iter().position(|&t| t == 0).ok_or_else(|| Error::Invalid(format!("more than {MAX_THREADS} threads to watch"))),
+    }
 }
 
 /// A running watch over some threads.
@@ -70,6 +96,8 @@ pub struct ThreadWatch<'obj> {
     skel: ThreadWatchSkel<'obj>,
     ring: RingBuffer<'static>,
     received: Rc<RefCell<Vec<Event>>>,
+    /// The watched thread in each of the program's `slots` (0: free).
+    taken: [u32; MAX_THREADS],
 }
 
 use irqlab_host::bpf::err as bpf_err;
@@ -87,11 +115,6 @@ fn decode(bytes: &[u8]) -> Option<Event> {
         _ => return None,
     };
     Some(Event { ts_ns: e.ts, ran_ns: e.ran_ns, tid: e.tid, kind, cpu: e.cpu })
-}
-
-/// A watched thread's entry as the map holds it.
-fn watched(bytes: Option<Vec<u8>>) -> Option<types::watched> {
-    bytes.and_then(|b| bpf::read(&b))
 }
 
 /// A thread's scheduler runtime clock (`se.sum_exec_runtime`, ns): the
@@ -120,12 +143,13 @@ impl<'obj> ThreadWatch<'obj> {
         }
         let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
         let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
+        let mut taken = [0; MAX_THREADS];
         for &tid in tids {
-            insert(&skel, tid)?;
+            insert(&mut skel, &mut taken, tid)?;
         }
         let (ring, received) = bpf::ring_sink(&skel.maps.events, "thread-watch events", decode)?;
         skel.attach().map_err(bpf_err("attaching the thread-watch programs"))?;
-        let watch = ThreadWatch { skel, ring, received };
+        let mut watch = ThreadWatch { skel, ring, received, taken };
         for &tid in tids {
             watch.count_a_run_in_progress(tid)?;
         }
@@ -137,17 +161,34 @@ impl<'obj> ThreadWatch<'obj> {
     /// kernel calls runnable ('R') and that has not been seen switching is
     /// counted as running from now. Were it only waiting on a run queue,
     /// its switch in overwrites this start before any time is added.
-    fn count_a_run_in_progress(&self, tid: u32) -> Result<()> {
+    fn count_a_run_in_progress(&mut self, tid: u32) -> Result<()> {
         let runnable = irqlab_host::task_stat::of(tid as i32).is_some_and(|s| s.state == 'R');
-        let key = tid.to_ne_bytes();
-        let Some(mut w) = watched(self.skel.maps.watched.lookup(&key, MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?) else {
-            return Ok(());
-        };
+        let (Some(i), Some(w)) = (self.slot(tid), self.entry(tid)) else { return Ok(()) };
         if runnable && w.on_since == 0 && w.switches_in == 0 {
-            w.on_since = irqlab_host::rt::monotonic_ns();
-            self.skel.maps.watched.update(&key, bpf::bytes_of(&w), MapFlags::EXIST).map_err(bpf_err("marking a running thread"))?;
+            if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+                // SAFETY: points into the program's mapped data, live while
+                // the skeleton is; one aligned u64 store.
+                unsafe { std::ptr::write_volatile(&mut bss.slots[i].on_since, irqlab_host::rt::monotonic_ns()) };
+            }
         }
         Ok(())
+    }
+
+    /// `tid`'s slot in the program's `slots`.
+    fn slot(&self, tid: u32) -> Option<usize> {
+        self.taken.iter().position(|&t| t == tid && tid != 0)
+    }
+
+    /// `tid`'s state now, read from the mapped data (no system call); None
+    /// when it is not watched. The program updates a thread's fields one by
+    /// one at its switches, as it did in a map's value: a read during one
+    /// may see some fields from before it.
+    fn entry(&self, tid: u32) -> Option<types::watched> {
+        let i = self.slot(tid)?;
+        let bss = self.skel.maps.bss_data.as_deref()?;
+        // SAFETY: points into the program's mapped data, live while the
+        // skeleton is; plain integers, any bit pattern valid.
+        Some(unsafe { std::ptr::read_volatile(&bss.slots[i]) })
     }
 
     /// Waits up to `timeout` for events and returns those that came, oldest
@@ -184,19 +225,19 @@ impl<'obj> ThreadWatch<'obj> {
     /// `tid`'s on-CPU time so far, the current run included, as of `now_ns`
     /// (CLOCK_MONOTONIC); None when `tid` is not watched.
     pub fn ran_ns(&self, tid: u32, now_ns: u64) -> Result<Option<u64>> {
-        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        let w = self.entry(tid);
         Ok(w.map(|w| w.ran_ns + if w.on_since > 0 { now_ns.saturating_sub(w.on_since) } else { 0 }))
     }
 
     /// Whether `tid` is on a CPU right now, as the last switch left it.
     pub fn running(&self, tid: u32) -> Result<bool> {
-        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        let w = self.entry(tid);
         Ok(w.is_some_and(|w| w.on_since > 0))
     }
 
     /// Watches one more thread from now on (at most [`MAX_THREADS`] in all).
     pub fn add(&mut self, tid: u32) -> Result<()> {
-        insert(&self.skel, tid)?;
+        insert(&mut self.skel, &mut self.taken, tid)?;
         self.count_a_run_in_progress(tid)
     }
 
@@ -213,7 +254,7 @@ impl<'obj> ThreadWatch<'obj> {
     /// (or when it is not watched, or nothing was marked).
     pub fn left_after_mark(&self, tid: u32) -> Result<Option<u64>> {
         let mark = self.skel.maps.bss_data.as_ref().map_or(0, |b| b.mark_ns);
-        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        let w = self.entry(tid);
         Ok(w.map(|w| w.off_after_mark).filter(|&t| mark > 0 && t >= mark))
     }
 
@@ -264,7 +305,7 @@ impl<'obj> ThreadWatch<'obj> {
     /// The waiter filter's view of `tid`: Some(key of its scheduling)
     /// while it sleeps in a matched call, None otherwise (or unwatched).
     pub fn waiting(&self, tid: u32) -> Result<Option<i32>> {
-        let w = watched(self.skel.maps.watched.lookup(&tid.to_ne_bytes(), MapFlags::ANY).map_err(bpf_err("reading a watched thread"))?);
+        let w = self.entry(tid);
         Ok(w.filter(|w| w.waiting != 0).map(|w| w.wait_key))
     }
 
@@ -302,7 +343,7 @@ impl<'obj> ThreadWatch<'obj> {
 
     /// Stops the events (and the reader's wake-ups): for a reader that only
     /// needs [`ThreadWatch::ran_ns`] and [`ThreadWatch::running`], which
-    /// read the map.
+    /// read the mapped data.
     pub fn silence(&mut self) {
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
             bss.silent = 1;
@@ -318,6 +359,19 @@ impl<'obj> ThreadWatch<'obj> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_keeps_its_slot_and_a_new_one_takes_the_first_free() {
+        let mut taken = [0u32; 4];
+        taken[0] = 7;
+        taken[2] = 9;
+        assert_eq!(slot_for(&taken, 9).unwrap(), 2, "watched again: the same slot");
+        assert_eq!(slot_for(&taken, 11).unwrap(), 1);
+        taken[1] = 11;
+        taken[3] = 12;
+        let full = slot_for(&taken, 13).unwrap_err();
+        assert_eq!(full.exit_code(), 2, "{full}");
+    }
 
     #[test]
     fn decodes_the_kernel_layout() {
