@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Map layouts shared by accounting.bpf.c and its Rust reader
- * (crates/measure/src/accounting/maps.rs mirrors these with #[repr(C)]).
+ * Map layouts shared by accounting.bpf.c and its Rust reader: the
+ * skeleton generates #[repr(C)] types from this BTF (skel.rs), which
+ * crates/measure/src/accounting/session.rs reads the maps into and raw.rs
+ * turns into plain counters.
  * Only u64/u32/s32 fields, laid out without implicit padding.
  */
 #ifndef IRQLAB_ACCOUNTING_H

@@ -23,7 +23,8 @@
 //! reproduction's. Per point: the CPU-bound process's share of its run
 //! phase, from its progress (iterations of the work loop of
 //! `irqlab_measure::player`, against its sustained speed measured first on the
-//! same CPU with no traffic), not from its CPU clock, which on a kernel
+//! same CPU with no traffic: the median 100 ms window of 500 ms), not from
+//! its CPU clock, which on a kernel
 //! without IRQ time accounting also counts the softirq work run in its
 //! context (that charge is kept beside it); and the datagrams the server
 //! received in the run phase, in the sleep phase, and over the rate's count.
