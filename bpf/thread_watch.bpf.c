@@ -3,12 +3,12 @@
 // Watches a few threads (a driver thread under a live server, for
 // example): each switch in, switch out and wake-up of a watched thread goes
 // to user space as an event with the kernel's timestamp, and the thread's
-// total on-CPU time is kept in the program's mapped data (`slots`). The decisions (budget exhausted,
-// replenishment due, the kthreads' priority) are made in user space by the
-// shared policy code; this program observes, and at most says when a sum
-// user space gave it was reached (the budget signal) or when the highest
-// waiter changed (the waiter filter), below. Tracepoints only: this kernel
-// has no kprobes.
+// total on-CPU time is kept in the program's mapped data (`slots`). The
+// decisions (budget exhausted, replenishment due, the kthreads' priority)
+// are made in user space by the shared policy code; this program
+// observes, and at most says when a sum user space gave it was reached
+// (the budget signal) or when the highest waiter changed (the waiter
+// filter), below. Tracepoints only: this kernel has no kprobes.
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
