@@ -14,7 +14,8 @@ mkdir -p "$OUT"
 
 # The live tests the suite runs inside, built here (the guest sees this
 # checkout read-only): name -> executable.
-tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live)
+# lab_live runs on the host (below), not inside.
+tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live lab_live)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 $CARGO test --release --quiet -p irqlab-measure -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \
@@ -74,5 +75,11 @@ if [[ " $KERNELS " == *" debian:6.1-rt "* && " $KERNELS " == *" debian:6.12-rt "
     echo "error: lab compare failed" >&2; status=1
   fi
 fi
+# On the host: a guest dies with its `lab run` (kill -9), or, its watchdog
+# killed too, is named by `control status` and ended by `revert --all`.
+first_kernel=${KERNELS%% *}
+echo "== lab run kill -9 ($first_kernel)" >&2
+lab_live=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lab_live"])' "$OUT/binaries.json")
+IRQLAB_LIVE_TESTS=1 IRQLAB_LAB_KERNEL="$first_kernel" "$lab_live" --nocapture || { echo "error: the lab run kill -9 test failed" >&2; status=1; }
 python3 scripts/kernel-table.py "$OUT" docs/kernel-support.md README.md || status=1
 exit $status

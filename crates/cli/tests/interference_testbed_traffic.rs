@@ -225,7 +225,7 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
             let journal: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
             let entry = journal["entries"].as_array().unwrap().iter().find(|e| e["id"] == "testbed");
             assert!(
-                entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made"),
+                entry.is_some_and(|e| e["state"] == "leftover" && e["new"]["text"] == "half-made" && e["now"] == "as-set"),
                 "after {delay_ms} ms: {journal}; in use {}, abandoned {:?}",
                 irqlab_host::testbed::in_use(),
                 irqlab_host::testbed::abandoned().map(|l| l.complete)
@@ -239,6 +239,47 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
         assert!(!std::path::Path::new("/run/netns/irqlab-a").exists() && !std::path::Path::new("/run/netns/irqlab-b").exists());
     }
     eprintln!("half-made testbeds seen: {half_made_seen} of 6 kills");
+}
+
+/// Issue 55: a testbed a killed user left up is the value irqlab set
+/// ("up"), not a drift from it.
+#[test]
+fn a_testbed_a_killed_run_left_up_reads_as_set_and_reverts() {
+    if !live("a_testbed_a_killed_run_left_up_reads_as_set_and_reverts") {
+        return;
+    }
+    let _turn = testbed_turn();
+    let _ = irqlab().args(["testbed", "down"]).output();
+    let mut child = irqlab()
+        .args(["traffic", "udp", "--from", "a", "--rate", "1000", "--duration", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let out = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if doc["up"] == true {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "traffic ended before the testbed was up");
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "the testbed did not come up: {doc}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
+    let entries = common::live::control_entries();
+    let entry = entries.iter().find(|e| e["id"] == "testbed").unwrap_or_else(|| panic!("no testbed leftover: {entries:#?}"));
+    assert_eq!(
+        (entry["state"].as_str(), entry["new"]["text"].as_str(), entry["now"].as_str()),
+        (Some("leftover"), Some("up"), Some("as-set")),
+        "{entry}"
+    );
+    let revert = irqlab().args(["control", "revert", "testbed"]).output().unwrap();
+    assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
+    assert!(!std::path::Path::new("/run/netns/irqlab-a").exists() && !std::path::Path::new("/run/netns/irqlab-b").exists());
 }
 
 #[test]

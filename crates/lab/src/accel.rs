@@ -1,7 +1,7 @@
 //! KVM or emulation. `/dev/kvm` opening is not enough: on this project's
-//! VM it opens, but a nested guest hangs before its kernel prints a byte.
-//! So KVM counts as usable only when a bounded probe boot prints on its
-//! serial console within [`PROBE_WAIT`]; the answer is kept for the host's
+//! VM it opens, but a nested guest hangs before its kernel prints its
+//! banner. So KVM counts as usable only when a bounded probe boot's kernel
+//! prints "Linux version" on its serial console within [`PROBE_WAIT`]; the answer is kept for the host's
 //! boot (`cache/accel.json`, keyed by boot_id), so the probe costs once.
 
 use crate::{cache, Error, Result};
@@ -78,12 +78,12 @@ fn auto(qemu: &Path, image: &Path) -> Result<Decision> {
         return Ok(decision);
     }
     let decision = if probe_prints(qemu, image) {
-        Decision { accel: Accel::Kvm, reason: "a KVM probe guest printed on its console".into() }
+        Decision { accel: Accel::Kvm, reason: "a KVM probe guest's kernel printed its banner on its console".into() }
     } else {
         Decision {
             accel: Accel::Tcg,
             reason: format!(
-                "/dev/kvm opens but a KVM probe guest printed nothing in {} s (nested virtualization does not run here)",
+                "/dev/kvm opens but a KVM probe guest's kernel printed no banner in {} s (nested virtualization does not run here)",
                 PROBE_WAIT.as_secs()
             ),
         }
@@ -107,8 +107,15 @@ fn boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_string()
 }
 
+/// What the kernel proper prints first on an early serial console. The
+/// bzImage's real-mode setup prints before it ("Probing EDD ... ok"), and
+/// on this project's VM it does so under a nested KVM guest that then hangs
+/// (seen 2026-11-29: the probe took that line for a working KVM, and every
+/// guest's boot stalled); so the probe waits for the kernel's banner.
+const KERNEL_BANNER: &[u8] = b"Linux version";
+
 /// Boots `image` under KVM with its console on stdout and waits for the
-/// first byte; the guest is killed either way.
+/// kernel's banner; the guest is killed either way.
 fn probe_prints(qemu: &Path, image: &Path) -> bool {
     let child = Command::new(qemu)
         .args(["-enable-kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-nographic", "-no-reboot", "-serial", "stdio"])
@@ -123,8 +130,19 @@ fn probe_prints(qemu: &Path, image: &Path) -> bool {
     let Some(mut stdout) = child.stdout.take() else { return false };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut byte = [0u8; 1];
-        let _ = tx.send(matches!(stdout.read(&mut byte), Ok(1)));
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 512];
+        while let Ok(n) = stdout.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&chunk[..n]);
+            if seen.windows(KERNEL_BANNER.len()).any(|w| w == KERNEL_BANNER) {
+                let _ = tx.send(true);
+                return;
+            }
+        }
+        let _ = tx.send(false);
     });
     let printed = rx.recv_timeout(PROBE_WAIT).unwrap_or(false);
     let _ = child.kill();

@@ -8,14 +8,18 @@
 //! - [`fetch`]: Debian's packages through apt, unpacked into the cache;
 //! - [`accel`]: whether KVM actually runs a guest here, or emulation must;
 //! - [`run`]: one command in one guest, its output streamed back and its
-//!   exit status returned.
+//!   exit status returned;
+//! - [`guest_group`]: the guest dies with the `lab run` that started it;
+//!   a record of it under `/run/irqlab/lab` while it runs.
 //!
-//! Nothing on the host changes but the cache (`cache::root`).
+//! Nothing on the host changes but the cache (`cache::root`) and that
+//! record, removed when the guest ends.
 
 pub mod accel;
 pub mod cache;
 pub mod catalog;
 pub mod fetch;
+pub mod guest_group;
 pub mod image;
 pub mod run;
 pub mod tools;

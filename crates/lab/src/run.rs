@@ -11,12 +11,12 @@
 
 use crate::accel::{self, Accel, Choice, Decision};
 use crate::catalog::KernelSpec;
+use crate::guest_group::GuestGroup;
 use crate::image::{self, Preemption};
 use crate::{cache, fetch, tools, Error, Result};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -221,14 +221,11 @@ fn boot(
     let mut vng_command = vng_command(vng, guest, options, accel, share, cwd);
     let console = File::create(share.join("console.log")).map_err(|e| Error::Failed(format!("console log: {e}")))?;
     let started = Instant::now();
-    let mut child = vng_command
-        .stdin(Stdio::null())
-        .stdout(console.try_clone().map_err(|e| Error::Failed(e.to_string()))?)
-        .stderr(console)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
-    let _guest = GuestGroup::hold(child.id() as i32);
+    vng_command.stdin(Stdio::null()).stdout(console.try_clone().map_err(|e| Error::Failed(e.to_string()))?).stderr(console);
+    // The guest's own process group, which dies with this process on every
+    // exit path (`guest_group`).
+    let (mut child, _guest) =
+        GuestGroup::spawn(&mut vng_command, &guest.kernel, share).map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
     let mut stdout = Tail::new(share.join("stdout"));
     let mut stderr = Tail::new(share.join("stderr"));
     // Since when the started command has printed nothing (--stall).
@@ -263,39 +260,6 @@ fn boot(
     stdout.forward(&mut std::io::stdout());
     stderr.forward(&mut std::io::stderr());
     Ok(ended)
-}
-
-/// The running guest's process group (vng and the QEMU it starts), killed
-/// at process exit if still held: a second Ctrl-C or SIGTERM exits without
-/// unwinding, and the guest, in a process group of its own, would run on.
-static GUEST_GROUP: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-struct GuestGroup;
-
-impl GuestGroup {
-    fn hold(pgid: i32) -> GuestGroup {
-        static HOOK: std::sync::Once = std::sync::Once::new();
-        // SAFETY: registering a plain extern "C" function with no arguments.
-        HOOK.call_once(|| unsafe {
-            libc::atexit(kill_guest_group);
-        });
-        GUEST_GROUP.store(pgid, std::sync::atomic::Ordering::SeqCst);
-        GuestGroup
-    }
-}
-
-impl Drop for GuestGroup {
-    fn drop(&mut self) {
-        GUEST_GROUP.store(0, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-extern "C" fn kill_guest_group() {
-    let pgid = GUEST_GROUP.swap(0, std::sync::atomic::Ordering::SeqCst);
-    if pgid > 0 {
-        // SAFETY: signalling the process group this process started.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    }
 }
 
 /// The script the guest runs: the host's PATH and the user's IRQLAB_*

@@ -21,8 +21,8 @@ pub struct Args {
     /// control status` lists; persisted changes stay), then report
     #[arg(long)]
     pub repair: bool,
-    /// Exit 1 when irqlab left something behind: a leftover of a killed run
-    /// or a journal entry that cannot be read
+    /// Exit 1 also when a killed run left something behind (a leftover);
+    /// without it only a journal entry that cannot be read does
     #[arg(long)]
     pub strict: bool,
     /// Write the machine's controllable state (every thread's policy,
@@ -49,7 +49,8 @@ struct DiffDoc<'a> {
     diff: &'a Diff,
 }
 
-/// Exit 0 whatever it finds (it is a report), unless `--strict`.
+/// Exit 0 whatever it finds (it is a report), except for a journal that
+/// cannot be read (exit 1), and leftovers with `--strict`.
 pub fn run(args: Args) -> Result<Status, CliError> {
     if let Some(path) = &args.snapshot {
         return snapshot(path);
@@ -65,8 +66,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
     let report = doctor::examine();
     json_or_summary(args.json.as_deref(), &report, text)?;
-    let left_behind = !report.leftovers.is_empty() || !report.problems.is_empty();
-    Ok(Status::from_ok(!(args.strict && left_behind)))
+    // A journal that cannot be read leaves what irqlab changed unknown: the
+    // machine is not ready, as `control status` says too. Leftovers are
+    // named and fail only --strict (`control revert --all` undoes them).
+    let ready = report.problems.is_empty();
+    let left_behind = !report.leftovers.is_empty();
+    Ok(Status::from_ok(ready && !(args.strict && left_behind)))
 }
 
 fn snapshot(path: &Path) -> Result<Status, CliError> {

@@ -109,6 +109,11 @@ pub enum Object {
     /// The CPUs IRQs registered from now on start with
     /// (`/proc/irq/default_smp_affinity`).
     IrqDefaultAffinity,
+    /// A guest of `irqlab lab run` (vng and its QEMU, process group
+    /// `pgid`, run directory `share`) whose `lab run` died and whose
+    /// watchdog did not end it (`irqlab_lab::guest_group`): `running` or
+    /// `absent`; reverted by killing the group.
+    LabGuest { pgid: i32, kernel: String, share: String },
 }
 
 impl std::fmt::Display for Object {
@@ -136,6 +141,7 @@ impl std::fmt::Display for Object {
             Object::IrqAffinity { irq, name } if name.is_empty() => write!(f, "affinity of IRQ {irq}"),
             Object::IrqAffinity { irq, name } => write!(f, "affinity of IRQ {irq} ({name})"),
             Object::IrqDefaultAffinity => write!(f, "default IRQ affinity (/proc/irq/default_smp_affinity)"),
+            Object::LabGuest { pgid, kernel, .. } => write!(f, "guest {kernel} of irqlab lab run (QEMU, process group {pgid})"),
         }
     }
 }
@@ -163,6 +169,7 @@ impl Object {
             Object::FairServer { cpu } => format!("fair-server-{cpu}"),
             Object::IrqAffinity { irq, .. } => format!("irq-{irq}"),
             Object::IrqDefaultAffinity => "irq-default".into(),
+            Object::LabGuest { pgid, .. } => format!("lab-guest-{pgid}"),
         }
     }
 
@@ -189,6 +196,7 @@ impl Object {
             Object::DebugfsMount { .. } | Object::SchedFeature { .. } | Object::FairServer { .. } => true,
             Object::IrqAffinity { irq, .. } => irq::exists(*irq),
             Object::IrqDefaultAffinity => true,
+            Object::LabGuest { .. } => lab_guest(self).is_some_and(|g| g.running()),
         }
     }
 }
@@ -324,7 +332,10 @@ pub fn read(object: &Object) -> Result<Value> {
             })?;
             Ok(Value::Uint { value })
         }
-        Object::Testbed => Ok(Value::Text { text: if crate::testbed::Testbed::status()?.is_some() { "up" } else { "absent" }.into() }),
+        Object::Testbed => Ok(Value::Text { text: testbed_state(crate::testbed::Testbed::status()?.as_ref()).into() }),
+        Object::LabGuest { .. } => {
+            Ok(Value::Text { text: if lab_guest(object).is_some_and(|g| g.running()) { "running" } else { "absent" }.into() })
+        }
         Object::RtLimit => Ok(Value::Text { text: crate::rt_limit::RtBandwidth::read()?.runtime_us.to_string() }),
         Object::Cgroup { path } => Ok(Value::Text { text: if Path::new(path).is_dir() { "present" } else { "absent" }.into() }),
         Object::CgroupMember { thread, controller } => Ok(Value::Text { text: cgroup::of_thread(thread.tid, controller)? }),
@@ -428,6 +439,11 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
         // Only ever restored, and only through its own protocol.
         (Object::RtLimit, _) => crate::rt_limit::repair_abandoned().map(|_| ()),
         (Object::Testbed, _) => crate::testbed::Testbed::down(),
+        // Only ever ended.
+        (Object::LabGuest { pgid, .. }, _) => match lab_guest(object) {
+            Some(guest) => guest.end().map_err(|e| Error::io(format!("ending the guest of process group {pgid}"), e)),
+            None => Ok(()),
+        },
         (Object::Cgroup { path }, Value::Text { text }) if text == "present" => cgroup::create(Path::new(path)),
         (Object::Cgroup { path }, Value::Text { text }) if text == "absent" => cgroup::remove(Path::new(path)),
         (Object::CgroupMember { thread, controller }, Value::Text { text }) => cgroup::move_thread(thread.tid, controller, text),
@@ -635,13 +651,51 @@ pub fn entries() -> Vec<Entry> {
     found.sort_by(|a, b| (a.time_unix_ms, &a.id).cmp(&(b.time_unix_ms, &b.id)));
     found.extend(abandoned_rt_lift());
     found.extend(abandoned_testbed());
+    found.extend(abandoned_guests());
     found
 }
 
-/// A testbed a killed run left behind, as an entry.
+/// The record of the guest an [`Object::LabGuest`] names.
+fn lab_guest(object: &Object) -> Option<irqlab_lab::guest_group::GuestRecord> {
+    let Object::LabGuest { pgid, .. } = object else { return None };
+    irqlab_lab::guest_group::GuestRecord::all().into_iter().find(|g| g.pgid == *pgid)
+}
+
+/// Guests of `lab run`s that died and still run, as entries (records of
+/// guests that ended with them are left for the next `revert --all`'s
+/// `end`, which removes them; they are not shown).
+fn abandoned_guests() -> Vec<Entry> {
+    irqlab_lab::guest_group::GuestRecord::all()
+        .into_iter()
+        .filter(|g| !g.owner_alive() && g.running())
+        .map(|g| Entry {
+            id: format!("lab-guest-{}", g.pgid),
+            object: Object::LabGuest { pgid: g.pgid, kernel: g.kernel.clone(), share: g.share.display().to_string() },
+            old: Value::Text { text: "absent".into() },
+            new: Value::Text { text: "running".into() },
+            owner: Owner { pid: g.owner_pid, start_ticks: g.owner_start_ticks, command: format!("irqlab lab run --kernel {}", g.kernel) },
+            time_unix_ms: 0,
+            persistent: false,
+        })
+        .collect()
+}
+
+/// The testbed's value in the journal's words, one word per state, so
+/// that an abandoned testbed reads back as the value irqlab set (not as
+/// drifted): `absent`, `up`, or `half-made` (a killed `testbed up`).
+fn testbed_state(layout: Option<&crate::testbed::Layout>) -> &'static str {
+    match layout {
+        None => "absent",
+        Some(layout) if layout.complete => "up",
+        Some(_) => "half-made",
+    }
+}
+
+/// A testbed a killed run left behind, as an entry (its owner, being
+/// dead, makes it a leftover: "up" is not "in use").
 fn abandoned_testbed() -> Option<Entry> {
     let layout = crate::testbed::abandoned()?;
-    let new = if layout.complete { "up, unused" } else { "half-made" };
+    let new = testbed_state(Some(&layout));
     Some(Entry {
         id: "testbed".into(),
         object: Object::Testbed,
