@@ -201,5 +201,7 @@ fn no_sources_turns_the_monitor_off() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc = json(&out_file);
     assert_eq!(doc["sources"]["available"], false);
+    // The note's words are the subject here: it names the flag that turned
+    // the monitor off (`available` says only that there are no sources).
     assert!(doc["sources"]["note"].as_str().unwrap().contains("--no-sources"));
 }

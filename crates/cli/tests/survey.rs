@@ -218,7 +218,7 @@ fn the_recommended_server_makes_the_flooded_task_set_schedulable() {
     let driver = findings.iter().find(|f| f["id"] == "load-cpu1-net").expect("a finding on CPU 1's driver load");
     let at1 = load_at(&survey, 1, "net", 1_000_000);
     eprintln!("driver finding: {} | {}", driver["title"], driver["measured"]);
-    assert!(driver["measured"].as_str().unwrap().contains(&format!("{:.0}%", at1 * 100.0)));
+    assert_eq!(driver["interference"]["max_load_1ms"].as_f64(), Some(at1), "{driver}");
     // Who took it (issue 43): over the longest windows the flood's receive
     // work comes first, in the NAPI thread (or NET_RX, were it not
     // threaded). The longest, not the 1 ms window: this VM's host stops a
@@ -419,13 +419,22 @@ fn a_killed_survey_leaves_a_named_leftover_that_revert_undoes() {
 }
 
 /// How many surveys the injector test may take (see below why one can
-/// name the hypervisor instead).
+/// name the hypervisor, or a fair-class thread, instead).
 const INJECTOR_ATTEMPTS: usize = 3;
+
+/// What took a worst window in the injector's place that is worth
+/// another survey: time no tracepoint saw (the host stopping the vCPU), or
+/// a fair-class thread the fair server ran over the SCHED_FIFO probe.
+fn displaces_the_injector(culprit: &serde_json::Value) -> bool {
+    let fair = culprit["policy"].as_str().is_some_and(|p| p.starts_with("other") || p == "idle");
+    culprit["kind"] == "unseen" || (culprit["kind"] == "thread" && fair)
+}
 
 /// Issue 43: with a known SCHED_FIFO 95 thread of this test's busy 600 us
 /// of every 2 ms on CPU 1 (above the survey's probe), the survey names it
-/// as what took most of CPU 1's worst 1 ms window, recommends moving it
-/// with the command that does, and its page stacks the sources.
+/// as what took CPU 1's worst 1 ms window (its `culprit`: kind, tid,
+/// policy, whatever its share), recommends moving it with the command that
+/// does, keeping it off the quiet CPU, and its page stacks the sources.
 #[test]
 fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
     if !common::live::enabled_as_root("the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it") {
@@ -448,42 +457,55 @@ fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
         assert_eq!(idle1["sources"]["available"], true, "{}", idle1["sources"]["note"]);
         let finding =
             survey["findings"].as_array().unwrap().iter().find(|f| f["id"] == "load-cpu1-idle").expect("CPU 1's idle finding").clone();
-        let title = finding["title"].as_str().unwrap();
         // 600 us of a 1 ms window is 60% at least: a problem.
         assert_eq!(finding["severity"], "problem", "{finding}");
-        let label = format!("rt-hog/{tid} FIFO 95");
+        let culprit = &finding["culprit"];
+        assert!(culprit.is_object(), "no culprit named: {finding}");
         let page = std::fs::read_to_string(out.join("index.html")).unwrap();
         assert!(page.contains("CPU 1, idle: what ran in the max-load windows"), "the page does not stack CPU 1's sources");
-        if title.contains(&format!("most of it {label}")) {
+        if culprit["pid"] == tid {
+            assert_eq!((&culprit["kind"], &culprit["policy"]), (&serde_json::json!("thread"), &serde_json::json!("fifo:95")), "{culprit}");
+            let answers = |r: &&serde_json::Value| {
+                r["findings"].as_array().map_or(r["finding"] == "load-cpu1-idle", |f| f.iter().any(|f| f == "load-cpu1-idle"))
+            };
             let recommendation = survey["recommendations"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|r| r["finding"] == "load-cpu1-idle")
-                .expect("a recommendation for it");
-            // Where it goes: the quietest CPU when that is another one, else
-            // the other surveyed CPU; CPU 0 either way. (Not "CPU 0 is the
-            // quietest": a hypervisor stall can fill CPU 0's worst 1 ms
-            // window while the injector fills 60% of CPU 1's; seen in CI.)
-            assert_eq!(
-                recommendation["command"].as_str(),
-                Some(format!("irqlab control threads pid:{tid} --policy fifo:95 --cpu 0").as_str()),
-                "{recommendation}"
-            );
-            assert!(page.contains(&format!("pid:{tid} --policy fifo:95 --cpu 0")), "the page shows the command");
+                .filter(answers)
+                .find(|r| r["action"] == "move-thread")
+                .expect("a recommendation that moves it");
+            // Where it goes: never to the quiet CPU, which either CPU can
+            // be (CPU 1 when the hypervisor's time on CPU 0 outweighs what
+            // is left on CPU 1 once the injector is moved; CPU 0 otherwise):
+            // with two CPUs, the one the quiet CPU is not.
+            let quiet = survey["findings"].as_array().unwrap().iter().find(|f| f["id"] == "quietest-cpu").expect("a quiet CPU")["cpu"]
+                .as_u64()
+                .unwrap();
+            let to = 1 - quiet;
+            let setting =
+                serde_json::json!({"kind": "threads", "matched": format!("pid:{tid}"), "policy": "fifo:95", "cpus": to.to_string()});
+            assert_eq!(recommendation["setting"], setting, "{recommendation}");
+            let command = format!("irqlab control threads pid:{tid} --policy fifo:95 --cpu {to}");
+            assert_eq!(recommendation["command"].as_str(), Some(command.as_str()), "{recommendation}");
+            assert!(page.contains(&command), "the page shows the command");
             return;
         }
-        // This VM's host stops a vCPU for several ms at times (see
-        // `judge` above): a stall in the worst 1 ms window makes it
-        // unseen time, and the finding then rightly names the hypervisor.
-        // Likewise the fair server (6.12+) running a starved fair-class
-        // task queued on CPU 1 over the SCHED_FIFO probe (seen in CI for
-        // the probe alone: `bash/20540 OTHER`, 968 us of a 1 ms window).
-        // Both are rare within one survey's 2 s probe, so a few are made.
-        let fair = [" OTHER", " BATCH", " IDLE"].iter().any(|p| title.contains(p));
-        assert!(title.contains("unseen by the kernel") || fair, "neither the injector nor what can run over the probe named: {finding}");
-        eprintln!("attempt {attempt}: the worst window was a stall: {title}");
-        seen.push(title.to_string());
+        // Not the injector: the worst 1 ms window's top source took more of
+        // it than the injector did. Retried only when that source is one
+        // that can run over the SCHED_FIFO 95 injector: time no tracepoint
+        // saw (this VM's host stops a vCPU for several ms at times, see
+        // `judge` above: seen in one CI run of 2 recently, 434 us of the
+        // 1 ms window unseen), or a fair-class thread the fair server
+        // (6.12+) ran over the probe (seen in CI for the probe alone:
+        // `bash/20540 OTHER`, 968 us of a 1 ms window). Both are rare
+        // within one survey's 2 s probe, so a few surveys are made.
+        let window = idle1["sources"]["windows"].as_array().unwrap().iter().find(|w| w["window_ns"] == culprit["window_ns"]).unwrap();
+        let injector_ns = window["sources"].as_array().unwrap().iter().find(|s| s["pid"] == tid).map_or(0, |s| s["ns"].as_u64().unwrap());
+        assert!(culprit["ns"].as_u64().unwrap() >= injector_ns, "the culprit is the window's top source: {culprit} vs {window}");
+        assert!(displaces_the_injector(culprit), "neither the injector nor what can run over it named: {finding}");
+        eprintln!("attempt {attempt}: {culprit} took the worst window (the injector {injector_ns} ns)");
+        seen.push(culprit.clone());
     }
     panic!("in {INJECTOR_ATTEMPTS} surveys the injector was never named: {seen:#?}");
 }

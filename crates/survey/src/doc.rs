@@ -249,7 +249,8 @@ pub struct CpuFigure {
     pub softirq_by_vector_ns: BTreeMap<String, u64>,
 }
 
-/// The user's task set on one CPU under one load's measured interference.
+/// The user's task set on one CPU under one load's measured interference
+/// (the idle run's too: `load` is `none` there).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TasksetCheck {
     pub cpu: usize,
@@ -303,9 +304,15 @@ pub enum Severity {
 }
 
 /// One thing the survey found, with the number behind it and the rule.
+///
+/// `title`, `measured` and `rule` are words for a person; the facts a
+/// script (or a test) reads are fields beside them: `interference` and
+/// `culprit` for the interference findings, `quiet_cpu` for the quiet-CPU
+/// finding. They are optional, so documents written before them still
+/// parse (a new field keeps the version, `docs/conventions.md`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
-    /// Stable identifier ("driver-load-cpu1").
+    /// Stable identifier ("load-cpu1-net", "taskset-cpu1-idle", "quietest-cpu").
     pub id: String,
     pub severity: Severity,
     pub cpu: Option<usize>,
@@ -314,14 +321,127 @@ pub struct Finding {
     pub measured: String,
     /// The rule that turned the number into this finding.
     pub rule: String,
+    /// Interference findings (`load-cpuN-LOAD`): the numbers judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<InterferenceFigures>,
+    /// Interference findings that warn, when the probe recorded its gaps'
+    /// sources: the source that took the largest share of the worst
+    /// window near 1 ms (the one the title names, whatever its share).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<FindingSource>,
+    /// The quiet-CPU finding: every surveyed CPU's score, and which basis
+    /// the choice was made on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_cpu: Option<QuietCpu>,
 }
 
-/// What to change, derived from a finding.
+impl Finding {
+    /// A finding with no structured figures.
+    pub fn new(id: String, severity: Severity, cpu: Option<usize>, title: String, measured: String, rule: String) -> Finding {
+        Finding { id, severity, cpu, title, measured, rule, interference: None, culprit: None, quiet_cpu: None }
+    }
+}
+
+/// What an interference finding judged, as numbers (the curve's judged
+/// curve: attributed for a loaded run, measured for the idle one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterferenceFigures {
+    pub load: Load,
+    /// Max load in the window nearest 1 ms, 0..=1 (what the severity rule reads).
+    pub max_load_1ms: f64,
+    /// Max load in the window nearest 10 ms, 0..=1.
+    pub max_load_10ms: f64,
+    /// The longest single interruption of the run.
+    pub max_gap_ns: u64,
+    /// Hypervisor steal on the CPU during the run, when it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
+}
+
+/// The source that took the largest share of a max-load window (one of
+/// the curve's `sources` windows), with its share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingSource {
+    pub kind: SourceKind,
+    /// As in the window's sources: `inject/4211 FIFO 95`, `irq 11 virtio0`,
+    /// `NET_RX`, `unseen`.
+    pub label: String,
+    /// Thread id (threads only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The thread's policy in `irqlab control threads --policy` spelling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Its gap time in the window.
+    pub ns: u64,
+    /// Its share of the window's gap time (`ns / busy_ns`), 0..=1: "most
+    /// of it" in the title from 0.5 on, "the largest part" below.
+    pub share: f64,
+    /// The window: its length and its gap time (all sources together).
+    pub window_ns: u64,
+    pub busy_ns: u64,
+    /// Whether the survey's recommendations can take it off the CPU (a
+    /// thread, a numbered IRQ, device softirq work); unseen time, system
+    /// vectors, the local softirqs and per-CPU kernel threads cannot
+    /// (`findings::movable`).
+    #[serde(default)]
+    pub movable: bool,
+}
+
+/// How the quiet CPU was chosen, and every CPU's score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuietCpu {
+    pub basis: QuietBasis,
+    /// Per surveyed CPU, best first (the chosen CPU is the first).
+    pub cpus: Vec<CpuScore>,
+}
+
+/// What a CPU's score counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuietBasis {
+    /// The part of the worst windows nothing the survey recommends can
+    /// move (every curve recorded its gaps' sources).
+    Unmovable,
+    /// The whole judged load (some curve has no sources: the parts cannot
+    /// be told apart).
+    Load,
+}
+
+/// One CPU's score for the quiet-CPU choice: over every load, the largest
+/// share of a window (1 ms, 10 ms, 100 ms; `None` where no curve has that
+/// window) that counts under the basis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuScore {
+    pub cpu: usize,
+    pub at_1ms: f64,
+    pub at_10ms: Option<f64>,
+    pub at_100ms: Option<f64>,
+}
+
+/// What to change, derived from one or more findings.
+///
+/// The same recommendation (same title, command and setting) made for
+/// several findings is listed once: `finding` is the first finding it
+/// answers (kept for documents and readers from before `findings`), and
+/// `findings` lists all of them, that first one included. Documents from
+/// before `findings` have it empty: [`Recommendation::answers`] reads both.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Recommendation {
     pub id: String,
-    /// The finding it answers.
+    /// The (first) finding it answers.
     pub finding: String,
+    /// Every finding it answers, `finding` first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<String>,
+    /// What kind of change it is, for a script to pick it out without
+    /// reading its title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<Action>,
+    /// The CPU its title names: the one work is taken off, the one a task
+    /// should run on, the one to ask the host a core for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<usize>,
     pub title: String,
     /// Why this and not something else.
     pub rule: String,
@@ -335,6 +455,50 @@ pub struct Recommendation {
     /// made from it. Absent in surveys written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setting: Option<Declared>,
+}
+
+impl Recommendation {
+    /// Every finding it answers (`findings`, or `finding` in documents
+    /// from before that field).
+    pub fn answers(&self) -> Vec<&str> {
+        if self.findings.is_empty() {
+            vec![self.finding.as_str()]
+        } else {
+            self.findings.iter().map(String::as_str).collect()
+        }
+    }
+}
+
+/// What kind of change a recommendation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Undo what killed irqlab runs left (`control revert --all`).
+    Revert,
+    /// Run the time-critical task on the quiet CPU, interrupts steered off it.
+    QuietCpu,
+    /// A thread moved off a CPU (or kept off the quiet one), keeping its policy.
+    MoveThread,
+    /// An IRQ's affinity written away from a CPU.
+    SteerIrq,
+    /// Receive work polled in a kernel thread (threaded NAPI).
+    ThreadedNapi,
+    /// Time no tracepoint saw on a VM: the host's to give back.
+    DedicatedCore,
+    /// The load's driver thread under a server (SCHED_DEADLINE or sporadic).
+    BoundDriver,
+    /// The load's driver thread on a CPU of its own, away from the quiet one.
+    MoveDriver,
+    /// A load whose interrupt work has no thread irqlab can bound.
+    KeepInterruptsOff,
+    /// The task set on another CPU, where it is schedulable.
+    MoveTaskset,
+    /// Keep time-critical CPUs out of deep idle states.
+    IdleStates,
+    /// Run the survey as root (RT throttling could not be lifted).
+    RunAsRoot,
+    /// Fix the CPU frequency.
+    Governor,
 }
 
 /// A recommendation as a setting: what `irqlab control irq` / `control

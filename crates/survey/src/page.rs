@@ -161,6 +161,12 @@ fn recommendations(survey: &Survey) -> Section {
     }
     for r in &survey.recommendations {
         section = section.subheading(&r.title).paragraph(format!("Why: {}.", r.rule));
+        // One recommendation made for several findings is shown once, with them all.
+        let answers = r.answers();
+        if answers.len() > 1 {
+            let title = |id: &str| survey.findings.iter().find(|f| f.id == id).map_or(id.to_string(), |f| f.title.clone());
+            section = section.paragraph(format!("For: {}.", answers.iter().map(|id| title(id)).collect::<Vec<_>>().join("; ")));
+        }
         if let Some(command) = &r.command {
             section = section.code(command);
         }
@@ -529,8 +535,8 @@ fn cpu_split(cpus: &[CpuFigure]) -> Table {
 fn taskset(survey: &Survey) -> Section {
     let file = survey.options.taskset.as_ref().map_or("the task set", |t| t.file.as_str());
     let mut section = Section::new("Your task set").paragraph(format!(
-        "{file} checked with each load's measured curve (idle floor subtracted) as the most urgent task, then with the driver thread \
-         under each SCHED_DEADLINE budget tried (analysed as a deferrable server)."
+        "{file} checked with the idle run's measured curve, and with each load's (idle floor subtracted), as the most urgent task, \
+         then with the driver thread under each SCHED_DEADLINE budget tried (analysed as a deferrable server)."
     ));
     for check in &survey.schedulability {
         section = taskset_check(section, check);
@@ -545,8 +551,11 @@ fn taskset_check(section: Section, check: &TasksetCheck) -> Section {
     for (task, response) in &check.responses_ns {
         responses.push_row([task.clone(), response.map_or("misses its deadline".into(), short_ns)]);
     }
-    let mut section =
-        section.subheading(format!("CPU {} under the {} load: {verdict}{driver}", check.cpu, check.load.name())).table(responses);
+    let under = match check.load {
+        Load::None => "on the idle machine".to_string(),
+        load => format!("under the {} load", load.name()),
+    };
+    let mut section = section.subheading(format!("CPU {} {under}: {verdict}{driver}", check.cpu)).table(responses);
     if !check.servers.is_empty() {
         let mut servers = Table::new(["server budget / period", "share", "keeps up", "task set schedulable"]).text_columns([2, 3]);
         for s in &check.servers {

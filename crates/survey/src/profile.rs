@@ -15,7 +15,7 @@ pub fn of(survey: &Survey) -> Profile {
     let mut profile = Profile::new();
     for r in &survey.recommendations {
         let Some(setting) = &r.setting else { continue };
-        let because = Some(format!("{}: {}", r.finding, r.title));
+        let because = Some(format!("{}: {}", r.answers().join(", "), r.title));
         match setting {
             Declared::Irq { irqs, cpus } => {
                 for irq in irqs {

@@ -5,10 +5,13 @@
 //! the finding it answers and, where irqlab can apply it, the exact
 //! `irqlab control` command.
 
+pub mod quiet;
 pub mod schedulability;
 
 use crate::doc::*;
 use irqlab_analysis::{format_ns, Curve, TaskSet};
+pub use quiet::movable;
+use quiet::{elsewhere, quietest};
 
 /// Loads at or above these, in a 1 ms window, are worth a warning / a problem.
 const WARN_LOAD: f64 = 0.10;
@@ -23,7 +26,7 @@ pub fn derive(survey: &mut Survey, taskset: Option<&TaskSet>) {
     let mut out = Out::default();
     leftovers(survey, &mut out);
     interference(survey, &mut out);
-    quietest_cpu(survey, &mut out);
+    quiet::quietest_cpu(survey, &mut out);
     culprits(survey, &mut out);
     match taskset {
         Some(set) => {
@@ -51,19 +54,81 @@ struct Out {
 
 impl Out {
     fn find(&mut self, id: String, severity: Severity, cpu: Option<usize>, title: String, measured: String, rule: &str) -> String {
-        self.findings.push(Finding { id: id.clone(), severity, cpu, title, measured, rule: rule.to_string() });
+        self.findings.push(Finding::new(id.clone(), severity, cpu, title, measured, rule.to_string()));
         id
     }
 
-    fn recommend(&mut self, finding: &str, title: String, rule: String, command: Option<String>, predicted: Option<String>) {
-        let id = format!("do-{finding}");
-        self.recommendations.push(Recommendation { id, finding: finding.to_string(), title, rule, command, predicted, setting: None });
+    /// The finding just added, to give it its figures.
+    fn last_finding(&mut self) -> &mut Finding {
+        self.findings.last_mut().expect("a finding was added")
     }
 
-    /// A recommendation irqlab applies: its command is the setting's.
-    fn recommend_setting(&mut self, finding: &str, title: String, rule: String, setting: Declared, predicted: Option<String>) {
-        self.recommend(finding, title, rule, Some(setting.command()), predicted);
-        self.recommendations.last_mut().expect("just pushed").setting = Some(setting);
+    /// `rec` as the answer to `finding`; the same recommendation (title,
+    /// command, setting) already made for another finding answers this one
+    /// too instead of being listed twice.
+    fn recommend(&mut self, finding: &str, rec: Rec) {
+        let same = |r: &&mut Recommendation| r.title == rec.title && r.command == rec.command && r.setting == rec.setting;
+        if let Some(r) = self.recommendations.iter_mut().find(same) {
+            if !r.findings.iter().any(|f| f == finding) {
+                r.findings.push(finding.to_string());
+            }
+            return;
+        }
+        self.recommendations.push(Recommendation {
+            id: format!("do-{finding}"),
+            finding: finding.to_string(),
+            findings: vec![finding.to_string()],
+            action: Some(rec.action),
+            cpu: rec.cpu,
+            title: rec.title,
+            rule: rec.rule,
+            command: rec.command,
+            predicted: rec.predicted,
+            setting: rec.setting,
+        });
+    }
+}
+
+/// A recommendation being made.
+struct Rec {
+    action: Action,
+    cpu: Option<usize>,
+    title: String,
+    rule: String,
+    command: Option<String>,
+    predicted: Option<String>,
+    setting: Option<Declared>,
+}
+
+impl Rec {
+    fn new(action: Action, cpu: Option<usize>, title: String, rule: String) -> Rec {
+        Rec { action, cpu, title, rule, command: None, predicted: None, setting: None }
+    }
+
+    /// A change irqlab does not apply: a command to run, or a kernel parameter.
+    fn command(mut self, command: impl Into<String>) -> Rec {
+        self.command = Some(command.into());
+        self
+    }
+
+    /// A change irqlab applies: its command is the setting's.
+    fn setting(mut self, setting: Declared) -> Rec {
+        self.command = Some(setting.command());
+        self.setting = Some(setting);
+        self
+    }
+
+    /// The setting when there is one, else no command.
+    fn maybe_setting(self, setting: Option<Declared>) -> Rec {
+        match setting {
+            Some(setting) => self.setting(setting),
+            None => self,
+        }
+    }
+
+    fn predicted(mut self, predicted: String) -> Rec {
+        self.predicted = Some(predicted);
+        self
     }
 }
 
@@ -124,7 +189,7 @@ fn leftovers(survey: &Survey, out: &mut Out) {
         "a journal entry whose owner is gone is a setting nobody will restore",
     );
     let rule = "restores each setting to the value it had before the killed run".to_string();
-    out.recommend(&id, "Undo what killed runs left".into(), rule, Some("irqlab control revert --all".into()), None);
+    out.recommend(&id, Rec::new(Action::Revert, None, "Undo what killed runs left".into(), rule).command("irqlab control revert --all"));
 }
 
 /// One finding per measured curve: how much of a 1 ms window it takes.
@@ -166,6 +231,15 @@ fn interference(survey: &Survey, out: &mut Out) {
                 "max load in 1 ms windows: ≥ 50% problem, ≥ 10% warning (a task needing 1 ms of CPU in 2 ms can then miss); \
                  what ran: the probe's gaps in the max-load window, by the tracepoint that saw them, the rest unseen",
             );
+            let finding = out.last_finding();
+            finding.interference = Some(InterferenceFigures {
+                load: curve.load,
+                max_load_1ms: at1,
+                max_load_10ms: at10,
+                max_gap_ns: curve.max_gap_ns,
+                steal_ns: curve.steal_ns,
+            });
+            finding.culprit = culprit.zip(window).map(|(c, w)| c.figures(w));
         }
     }
 }
@@ -229,6 +303,21 @@ impl Culprit {
             _ => self.source.label.clone(),
         }
     }
+
+    /// As the finding's `culprit` field.
+    fn figures(&self, w: &WindowSources) -> FindingSource {
+        FindingSource {
+            kind: self.source.kind,
+            label: self.source.label.clone(),
+            pid: self.source.pid,
+            policy: self.source.policy.clone(),
+            ns: self.source.ns,
+            share: self.share,
+            window_ns: w.window_ns,
+            busy_ns: w.busy_ns,
+            movable: movable(&self.source),
+        }
+    }
 }
 
 fn culprit(survey: &Survey, w: &WindowSources) -> Option<Culprit> {
@@ -237,41 +326,48 @@ fn culprit(survey: &Survey, w: &WindowSources) -> Option<Culprit> {
     Some(Culprit { source: top.clone(), share: top.ns as f64 / w.busy_ns as f64, virtualised })
 }
 
+/// The comm of a thread source's label (`comm/tid POLICY`; a comm may
+/// itself hold a `/`, as `ksoftirqd/1` does).
+fn thread_comm(label: &str) -> Option<&str> {
+    label.split(' ').next().and_then(|w| w.rsplit_once('/')).map(|(comm, _)| comm)
+}
+
+/// The IRQ number of an IRQ source's label (`irq 11 virtio0`); `None`
+/// for a system vector (`irq LOC timer`, IPIs), which cannot be steered.
+fn irq_number(label: &str) -> Option<u32> {
+    label.split_whitespace().nth(1).and_then(|n| n.parse::<u32>().ok())
+}
+
 /// Threads never the target of a "move it" recommendation: those no
 /// `control threads` MATCH takes (`threads::is_protected`), the softirq and
 /// timer threads and workqueue workers, which are per CPU, and irqlab's own.
 fn untouchable_thread(comm: &str) -> bool {
-    const PER_CPU: [&str; 4] = ["ksoftirqd/", "ktimers/", "kworker/", "irqlab-"];
-    irqlab_host::journal::threads::is_protected(comm) || PER_CPU.iter().any(|k| comm.starts_with(k))
-}
-
-/// The CPU the quietest-CPU rule found, if it ran.
-fn quietest(out: &Out) -> Option<usize> {
-    out.findings.iter().find(|f| f.id == "quietest-cpu").and_then(|f| f.cpu)
+    irqlab_host::journal::threads::is_protected(comm) || quiet::per_cpu_thread(comm) || comm.starts_with("irqlab-")
 }
 
 /// A recommendation aimed at what took the worst window: a thread is
 /// moved, an IRQ steered, receive work put in a thread; time the kernel
-/// never saw on a VM is the host's to give back.
+/// never saw on a VM is the host's to give back. Work goes where
+/// `elsewhere` says: never to the quiet CPU.
 fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize, curve: &LoadCurve, c: &Culprit) {
     let share = format!("it took {} of CPU {cpu}'s worst 1 ms window", pct(c.share));
-    let elsewhere = elsewhere(survey, out, cpu);
+    let place = elsewhere(survey, out, cpu);
     match c.source.kind {
         SourceKind::Thread => {
             let label = &c.source.label;
             // The load's own driver thread has its recommendations (driver_servers).
             // The kernel cuts a comm at 15 characters (`napi/irqlab-b-8`
             // for napi/irqlab-b-8196): a prefix of the driver thread's name.
-            let comm = label.split(' ').next().and_then(|w| w.rsplit_once('/')).map(|(comm, _)| comm);
+            let comm = thread_comm(label);
             let drives_the_load =
                 comm.is_some_and(|c| curve.driver_threads.iter().any(|t| t.split(' ').next().is_some_and(|name| name.starts_with(c))));
             // The idle task (tid 0) has no comm/tid label.
             if drives_the_load || label == "idle" || comm.is_some_and(untouchable_thread) {
                 return;
             }
-            let setting = match (c.source.pid, &c.source.policy, &elsewhere) {
-                (Some(pid), Some(policy), Some(cpus)) => {
-                    Some(Declared::Threads { matched: format!("pid:{pid}"), policy: policy.clone(), cpus: Some(cpus.clone()) })
+            let setting = match (c.source.pid, &c.source.policy, &place) {
+                (Some(pid), Some(policy), Some(place)) => {
+                    Some(Declared::Threads { matched: format!("pid:{pid}"), policy: policy.clone(), cpus: Some(place.cpus.clone()) })
                 }
                 _ => None,
             };
@@ -285,27 +381,26 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             } else {
                 String::new()
             };
-            let rule = format!(
-                "{share}; the thread keeps its policy and runs on the other CPUs (or give it a priority below your time-critical task).{why}"
-            );
-            let title = format!("Move {label} off CPU {cpu}");
-            match setting {
-                Some(setting) => out.recommend_setting(finding, title, rule, setting, None),
-                None => out.recommend(finding, title, rule, None, None),
-            }
+            let moved = format!("Move {label} off CPU {cpu}");
+            let (title, whither) = match &place {
+                Some(p) => (p.title(label, moved), p.why("the thread keeps its policy and runs")),
+                None => (moved, "the thread keeps its policy and runs on the other CPUs".to_string()),
+            };
+            let rule = format!("{share}; {whither} (or give it a priority below your time-critical task).{why}");
+            out.recommend(finding, Rec::new(Action::MoveThread, Some(cpu), title, rule).maybe_setting(setting));
         }
         SourceKind::Irq => {
-            let mut words = c.source.label.split_whitespace().skip(1);
-            let Some(irq) = words.next().and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(irq) = irq_number(&c.source.label) else {
                 // A system vector (the local timer, IPIs): not steerable.
                 return;
             };
-            let rule = format!("{share}; its handler then runs on the other CPUs");
-            let title = format!("Steer IRQ {irq} away from CPU {cpu}");
-            match elsewhere {
-                Some(cpus) => out.recommend_setting(finding, title, rule, Declared::Irq { irqs: vec![irq.to_string()], cpus }, None),
-                None => out.recommend(finding, title, rule, None, None),
-            }
+            let steered = format!("Steer IRQ {irq} away from CPU {cpu}");
+            let (title, rule) = match &place {
+                Some(p) => (p.title(&format!("IRQ {irq}"), steered), format!("{share}; {}", p.why("its handler then runs"))),
+                None => (steered, format!("{share}; its handler then runs on the other CPUs")),
+            };
+            let setting = place.map(|p| Declared::Irq { irqs: vec![irq.to_string()], cpus: p.cpus });
+            out.recommend(finding, Rec::new(Action::SteerIrq, Some(cpu), title, rule).maybe_setting(setting));
         }
         SourceKind::Softirq => {
             if curve.driver_match.is_some() || !c.source.label.starts_with("NET_") {
@@ -314,66 +409,25 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             let rule = format!(
                 "{share}; in softirq context it runs above every task. Threaded NAPI (irqlab control napi DEV --threaded on) moves it into a kthread that irqlab control threads napi:DEV and irqlab control bh-budget DEV can bound"
             );
-            out.recommend(finding, format!("Put {}'s work in a thread of its own", c.source.label), rule, None, None);
+            let title = format!("Put {}'s work in a thread of its own", c.source.label);
+            out.recommend(finding, Rec::new(Action::ThreadedNapi, Some(cpu), title, rule));
         }
         SourceKind::Unseen if c.virtualised => {
+            // One per CPU: the idle and the loaded runs of a CPU ask the
+            // same of the host, and `recommend` lists it once for both.
             let rule = format!(
-                "{share} and no tracepoint saw it: the hypervisor ran something else on this vCPU; nothing in this kernel can remove it"
+                "time no tracepoint saw took the largest share of CPU {cpu}'s worst 1 ms window (each finding it answers gives the share): \
+                 the hypervisor ran something else on this vCPU; nothing in this kernel can remove it"
             );
-            out.recommend(finding, format!("Ask the host for a dedicated physical core for CPU {cpu}"), rule, None, None);
+            let title = format!("Ask the host for a dedicated physical core for CPU {cpu}");
+            out.recommend(finding, Rec::new(Action::DedicatedCore, Some(cpu), title, rule));
         }
         SourceKind::Unseen => {}
     }
 }
 
-/// Other CPUs to move work to, as a CPU list: the quietest CPU when it is
-/// another one, else the other surveyed CPUs; `None` with one CPU surveyed.
-fn elsewhere(survey: &Survey, out: &Out, cpu: usize) -> Option<String> {
-    let others: Vec<String> = match quietest(out).filter(|&q| q != cpu) {
-        Some(q) => vec![q.to_string()],
-        None => survey.options.cpus.iter().filter(|&&c| c != cpu).map(|c| c.to_string()).collect(),
-    };
-    (!others.is_empty()).then(|| others.join(","))
-}
-
-/// With more than one CPU, where a time-critical task is best off.
-fn quietest_cpu(survey: &Survey, out: &mut Out) {
-    let worst = |c: &CpuSurvey| {
-        c.curves.iter().filter_map(|l| load_at(l.judged(), MS)).fold(None, |m: Option<f64>, l| Some(m.map_or(l, |m| m.max(l))))
-    };
-    let mut ranked: Vec<(usize, f64)> = survey.cpus.iter().filter_map(|c| worst(c).map(|w| (c.cpu, w))).collect();
-    if ranked.len() < 2 {
-        return;
-    }
-    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let (best, best_load) = ranked[0];
-    let (worst_cpu, worst_load) = *ranked.last().expect("two or more");
-    let measured = ranked.iter().map(|(c, l)| format!("CPU {c}: {}", pct(*l))).collect::<Vec<_>>().join(", ");
-    let id = out.find(
-        "quietest-cpu".into(),
-        Severity::Note,
-        Some(best),
-        format!("CPU {best} has the least interference (worst 1 ms window {} vs {} on CPU {worst_cpu})", pct(best_load), pct(worst_load)),
-        format!("worst max load in 1 ms windows over every load: {measured}"),
-        "the CPU whose worst 1 ms window (any load) is lowest",
-    );
-    let others: Vec<String> = survey.options.cpus.iter().filter(|&&c| c != best).map(|c| c.to_string()).collect();
-    if !others.is_empty() {
-        out.recommend_setting(
-            &id,
-            format!("Run the most time-critical task on CPU {best} and steer interrupts away from it"),
-            format!(
-                "CPU {best} measured the least interference; interrupts and their bottom halves run where their IRQ is steered \
-                 (every IRQ the kernel lets move, and the default for IRQs registered later); then pin the task: \
-                 taskset -c {best} chrt -f 80 TASK"
-            ),
-            Declared::Irq { irqs: vec!["*".into(), "default".into()], cpus: others.join(",") },
-            None,
-        );
-    }
-}
-
-/// `--taskset`: is it schedulable under each load, and which server fixes it.
+/// `--taskset`: is it schedulable on each CPU, idle and under each load,
+/// and what makes it so where it misses.
 fn taskset_findings(survey: &Survey, out: &mut Out) {
     for check in &survey.schedulability {
         let responses = check
@@ -383,38 +437,72 @@ fn taskset_findings(survey: &Survey, out: &mut Out) {
             .collect::<Vec<_>>()
             .join(", ");
         let id = format!("taskset-cpu{}-{}", check.cpu, check.load.name());
+        let (under, rule) = match check.load {
+            Load::None => ("on the idle machine".to_string(), RULE_TASKSET_IDLE),
+            load => (format!("under the {} load", load.name()), RULE_TASKSET),
+        };
+        let measured = format!("worst responses {responses}");
         if check.schedulable_as_measured {
-            let title = format!("CPU {}: your task set is schedulable under the {} load as measured", check.cpu, check.load.name());
-            out.find(id, Severity::Ok, Some(check.cpu), title, format!("worst responses {responses}"), RULE_TASKSET);
+            let title = format!("CPU {}: your task set is schedulable {under} as measured", check.cpu);
+            out.find(id, Severity::Ok, Some(check.cpu), title, measured, rule);
             continue;
         }
-        let title = format!("CPU {}: your task set misses deadlines under the {} load", check.cpu, check.load.name());
-        let id = out.find(id, Severity::Problem, Some(check.cpu), title, format!("worst responses {responses}"), RULE_TASKSET);
-        let curve = survey.cpus.iter().find(|c| c.cpu == check.cpu).and_then(|c| c.curves.iter().find(|l| l.load == check.load));
-        let driver_match = curve.and_then(|c| c.driver_match.clone());
-        match (schedulability::best_server(check), driver_match) {
-            (Some(server), Some(matched)) => recommend_server(out, &id, check, server, &matched, tick_ns(survey)),
-            (None, Some(matched)) => {
-                let rule = "no SCHED_DEADLINE budget tried (5–80% of the period) leaves the set schedulable on this CPU".to_string();
-                let title = format!("Move the driver off CPU {}", check.cpu);
-                match survey.options.cpus.iter().find(|&&c| c != check.cpu) {
-                    Some(other) => {
-                        let setting = Declared::Threads { matched, policy: "fifo:50".into(), cpus: Some(other.to_string()) };
-                        out.recommend_setting(&id, title, rule, setting, None);
-                    }
-                    None => out.recommend(&id, title, rule, None, None),
-                }
-            }
-            _ => {
-                let rule = "this load's interrupt work has no thread irqlab can put under a server".to_string();
-                out.recommend(&id, format!("Keep the {} load's interrupts off CPU {}", check.load.name(), check.cpu), rule, None, None);
-            }
+        let title = format!("CPU {}: your task set misses deadlines {under}", check.cpu);
+        let id = out.find(id, Severity::Problem, Some(check.cpu), title, measured, rule);
+        match check.load {
+            Load::None => idle_miss(survey, out, &id, check),
+            _ => loaded_miss(survey, out, &id, check),
         }
     }
 }
 
 const RULE_TASKSET: &str =
     "irqlab analyze (RTA, refined bound) with the load's measured curve (idle floor subtracted) as the most urgent task";
+const RULE_TASKSET_IDLE: &str =
+    "irqlab analyze (RTA, refined bound) with the idle run's measured curve (the interference with nothing else running) as the most urgent task";
+
+/// The task set misses under a load: a server for the load's driver
+/// thread, or the driver moved (never to the quiet CPU).
+fn loaded_miss(survey: &Survey, out: &mut Out, id: &str, check: &TasksetCheck) {
+    let curve = survey.cpus.iter().find(|c| c.cpu == check.cpu).and_then(|c| c.curves.iter().find(|l| l.load == check.load));
+    let driver_match = curve.and_then(|c| c.driver_match.clone());
+    match (schedulability::best_server(check), driver_match) {
+        (Some(server), Some(matched)) => recommend_server(out, id, check, server, &matched, tick_ns(survey)),
+        (None, Some(matched)) => {
+            let mut rule = "no SCHED_DEADLINE budget tried (5–80% of the period) leaves the set schedulable on this CPU".to_string();
+            let place = elsewhere(survey, out, check.cpu);
+            if let Some(q) = place.as_ref().and_then(|p| p.kept_off) {
+                rule.push_str(&format!(
+                    "; the only other CPU, {q}, is the quiet CPU, kept for the time-critical task: run the task set there rather than move the driver to it"
+                ));
+            }
+            let setting =
+                place.filter(|p| p.kept_off.is_none()).map(|p| Declared::Threads { matched, policy: "fifo:50".into(), cpus: Some(p.cpus) });
+            let title = format!("Move the driver off CPU {}", check.cpu);
+            out.recommend(id, Rec::new(Action::MoveDriver, Some(check.cpu), title, rule).maybe_setting(setting));
+        }
+        _ => {
+            let rule = "this load's interrupt work has no thread irqlab can put under a server".to_string();
+            let title = format!("Keep the {} load's interrupts off CPU {}", check.load.name(), check.cpu);
+            out.recommend(id, Rec::new(Action::KeepInterruptsOff, Some(check.cpu), title, rule));
+        }
+    }
+}
+
+/// The task set misses on an idle CPU: another CPU where it fits idle,
+/// the quiet one first. Where none does, the idle run's own finding (and
+/// the recommendation aimed at what took its worst window) answers it.
+fn idle_miss(survey: &Survey, out: &mut Out, id: &str, check: &TasksetCheck) {
+    let fits = |cpu: usize| survey.schedulability.iter().any(|c| c.cpu == cpu && c.load == Load::None && c.schedulable_as_measured);
+    let candidates = quietest(out).into_iter().chain(survey.options.cpus.iter().copied());
+    let Some(cpu) = candidates.filter(|&c| c != check.cpu).find(|&c| fits(c)) else { return };
+    let title = format!("Run your task set on CPU {cpu}");
+    let rule = format!(
+        "it misses deadlines beside CPU {}'s idle interference as measured and is schedulable beside CPU {cpu}'s; pin its tasks there: taskset -c {cpu} chrt -f PRIO TASK",
+        check.cpu
+    );
+    out.recommend(id, Rec::new(Action::MoveTaskset, Some(cpu), title, rule));
+}
 
 fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: &ServerCheck, matched: &str, tick_ns: u64) {
     let (q, p) = (format_ns(server.budget_ns), format_ns(server.period_ns));
@@ -443,13 +531,14 @@ fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: 
     };
     let title = format!("Put {matched} under {name}");
     let rule = format!("the largest budget tried with which the set is schedulable with 20% headroom on every wcet; {how}");
-    let predicted = Some(format!(
+    let predicted = format!(
         "schedulable with {name} on {matched}, not with the driver as measured; the driver gets at most {} of a CPU ({keeps_up})",
         pct(share)
-    ));
+    );
+    let rec = Rec::new(Action::BoundDriver, None, title, rule).predicted(predicted);
     match command {
-        Ok(setting) => out.recommend_setting(finding, title, rule, setting, predicted),
-        Err(command) => out.recommend(finding, title, rule, Some(command), predicted),
+        Ok(setting) => out.recommend(finding, rec.setting(setting)),
+        Err(command) => out.recommend(finding, rec.command(command)),
     }
 }
 
@@ -491,37 +580,40 @@ fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u:
     let budget = ((u * period as f64 / 500_000.0).ceil() as u64 * 500_000).clamp(500_000, 5 * MS);
     let server = schedulability::server_model(ServerKind::Deadline, budget, period, tick_ns(survey));
     let bound = |w| server.load(w, irqlab_analysis::DemandBound::Refined);
-    out.recommend_setting(
-        finding,
-        format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period)),
-        format!(
-            "the budget is its fitted long-run share u = {u:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
-            format_ns(tick_ns(survey))
-        ),
-        Declared::Threads { matched: matched.to_string(), policy: format!("deadline:{}/{}", format_ns(budget), format_ns(period)), cpus: None },
-        Some(format!(
-            "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
-            pct(bound(MS)),
-            pct(at1),
-            pct(bound(10 * MS))
-        )),
+    let title = format!("Bound {matched} with SCHED_DEADLINE {}/{}", format_ns(budget), format_ns(period));
+    let rule = format!(
+        "the budget is its fitted long-run share u = {u:.2} of 10 ms, rounded up to 0.5 ms: it keeps up on average; the kernel checks the budget at the {} tick, so a burst can overrun by that",
+        format_ns(tick_ns(survey))
     );
+    let setting = Declared::Threads {
+        matched: matched.to_string(),
+        policy: format!("deadline:{}/{}", format_ns(budget), format_ns(period)),
+        cpus: None,
+    };
+    let predicted = format!(
+        "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
+        pct(bound(MS)),
+        pct(at1),
+        pct(bound(10 * MS))
+    );
+    out.recommend(finding, Rec::new(Action::BoundDriver, None, title, rule).setting(setting).predicted(predicted));
 }
 
 fn own_cpu_for_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u: f64) {
     let quietest = quietest(out);
     let other = survey.options.cpus.iter().copied().find(|&c| Some(c) != quietest);
     let title = format!("Give {matched} a CPU of its own");
+    let away = quietest.map(|q| format!(" (CPU {q}, the quiet CPU)")).unwrap_or_default();
     let rule = format!(
-        "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use"
+        "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use{away}"
     );
-    match (quietest, other) {
+    let setting = match (quietest, other) {
         (Some(_), Some(other)) => {
-            let setting = Declared::Threads { matched: matched.to_string(), policy: "fifo:50".into(), cpus: Some(other.to_string()) };
-            out.recommend_setting(finding, title, rule, setting, None);
+            Some(Declared::Threads { matched: matched.to_string(), policy: "fifo:50".into(), cpus: Some(other.to_string()) })
         }
-        _ => out.recommend(finding, title, rule, None, None),
-    }
+        _ => None,
+    };
+    out.recommend(finding, Rec::new(Action::MoveDriver, None, title, rule).maybe_setting(setting));
 }
 
 fn timer_latency(survey: &Survey, out: &mut Out) {
@@ -576,13 +668,10 @@ fn idle_wakeups(survey: &Survey, out: &mut Out) {
         format!("p99 idle {}, p99 under the cpu load {}", short_ns(idle), short_ns(busy)),
         "idle p99 ≥ 20 us and ≥ 1.5× the p99 when no CPU halts: the exit from idle (or the hypervisor's wake-up), not interrupts",
     );
-    out.recommend(
-        &id,
-        "Keep time-critical CPUs out of deep idle states".into(),
-        "a CPU that does not halt wakes at once; costs power".into(),
-        Some("hold /dev/cpu_dma_latency at 0 while the task runs (as irqlab measure latency does), or boot with idle=poll".into()),
-        None,
-    );
+    let title = "Keep time-critical CPUs out of deep idle states".to_string();
+    let rec = Rec::new(Action::IdleStates, None, title, "a CPU that does not halt wakes at once; costs power".into())
+        .command("hold /dev/cpu_dma_latency at 0 while the task runs (as irqlab measure latency does), or boot with idle=poll");
+    out.recommend(&id, rec);
 }
 
 fn stimulus(survey: &Survey, out: &mut Out) {
@@ -658,7 +747,8 @@ fn settings(survey: &Survey, out: &mut Out) {
             setting(survey, "RT throttling").unwrap_or("-").to_string(),
             "a probe run marked as limited by kernel.sched_rt_runtime_us",
         );
-        out.recommend(&id, "Run the survey as root".into(), "the probe lifts the limit for its run and restores it".into(), None, None);
+        let rule = "the probe lifts the limit for its run and restores it".to_string();
+        out.recommend(&id, Rec::new(Action::RunAsRoot, None, "Run the survey as root".into(), rule));
     }
     if let Some(g) = setting(survey, "CPU frequency governor") {
         if !g.starts_with("none") && !g.contains("performance") {
@@ -670,13 +760,10 @@ fn settings(survey: &Survey, out: &mut Out) {
                 g.to_string(),
                 "any governor but performance changes the clock, and with it every handler's cost",
             );
-            out.recommend(
-                &id,
-                "Fix the CPU frequency".into(),
-                "handlers then cost the same every time".into(),
-                Some("cpupower frequency-set -g performance".into()),
-                None,
-            );
+            let rule = "handlers then cost the same every time".to_string();
+            let rec =
+                Rec::new(Action::Governor, None, "Fix the CPU frequency".into(), rule).command("cpupower frequency-set -g performance");
+            out.recommend(&id, rec);
         }
     }
     if let Some(napi) = setting(survey, "threaded NAPI") {
@@ -691,13 +778,9 @@ fn settings(survey: &Survey, out: &mut Out) {
                 format!("threaded NAPI: {napi}"),
                 "receive work in NET_RX softirq runs at whoever's expense and cannot be prioritised or bounded by a server",
             );
-            out.recommend_setting(
-                &id,
-                format!("Poll {dev} in a kernel thread"),
-                "a napi/ thread can then be given a priority or a SCHED_DEADLINE budget like any thread".into(),
-                Declared::NapiThreaded { dev: dev.to_string() },
-                None,
-            );
+            let rule = "a napi/ thread can then be given a priority or a SCHED_DEADLINE budget like any thread".to_string();
+            let rec = Rec::new(Action::ThreadedNapi, None, format!("Poll {dev} in a kernel thread"), rule);
+            out.recommend(&id, rec.setting(Declared::NapiThreaded { dev: dev.to_string() }));
         }
     }
 }

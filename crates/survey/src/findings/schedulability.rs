@@ -1,8 +1,8 @@
 //! The user's task set against each CPU's measured interference, and the
 //! server that would make it fit.
 //!
-//! The measured (attributed) curve of a load enters the task set as its
-//! most urgent task (`kind = "curve"`: its conservative demand envelope,
+//! The measured (attributed) curve of a load, and the idle run's measured
+//! curve, enter the task set as its most urgent task (`kind = "curve"`: its conservative demand envelope,
 //! load-bounds paper §4), and `irqlab analyze`'s default test decides (RTA,
 //! refined bound). A driver thread irqlab can control is then tried under a
 //! server instead, two kinds, each analysed as what it enforces here:
@@ -87,7 +87,10 @@ pub fn server_model(kind: ServerKind, budget_ns: Nanos, period_ns: Nanos, tick_n
 /// The check of one loaded curve; `tick_ns` is the scheduler tick.
 pub fn check(set: &TaskSet, cpu: usize, curve: &LoadCurve, tick_ns: Nanos) -> TasksetCheck {
     let driver = Model::Curve(DemandEnvelope::from_curve(curve.judged()));
-    let name = format!("{} load on CPU {cpu}", curve.load.name());
+    let name = match curve.load {
+        Load::None => format!("idle interference on CPU {cpu}"),
+        load => format!("{} load on CPU {cpu}", load.name()),
+    };
     let (schedulable_as_measured, responses_ns) = schedulable(&with_interferer(set, &name, driver));
     let driver_utilization = curve.fit.map(|f| f.utilization);
     let period = server_period(set);
@@ -106,9 +109,10 @@ pub fn check(set: &TaskSet, cpu: usize, curve: &LoadCurve, tick_ns: Nanos) -> Ta
     TasksetCheck { cpu, load: curve.load, schedulable_as_measured, responses_ns, driver_utilization, servers }
 }
 
-/// Every loaded curve of the survey checked.
+/// Every curve of the survey checked: the idle run's too, which is
+/// interference as well (a survey with `--load none` answers with it).
 pub fn checks(survey: &crate::doc::Survey, set: &TaskSet, tick_ns: Nanos) -> Vec<TasksetCheck> {
-    survey.cpus.iter().flat_map(|c| c.curves.iter().filter(|l| l.load != Load::None).map(move |l| check(set, c.cpu, l, tick_ns))).collect()
+    survey.cpus.iter().flat_map(|c| c.curves.iter().map(move |l| check(set, c.cpu, l, tick_ns))).collect()
 }
 
 /// The largest budget that keeps the set schedulable, SCHED_DEADLINE
