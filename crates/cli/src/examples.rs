@@ -169,9 +169,9 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
     (
         "control irq",
         &[
-            ("sudo irqlab control irq virtio2 --cpus 1 --dry-run", "which IRQs a device has, and where they would go"),
+            ("sudo irqlab control irq virtio2 --cpu 1 --dry-run", "which IRQs a device has, and where they would go"),
             (
-                "sudo irqlab control irq '*' default --cpus 1 --duration 60s",
+                "sudo irqlab control irq '*' default --cpu 1 --duration 60s",
                 "every IRQ the kernel lets move, and new ones, on CPU 1 for a minute",
             ),
         ],

@@ -4,7 +4,11 @@
 //! ("10ms", "1.5s") and rates with an optional k/M suffix ("50000", "100k",
 //! "1.5M"). Commands receive typed values (nanoseconds), never text; a
 //! range flag's parser (`--windows 10us..1s`) calls [`duration_ns`] on
-//! each half.
+//! each half. CPUs and scheduling policies have one spelling each, here
+//! ([`cpu_list`], [`one_cpu`], [`policy`]).
+
+use crate::error::CliError;
+use irqlab_host::journal::sched;
 
 /// The most threads a count flag (`--threads`, `--groups`) may start. A
 /// thread that cannot be spawned panics in `std::thread::scope`, and
@@ -120,9 +124,13 @@ impl std::fmt::Display for CpuList {
     }
 }
 
-/// Value parser of every `--cpu` that takes CPUs (`1`, `0-3,6`; `--cpus`
-/// is its alias where a command takes several): the CPUs, at least one.
-/// Whether they are online is the command's check (it names the ones that are).
+/// Value parser of every flag that takes CPUs (`1`, `0-3,6`): the CPUs,
+/// at least one. Every such flag is `--cpu` with `--cpus` as its visible
+/// alias (`--account-cpu` / `--account-cpus`), whether it takes one CPU
+/// or several; a flag named for its use (`export --probe CPU`) takes the
+/// same syntax (`docs/commands.md`, "CPUs and policies";
+/// `tests/flag_grammar.rs` holds every command to it). Whether they are
+/// online is the command's check (it names the ones that are).
 pub fn cpu_list(text: &str) -> Result<CpuList, String> {
     let cpus = irqlab_host::rt::parse_cpu_list(text)?;
     if cpus.is_empty() {
@@ -131,7 +139,7 @@ pub fn cpu_list(text: &str) -> Result<CpuList, String> {
     Ok(CpuList(cpus))
 }
 
-/// Value parser of a `--cpu` where one CPU is meant (the probe's CPU, a
+/// Value parser of a CPU flag where one CPU is meant (the probe's CPU, a
 /// thread pinned to one): the same LIST syntax, naming exactly one CPU.
 pub fn one_cpu(text: &str) -> Result<usize, String> {
     match cpu_list(text)?.0.as_slice() {
@@ -140,58 +148,113 @@ pub fn one_cpu(text: &str) -> Result<usize, String> {
     }
 }
 
+/// A `--policy` or `--floor` as given: its words
+/// (`irqlab_host::journal::sched::parse_policy`, the one parser of them)
+/// and its text, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub words: sched::PolicyWords,
+    text: String,
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Value parser of every `--policy` and `--floor` (value name POLICY):
+/// `background`, `foreground`, `fifo[:PRIO]`, `rr[:PRIO]`,
+/// `other[:NICE]`, `idle`, `deadline:RUNTIME/PERIOD[/DEADLINE]`,
+/// `sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]`; `fifo` and `rr`
+/// alone leave the priority to the command. What a command cannot do with
+/// the words it refuses after parsing ([`own_threads`],
+/// [`Policy::fixed_on_other_threads`]), exit 2 naming the flag and value.
+pub fn policy(text: &str) -> Result<Policy, String> {
+    sched::parse_policy(text).map(|words| Policy { words, text: text.to_string() }).map_err(|e| e.to_string())
+}
+
+impl Policy {
+    /// The policy where irqlab sets other threads' scheduling (`control
+    /// threads`, `control process-aware --floor`): `fifo` / `rr` alone at
+    /// [`sched::KERNEL_FIFO_PRIORITY`] (50), as the kernel sets its own
+    /// threaded IRQ handlers.
+    pub fn on_other_threads(&self) -> sched::PolicySpec {
+        self.words.resolve(sched::KERNEL_FIFO_PRIORITY)
+    }
+
+    /// [`Policy::on_other_threads`] where only a fixed policy other than
+    /// SCHED_DEADLINE can be set (`control process-aware --floor`):
+    /// anything else exits 2 naming `flag`, the value and what it takes.
+    pub fn fixed_on_other_threads(&self, flag: &str) -> Result<sched::SchedAttr, CliError> {
+        match self.on_other_threads() {
+            sched::PolicySpec::Fixed { attr } if !matches!(attr, sched::SchedAttr::Deadline { .. }) => Ok(attr),
+            _ => Err(CliError::Usage(format!(
+                "{flag} {self}: takes other[:NICE], idle (background), fifo[:PRIO] (foreground: fifo:99) or rr[:PRIO]"
+            ))),
+        }
+    }
+
+    /// As the scheduling of threads irqlab runs itself, which run under
+    /// SCHED_FIFO or SCHED_OTHER only: `fifo[:PRIO]` (`foreground`:
+    /// `fifo:99`) or `other`; anything else exits 2 naming `flag`, the
+    /// value and what it takes.
+    fn fifo_or_other(&self, flag: &str) -> Result<ThreadPolicy, CliError> {
+        match self.words {
+            sched::PolicyWords::Fifo => Ok(ThreadPolicy::Fifo(None)),
+            sched::PolicyWords::Given(sched::PolicySpec::Fixed { attr: sched::SchedAttr::Fifo { priority } }) => {
+                // Within 1..=99 by the parser.
+                Ok(ThreadPolicy::Fifo(Some(priority as u8)))
+            }
+            sched::PolicyWords::Given(sched::PolicySpec::Fixed { attr: sched::SchedAttr::Other { nice: 0 } }) => Ok(ThreadPolicy::Other),
+            _ => Err(CliError::Usage(format!(
+                "{flag} {self}: this command's own threads run under SCHED_FIFO or SCHED_OTHER only: it takes fifo, fifo:PRIO or other"
+            ))),
+        }
+    }
+}
+
 /// The scheduling of a thread irqlab runs itself (a probe, a latency
-/// thread, a responder): `--policy fifo:PRIO` or `--policy other`, the
-/// spelling `irqlab control threads --policy` takes for the same two
-/// policies; `fifo` alone keeps the command's default priority.
+/// thread, a responder, a sender): SCHED_FIFO at a priority (`None`:
+/// `fifo` alone, the command's default) or SCHED_OTHER.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ThreadPolicy {
     Fifo(Option<u8>),
     Other,
 }
 
-/// Value parser of `--policy fifo[:PRIO]|other`.
-pub fn thread_policy(text: &str) -> Result<ThreadPolicy, String> {
-    match text.split_once(':') {
-        None if text == "fifo" => Ok(ThreadPolicy::Fifo(None)),
-        None if text == "other" => Ok(ThreadPolicy::Other),
-        Some(("fifo", p)) => p
-            .parse::<u8>()
-            .ok()
-            .filter(|p| (1..=99).contains(p))
-            .map(|p| ThreadPolicy::Fifo(Some(p)))
-            .ok_or_else(|| format!("priority `{p}` is outside SCHED_FIFO's 1..=99")),
-        _ => Err("expected fifo, fifo:PRIO (1..=99) or other".into()),
+impl std::fmt::Display for ThreadPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadPolicy::Fifo(Some(p)) => write!(f, "fifo:{p}"),
+            ThreadPolicy::Fifo(None) => f.write_str("fifo"),
+            ThreadPolicy::Other => f.write_str("other"),
+        }
     }
 }
 
-/// `--policy` with the old `--priority P` beside it (0 = SCHED_OTHER),
-/// which is still taken, with a note saying the new spelling: `fifo` plus
-/// `--priority P` is `fifo:P`; a priority beside `fifo:P` or `other` is
-/// a usage error. `None`: neither given.
-pub fn policy_and_priority(policy: Option<ThreadPolicy>, priority: Option<u8>) -> Result<Option<ThreadPolicy>, crate::error::CliError> {
+/// `--policy` of a command whose own threads run under it (measure
+/// interference and latency, stimulus respond and run), with the old
+/// `--priority P` beside it (0 = SCHED_OTHER), which is still taken, with
+/// a note saying the new spelling: `fifo` plus `--priority P` is `fifo:P`;
+/// a priority beside `fifo:P` or `other` is a usage error. `None`: neither
+/// given.
+pub fn own_threads(policy: Option<&Policy>, priority: Option<u8>) -> Result<Option<ThreadPolicy>, CliError> {
+    let policy = policy.map(|p| p.fifo_or_other("--policy")).transpose()?;
     let Some(p) = priority else { return Ok(policy) };
     let spelled = match p {
         0 => ThreadPolicy::Other,
         p if p <= 99 => ThreadPolicy::Fifo(Some(p)),
-        p => return Err(crate::error::CliError::Usage(format!("--priority {p}: outside SCHED_FIFO's 1..=99 (0: SCHED_OTHER)"))),
+        p => return Err(CliError::Usage(format!("--priority {p}: outside SCHED_FIFO's 1..=99 (0: SCHED_OTHER)"))),
     };
     match policy {
         None | Some(ThreadPolicy::Fifo(None)) => {
-            let new = match spelled {
-                ThreadPolicy::Fifo(Some(p)) => format!("fifo:{p}"),
-                _ => "other".into(),
-            };
-            eprintln!("note: --priority {p} is spelled --policy {new} now (the old spelling is still taken)");
+            eprintln!("note: --priority {p} is spelled --policy {spelled} now (the old spelling is still taken)");
             Ok(Some(spelled))
         }
-        Some(other) => Err(crate::error::CliError::Usage(format!(
-            "--priority {p} beside --policy {}: give the priority in --policy (fifo:PRIO) alone",
-            match other {
-                ThreadPolicy::Fifo(Some(q)) => format!("fifo:{q}"),
-                _ => "other".into(),
-            }
-        ))),
+        Some(other) => {
+            Err(CliError::Usage(format!("--priority {p} beside --policy {other}: give the priority in --policy (fifo:PRIO) alone")))
+        }
     }
 }
 
@@ -204,21 +267,64 @@ mod shape_tests {
         assert_eq!(cpu_list("0-2,5").unwrap(), CpuList(vec![0, 1, 2, 5]));
         assert_eq!(cpu_list("0-2,5").unwrap().to_string(), "0-2,5");
         assert_eq!(one_cpu("3").unwrap(), 3);
+        assert_eq!(one_cpu("3-3").unwrap(), 3);
         assert!(one_cpu("0-1").unwrap_err().contains("names 2"));
-        assert!(cpu_list("x").is_err());
+        assert!(cpu_list("x").unwrap_err().contains("is not a CPU number"));
+        assert!(one_cpu("x").unwrap_err().contains("is not a CPU number"));
+    }
+
+    fn parsed(text: &str) -> Policy {
+        policy(text).unwrap()
     }
 
     #[test]
-    fn thread_policies_read_as_control_threads_spells_them() {
-        assert_eq!(thread_policy("fifo:80").unwrap(), ThreadPolicy::Fifo(Some(80)));
-        assert_eq!(thread_policy("fifo").unwrap(), ThreadPolicy::Fifo(None));
-        assert_eq!(thread_policy("other").unwrap(), ThreadPolicy::Other);
-        assert!(thread_policy("fifo:0").is_err() && thread_policy("rr:5").is_err());
-        // The old spelling.
-        assert_eq!(policy_and_priority(None, Some(0)).unwrap(), Some(ThreadPolicy::Other));
-        assert_eq!(policy_and_priority(Some(ThreadPolicy::Fifo(None)), Some(49)).unwrap(), Some(ThreadPolicy::Fifo(Some(49))));
-        assert!(policy_and_priority(Some(ThreadPolicy::Fifo(Some(5))), Some(49)).is_err());
-        assert!(policy_and_priority(None, Some(120)).is_err());
-        assert_eq!(policy_and_priority(Some(ThreadPolicy::Other), None).unwrap(), Some(ThreadPolicy::Other));
+    fn one_parser_reads_every_policy_word() {
+        for text in ["background", "foreground", "fifo", "fifo:80", "rr", "rr:5", "other", "other:-5", "idle", "deadline:1ms/10ms"] {
+            assert_eq!(parsed(text).to_string(), text);
+        }
+        assert!(policy("sporadic:1ms/10ms:50/10").is_ok());
+        assert!(policy("turbo").unwrap_err().starts_with("unknown policy; expected background, foreground, fifo[:PRIO]"));
+        assert_eq!(policy("fifo:0").unwrap_err(), "priority `0` is outside 1..=99");
+    }
+
+    #[test]
+    fn fifo_alone_is_priority_50_on_other_threads() {
+        use sched::{PolicySpec, SchedAttr};
+        assert_eq!(parsed("fifo").on_other_threads(), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 50 } });
+        assert_eq!(parsed("rr").on_other_threads(), PolicySpec::Fixed { attr: SchedAttr::Rr { priority: 50 } });
+        assert_eq!(parsed("fifo:7").fixed_on_other_threads("--floor").unwrap(), SchedAttr::Fifo { priority: 7 });
+        assert_eq!(parsed("fifo").fixed_on_other_threads("--floor").unwrap(), SchedAttr::Fifo { priority: 50 });
+        assert_eq!(parsed("background").fixed_on_other_threads("--floor").unwrap(), SchedAttr::Idle);
+        for refused in ["deadline:1ms/10ms", "sporadic:1ms/10ms"] {
+            let e = parsed(refused).fixed_on_other_threads("--floor").unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--floor {refused}: takes other[:NICE]")), "{e}");
+        }
+    }
+
+    #[test]
+    fn own_threads_run_under_fifo_or_other() {
+        let own = |text: &str| own_threads(Some(&parsed(text)), None);
+        assert_eq!(own("fifo").unwrap(), Some(ThreadPolicy::Fifo(None)));
+        assert_eq!(own("fifo:80").unwrap(), Some(ThreadPolicy::Fifo(Some(80))));
+        assert_eq!(own("foreground").unwrap(), Some(ThreadPolicy::Fifo(Some(99))));
+        assert_eq!(own("other").unwrap(), Some(ThreadPolicy::Other));
+        for refused in ["rr", "rr:5", "other:5", "idle", "background", "deadline:1ms/10ms", "sporadic:1ms/10ms"] {
+            let e = own(refused).unwrap_err();
+            assert!(matches!(e, CliError::Usage(_)), "{refused}");
+            assert!(
+                e.to_string().starts_with(&format!("--policy {refused}: ")) && e.to_string().contains("fifo, fifo:PRIO or other"),
+                "{e}"
+            );
+        }
+        assert_eq!(own_threads(None, None).unwrap(), None);
+    }
+
+    #[test]
+    fn the_old_priority_is_still_taken() {
+        assert_eq!(own_threads(None, Some(0)).unwrap(), Some(ThreadPolicy::Other));
+        assert_eq!(own_threads(Some(&parsed("fifo")), Some(49)).unwrap(), Some(ThreadPolicy::Fifo(Some(49))));
+        assert!(own_threads(Some(&parsed("fifo:5")), Some(49)).is_err());
+        assert!(own_threads(None, Some(120)).is_err());
+        assert_eq!(own_threads(Some(&parsed("other")), None).unwrap(), Some(ThreadPolicy::Other));
     }
 }

@@ -19,9 +19,12 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 #[test]
 fn bad_policies_and_matches_exit_2_naming_the_value() {
     for (args, says) in [
-        (vec!["threads", "napi:x", "--policy", "fifo:100"], "--policy fifo:100: priority `100` is outside 1..=99"),
+        (
+            vec!["threads", "napi:x", "--policy", "fifo:100"],
+            "invalid value 'fifo:100' for '--policy <POLICY>': priority `100` is outside 1..=99",
+        ),
         (vec!["threads", "napi:x", "--policy", "deadline:10ms/1ms"], "runtime <= deadline <= period"),
-        (vec!["threads", "napi:x", "--policy", "turbo"], "--policy turbo: unknown policy"),
+        (vec!["threads", "napi:x", "--policy", "turbo"], "invalid value 'turbo' for '--policy <POLICY>': unknown policy"),
         (vec!["threads", "nic0", "--policy", "idle"], "MATCH nic0: expected napi:DEV"),
         (vec!["threads", "ksoftirqd:100000", "--policy", "idle"], "ksoftirqd/0"),
         (vec!["threads", "pid:2147483647", "--policy", "idle"], "no thread 2147483647"),

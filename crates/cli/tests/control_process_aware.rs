@@ -19,9 +19,12 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 #[test]
 fn bad_input_exits_2_naming_it() {
     for (args, says) in [
-        (vec!["--floor", "deadline:1ms/10ms", "irqlab-b"], "--floor deadline:1ms/10ms"),
-        (vec!["--floor", "fifo:120", "irqlab-b"], "--floor fifo:120"),
+        (vec!["--floor", "deadline:1ms/10ms", "irqlab-b"], "--floor deadline:1ms/10ms: takes other[:NICE]"),
+        (vec!["--floor", "sporadic:1ms/10ms", "irqlab-b"], "--floor sporadic:1ms/10ms: takes other[:NICE]"),
+        (vec!["--floor", "fifo:120", "irqlab-b"], "'fifo:120' for '--floor <POLICY>': priority `120` is outside 1..=99"),
         (vec!["no-such-device0"], "no-such-device0"),
+        // `fifo` alone is a floor (SCHED_FIFO 50): the run goes on to the device.
+        (vec!["--floor", "fifo", "no-such-device0"], "no-such-device0"),
     ] {
         let out = irqlab().args(["control", "process-aware"]).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

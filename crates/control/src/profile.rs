@@ -306,8 +306,12 @@ pub fn cpus(list: &str) -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
+/// A `[[threads]]` policy: the words of `control threads --policy`
+/// (`sched::parse_policy`), `fifo` / `rr` alone at
+/// [`sched::KERNEL_FIFO_PRIORITY`] as there; fixed policies only.
 fn fixed_policy(text: &str) -> Result<sched::SchedAttr> {
-    match sched::parse_policy(text)? {
+    let words = sched::parse_policy(text).map_err(|e| Error::Invalid(format!("policy {text}: {e}")))?;
+    match words.resolve(sched::KERNEL_FIFO_PRIORITY) {
         PolicySpec::Fixed { attr } => Ok(attr),
         PolicySpec::Sporadic { .. } => Err(Error::Invalid(format!(
             "policy {text}: a sporadic server lives only while `irqlab control threads` runs; a profile takes fixed policies \
@@ -389,7 +393,7 @@ impl Row {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub schema: &'static str,
-    /// The profile file, or the command (`control irq 38 --cpus 1`).
+    /// The profile file, or the command (`control irq 38 --cpu 1`).
     pub source: String,
     pub dry_run: bool,
     pub persist: bool,
@@ -603,6 +607,19 @@ cpus = "0"
             assert!(e.message.contains(says), "{e}");
             assert_eq!(e.location.as_ref().map(|l| l.line), Some(line), "{e:?}");
         }
+    }
+
+    #[test]
+    fn a_threads_policy_takes_control_threads_words() {
+        use irqlab_host::journal::sched::SchedAttr;
+        // `fifo` alone: the kernel's own threads' priority, as `control threads`.
+        assert_eq!(fixed_policy("fifo").unwrap(), SchedAttr::Fifo { priority: sched::KERNEL_FIFO_PRIORITY });
+        assert_eq!(fixed_policy("rr").unwrap(), SchedAttr::Rr { priority: 50 });
+        assert_eq!(fixed_policy("fifo:80").unwrap(), SchedAttr::Fifo { priority: 80 });
+        assert_eq!(fixed_policy("background").unwrap(), SchedAttr::Idle);
+        let e = fixed_policy("fifo:100").unwrap_err().to_string();
+        assert_eq!(e, "policy fifo:100: priority `100` is outside 1..=99");
+        assert!(fixed_policy("sporadic:1ms/10ms").unwrap_err().to_string().contains("fixed policies"));
     }
 
     #[test]

@@ -521,7 +521,7 @@ impl Declared {
             Declared::Irq { irqs, cpus } => {
                 // `*` quoted for the shell.
                 let irqs: Vec<String> = irqs.iter().map(|i| if i == "*" { "'*'".to_string() } else { i.clone() }).collect();
-                format!("irqlab control irq {} --cpus {cpus}", irqs.join(" "))
+                format!("irqlab control irq {} --cpu {cpus}", irqs.join(" "))
             }
             Declared::Threads { matched, policy, cpus } => {
                 let pin = cpus.as_ref().map(|c| format!(" --cpu {c}")).unwrap_or_default();

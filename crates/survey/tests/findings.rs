@@ -297,7 +297,7 @@ fn the_profile_declares_what_the_recommendations_apply() {
     findings::derive(&mut survey, None);
     let quietest = answering(&survey, "quietest-cpu");
     assert_eq!((quietest[0].action, quietest[0].cpu), (Some(Action::QuietCpu), Some(0)));
-    assert_eq!(quietest[0].command.as_deref(), Some("irqlab control irq '*' default --cpus 1"));
+    assert_eq!(quietest[0].command.as_deref(), Some("irqlab control irq '*' default --cpu 1"));
     let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
     assert!(
         text.starts_with("# irqlab profile") && text.contains("# Apply (held until Ctrl-C): irqlab control apply /tmp/s/profile.toml"),

@@ -7,8 +7,8 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
 use irqlab_control::{bh_budget, idletime, process_aware, profile, set_napi, set_threads};
+use irqlab_host::journal::sched_knobs;
 use irqlab_host::journal::{self, Entry, Restored, State};
-use irqlab_host::journal::{sched, sched_knobs};
 use irqlab_report::html::Table;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -69,11 +69,12 @@ pub struct ThreadsArgs {
     /// handlers), ksoftirqd:CPU, pid:N, comm:GLOB
     #[arg(value_name = "MATCH")]
     matched: String,
-    /// background (SCHED_IDLE), foreground (SCHED_FIFO 99), fifo:PRIO,
-    /// rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE],
+    /// background (SCHED_IDLE), foreground (SCHED_FIFO 99), fifo[:PRIO]
+    /// (fifo alone: 50, as the kernel's threaded IRQ handlers), rr[:PRIO],
+    /// other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE],
     /// sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]
-    #[arg(long, value_name = "P")]
-    policy: String,
+    #[arg(long, value_name = "POLICY", value_parser = flags::policy)]
+    policy: flags::Policy,
     /// Hold it this long, then restore (default: until Ctrl-C, SIGTERM, or
     /// every matched thread exited)
     #[arg(long, value_name = "D", conflicts_with = "persist", value_parser = flags::positive_duration_ns)]
@@ -161,7 +162,7 @@ pub struct BhBudgetArgs {
     #[arg(long, value_name = "PRIO", default_value_t = bh_budget::Config::default().high)]
     high: u32,
     /// Pin the NAPI kthreads to this CPU (restored at the end; fifo only)
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// Run this long (default: until Ctrl-C or SIGTERM)
     #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
@@ -180,12 +181,13 @@ pub struct ProcessAwareArgs {
     /// for the run when off)
     dev: String,
     /// Pin the NAPI kthreads to this CPU (restored at the end)
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// The kthreads' scheduling when no receiver waits: other[:NICE],
-    /// idle, fifo:P or rr:P
-    #[arg(long, value_name = "POLICY", default_value = "other")]
-    floor: String,
+    /// idle (background), fifo[:PRIO] or rr[:PRIO] (alone: 50, as the
+    /// kernel's threaded IRQ handlers)
+    #[arg(long, value_name = "POLICY", default_value = "other", value_parser = flags::policy)]
+    floor: flags::Policy,
     /// Run this long (default: until Ctrl-C or SIGTERM)
     #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]
     duration: Option<u64>,
@@ -194,7 +196,7 @@ pub struct ProcessAwareArgs {
     no_accounting: bool,
     /// Account this CPU (default: --cpu, else every CPU; --record keeps
     /// the first accounted CPU's bottom halves and ticks)
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "account-cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     account_cpu: Option<usize>,
     /// Write what the controller's adapter took (blocks, wakes, bottom
     /// halves, ticks) as a trace for tests/process_aware_decisions.rs
@@ -326,8 +328,8 @@ pub struct IrqArgs {
     #[arg(value_name = "IRQ|DEVICE", required = true)]
     irqs: Vec<String>,
     /// The CPUs to deliver them to (e.g. 0 or 0-3,6)
-    #[arg(long, visible_alias = "cpu", value_name = "LIST", value_parser = flags::cpu_list)]
-    cpus: flags::CpuList,
+    #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpu: flags::CpuList,
     #[command(flatten)]
     hold: HoldArgs,
 }
@@ -388,7 +390,7 @@ fn online(list: Option<&flags::CpuList>, flag: &str) -> Result<Option<Vec<usize>
 }
 
 fn threads(args: ThreadsArgs) -> Result<Status, CliError> {
-    let policy = sched::parse_policy(&args.policy)?;
+    let policy = args.policy.on_other_threads();
     let duration_ns = args.duration;
     let cpus = online(args.cpu.as_ref(), "--cpu")?;
     let config = set_threads::Config {
@@ -561,13 +563,13 @@ fn sched_knobs_run(
 }
 
 fn irq(args: IrqArgs) -> Result<Status, CliError> {
-    let cpus = online(Some(&args.cpus), "--cpus")?.unwrap_or_default();
+    let cpus = online(Some(&args.cpu), "--cpu")?.unwrap_or_default();
     let irqs = journal::irq::list()?;
     let mut plan = Vec::new();
     for spec in &args.irqs {
         plan.extend(profile::plan_irq(spec, &cpus, None, &irqs)?);
     }
-    let source = format!("control irq {} --cpus {}", args.irqs.join(" "), args.cpus);
+    let source = format!("control irq {} --cpu {}", args.irqs.join(" "), args.cpu);
     hold_plan(source, profile::Plan { changes: profile::last_word(plan), absent: Vec::new() }, args.hold)
 }
 
@@ -732,11 +734,7 @@ fn bh_budget_summary(r: &bh_budget::Report) -> String {
 }
 
 fn process_aware_run(args: ProcessAwareArgs) -> Result<Status, CliError> {
-    let floor = match sched::parse_policy(&args.floor) {
-        Ok(sched::PolicySpec::Fixed { attr }) if !matches!(attr, sched::SchedAttr::Deadline { .. }) => attr,
-        Ok(_) => return Err(CliError::Usage(format!("--floor {}: expected other[:NICE], idle, fifo:P or rr:P", args.floor))),
-        Err(e) => return Err(CliError::Usage(e.to_string().replacen("--policy", "--floor", 1))),
-    };
+    let floor = args.floor.fixed_on_other_threads("--floor")?;
     let config = process_aware::Config {
         dev: args.dev.clone(),
         cpu: args.cpu,

@@ -26,12 +26,12 @@ pub struct Args {
     /// 100ms) and the largest since start. It takes the CPU: the probe spins
     /// there at SCHED_FIFO with RT throttling lifted for each round, so
     /// other tasks barely run on it
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     probe: Option<usize>,
     /// Also measure timer latency on this CPU (cyclictest's method: SCHED_FIFO
     /// 80, 1 ms timer) in rounds of one --interval, served as a cumulative
     /// histogram. Not the --probe CPU
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
     latency: Option<usize>,
     /// Stop after this long (default: until Ctrl-C or SIGTERM)
     #[arg(long, value_name = "D", value_parser = flags::positive_duration_ns)]

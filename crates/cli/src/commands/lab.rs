@@ -63,8 +63,8 @@ pub struct CompareArgs {
 /// How a guest is made: the same for `run` and `compare`.
 #[derive(clap::Args)]
 struct GuestArgs {
-    /// Virtual CPUs of the guest
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// How many virtual CPUs the guest has (a count, not this machine's CPUs)
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     cpus: u32,
     /// Memory of the guest (QEMU's -m: 512M, 2G)
     #[arg(long, default_value = "2G")]

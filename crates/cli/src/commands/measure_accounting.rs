@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long, requires = "fig6", value_delimiter = ',', default_values_t = fig6::Config::default().rates_pps, value_name = "PPS,...")]
     rates: Vec<u64>,
     /// Fig. 6: the CPU shared by the hog and the server (default: the last one)
-    #[arg(long, requires = "fig6", value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", requires = "fig6", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// Fig. 6: run the whole rate sequence this many times, interleaved; the
     /// growth verdict takes each rate's least stolen time (a busy host only

@@ -12,12 +12,12 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// CPU to measure (default: the last online one)
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
-    /// The probe's scheduling: fifo:PRIO, fifo (default; priority just
+    /// The probe's scheduling: fifo:PRIO, fifo (the default: priority just
     /// below the irq/napi threads, else 90) or other
-    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
-    policy: Option<flags::ThreadPolicy>,
+    #[arg(long, value_name = "POLICY", value_parser = flags::policy)]
+    policy: Option<flags::Policy>,
     /// The old spelling of --policy fifo:P (taken, with a note)
     #[arg(long, value_name = "P")]
     priority: Option<u8>,
@@ -90,6 +90,11 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     // a "preemption", the gap log would fill in milliseconds and the curve
     // say load 1 everywhere.
     let (duration_ns, threshold_ns) = (args.duration.0, args.threshold.0);
+    let (policy, priority) = match flags::own_threads(args.policy.as_ref(), args.priority)? {
+        None | Some(flags::ThreadPolicy::Fifo(None)) => (Policy::Fifo, None),
+        Some(flags::ThreadPolicy::Fifo(Some(p))) => (Policy::Fifo, Some(i32::from(p))),
+        Some(flags::ThreadPolicy::Other) => (Policy::Other, None),
+    };
     let windows_ns = probe::log_windows(args.windows.0, args.windows.1, args.per_decade);
     let overlay_files: Vec<&std::path::Path> =
         args.overlay.iter().filter_map(|o| o.split_once('=')).map(|(_, file)| std::path::Path::new(file)).collect();
@@ -108,11 +113,6 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     // Without --cpu the library takes the last online CPU (not the affinity
     // mask's size: under `taskset -c 0` the probe still pins itself
     // wherever it is told).
-    let (policy, priority) = match flags::policy_and_priority(args.policy, args.priority)? {
-        None | Some(flags::ThreadPolicy::Fifo(None)) => (Policy::Fifo, None),
-        Some(flags::ThreadPolicy::Fifo(Some(p))) => (Policy::Fifo, Some(i32::from(p))),
-        Some(flags::ThreadPolicy::Other) => (Policy::Other, None),
-    };
     let config = probe::Config {
         cpu: args.cpu,
         policy,

@@ -12,10 +12,10 @@ pub struct Args {
     /// CPUs to measure on, one thread each (e.g. `0-1,3`); default: all online
     #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
     cpu: Option<flags::CpuList>,
-    /// The measuring threads' scheduling: fifo:PRIO, fifo (default,
+    /// The measuring threads' scheduling: fifo:PRIO, fifo (the default:
     /// priority 80) or other
-    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
-    policy: Option<flags::ThreadPolicy>,
+    #[arg(long, value_name = "POLICY", value_parser = flags::policy)]
+    policy: Option<flags::Policy>,
     /// The old spelling of --policy fifo:P (0: other; taken, with a note)
     #[arg(long, value_name = "P")]
     priority: Option<u8>,
@@ -42,7 +42,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let (interval_ns, duration_ns) = (args.interval.0, args.duration.0);
     // Without --cpu the library measures every online CPU.
     let cpus = args.cpu.clone().map(|c| c.0);
-    let priority = match flags::policy_and_priority(args.policy, args.priority)? {
+    let priority = match flags::own_threads(args.policy.as_ref(), args.priority)? {
         None | Some(flags::ThreadPolicy::Fifo(None)) => latency::Config::default().priority,
         Some(flags::ThreadPolicy::Fifo(Some(p))) => p,
         Some(flags::ThreadPolicy::Other) => 0,

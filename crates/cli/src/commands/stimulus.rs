@@ -24,14 +24,14 @@ pub struct RespondArgs {
     /// Address and UDP port to answer on
     #[arg(long, default_value_t = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, responder::DEFAULT_PORT), value_name = "ADDR:PORT")]
     bind: SocketAddrV4,
-    /// The responder's scheduling: fifo:PRIO, fifo (default, priority 80) or other
-    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
-    policy: Option<flags::ThreadPolicy>,
+    /// The responder's scheduling: fifo:PRIO, fifo (the default: priority 80) or other
+    #[arg(long, value_name = "POLICY", value_parser = flags::policy)]
+    policy: Option<flags::Policy>,
     /// The old spelling of --policy fifo:P (0: other; taken, with a note)
     #[arg(long, value_name = "P")]
     priority: Option<u8>,
     /// Pin the responder to this CPU
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
 }
 
@@ -89,10 +89,10 @@ pub struct RunArgs {
     /// A reply later than this is late; none after this long is lost
     #[arg(long, default_value = "1s", value_name = "D", value_parser = flags::duration_ns)]
     timeout: u64,
-    /// The sending threads' scheduling: other (default), fifo:PRIO (the
+    /// The sending threads' scheduling: other (the default), fifo:PRIO (the
     /// receiving ones run one above it) or fifo (priority 50)
-    #[arg(long, value_name = "POLICY", value_parser = flags::thread_policy)]
-    policy: Option<flags::ThreadPolicy>,
+    #[arg(long, value_name = "POLICY", value_parser = flags::policy)]
+    policy: Option<flags::Policy>,
     /// The old spelling of --policy fifo:P (0: other; taken, with a note)
     #[arg(long, value_name = "P")]
     priority: Option<u8>,
@@ -113,7 +113,7 @@ pub fn run(command: Command) -> Result<Status, CliError> {
 }
 
 fn respond(args: RespondArgs) -> Result<Status, CliError> {
-    let priority = fifo_priority(flags::policy_and_priority(args.policy, args.priority)?, Some(80), 80);
+    let priority = fifo_priority(flags::own_threads(args.policy.as_ref(), args.priority)?, Some(80), 80);
     let r = responder::bind(&ResponderConfig { bind: args.bind, priority, cpu: args.cpu })?;
     let addr = r.local_addr()?;
     eprintln!("answering stimuli on udp {addr} (priority {priority}); Ctrl-C to stop");
@@ -124,6 +124,7 @@ fn respond(args: RespondArgs) -> Result<Status, CliError> {
 }
 
 fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
+    let sender_priority = fifo_priority(flags::own_threads(args.policy.as_ref(), args.priority)?, None, 50);
     let target = irqlab_measure::stimulus::socket::resolve_ipv4(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
     let interval_ns = match (args.interval, args.rate) {
         (Some(i), _) => i,
@@ -155,7 +156,7 @@ fn generator_config(args: &RunArgs) -> Result<GeneratorConfig, CliError> {
         duration_ns,
         timeout_ns: args.timeout,
         preflight: true,
-        sender_priority: fifo_priority(flags::policy_and_priority(args.policy, args.priority)?, None, 50),
+        sender_priority,
         log: args.log.clone(),
     })
 }

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args)]
 pub struct Args {
     /// CPUs to survey (e.g. 1 or 0-3,6); default: every online CPU
-    #[arg(long, visible_alias = "cpu", value_name = "LIST", value_parser = flags::cpu_list)]
-    cpus: Option<flags::CpuList>,
+    #[arg(long, visible_alias = "cpus", value_name = "LIST", value_parser = flags::cpu_list)]
+    cpu: Option<flags::CpuList>,
     /// Loads to measure under besides idle: none, net, cpu, disk or all
     /// (comma-separated; net: a UDP flood from testbed host b through a
     /// threaded-NAPI kthread at SCHED_FIFO 50 on the measured CPU)
@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "irqlab-survey")]
     out: PathBuf,
     /// Render the page from this survey.json instead of measuring
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["cpus", "taskset", "quick", "duration"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cpu", "taskset", "quick", "duration"])]
     from: Option<PathBuf>,
     /// An earlier survey to show beside this one (before and after): its
     /// survey.json, or the directory holding it
@@ -94,7 +94,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     if let Some(ns) = args.duration {
         config = config.with_duration(ns);
     }
-    if let Some(list) = &args.cpus {
+    if let Some(list) = &args.cpu {
         config.cpus = Some(list.0.clone());
     }
     let taskset = match &args.taskset {
@@ -113,7 +113,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         bar.set_message(p.step.to_string());
     });
     bar.finish_and_clear();
-    let mut survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpus")]))?;
+    let mut survey = result.map_err(|e| super::measure::name_flags(e, &[("cpus", "--cpu")]))?;
     let profile = args.out.join(irqlab_survey::profile::FILE);
     survey.profile = Some(profile.display().to_string());
     let baseline = baseline.map(|(b, _)| b);

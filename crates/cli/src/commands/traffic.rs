@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Pin the sender to this CPU
-    #[arg(long, value_name = "CPU", value_parser = flags::one_cpu)]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", value_parser = flags::one_cpu)]
     cpu: Option<usize>,
     /// Write the counters as JSON (irqlab/traffic/v1) ("-": to stdout,
     /// instead of the summary)

@@ -1,6 +1,8 @@
 //! Scheduling attributes of any thread, read and set with the kernel's
 //! `sched_getattr` / `sched_setattr` (the only calls that reach
-//! SCHED_DEADLINE), and the policy a user asks for on the command line.
+//! SCHED_DEADLINE), and the words a user asks for a policy with, on the
+//! command line or in a profile (`parse_policy`; `docs/commands.md`, "CPUs
+//! and policies").
 
 use crate::error::{Error, Result};
 use irqlab_analysis::parse_duration_ns;
@@ -148,7 +150,7 @@ pub fn deadline_release_bound(runtime_ns: u64, period_ns: u64) -> std::time::Dur
     std::time::Duration::from_nanos(ns.min(2_000_000_000))
 }
 
-/// What `--policy` asks for.
+/// What a fixed policy or a sporadic server asks for (`PolicyWords::resolve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum PolicySpec {
@@ -159,11 +161,50 @@ pub enum PolicySpec {
     Sporadic { budget_ns: u64, period_ns: u64, high: u32, low: Option<u32>, max_repl: u32 },
 }
 
-/// Parses `background`, `foreground`, `fifo:P`, `rr:P`, `other[:NICE]`,
-/// `idle`, `deadline:RUNTIME/PERIOD[/DEADLINE]`,
-/// `sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]`. Errors name the value.
-pub fn parse_policy(text: &str) -> Result<PolicySpec> {
-    let bad = |why: String| Error::Invalid(format!("--policy {text}: {why}"));
+/// The priority of `fifo` or `rr` alone where irqlab sets other threads'
+/// policy (`control threads`, a profile's `[[threads]]`, `control
+/// process-aware --floor`): MAX_RT_PRIO / 2, the SCHED_FIFO priority the
+/// kernel gives its own threaded IRQ handlers (`setup_irq_thread`,
+/// kernel/irq/manage.c) and every kthread it sets with `sched_set_fifo()`
+/// (kernel/sched/syscalls.c; kernel/sched/core.c before 6.10). A thread set
+/// to `fifo` alone so runs beside them, not above or below.
+pub const KERNEL_FIFO_PRIORITY: u32 = 50;
+
+/// The policy words as given (`parse_policy`): every parameter given, or
+/// `fifo` / `rr` without a priority, which is the command's to choose
+/// ([`PolicyWords::resolve`]): [`KERNEL_FIFO_PRIORITY`] where irqlab sets
+/// other threads, the command's own default where it runs its own (the
+/// probe, latency threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyWords {
+    /// Everything given: `fifo:P`, `other`, `deadline:R/P`, `sporadic:...`, ...
+    Given(PolicySpec),
+    /// `fifo` alone: SCHED_FIFO at the command's default priority.
+    Fifo,
+    /// `rr` alone: SCHED_RR at the command's default priority.
+    Rr,
+}
+
+impl PolicyWords {
+    /// The policy, `fifo` / `rr` alone at `priority`.
+    pub fn resolve(self, priority: u32) -> PolicySpec {
+        match self {
+            PolicyWords::Given(spec) => spec,
+            PolicyWords::Fifo => PolicySpec::Fixed { attr: SchedAttr::Fifo { priority } },
+            PolicyWords::Rr => PolicySpec::Fixed { attr: SchedAttr::Rr { priority } },
+        }
+    }
+}
+
+/// The words of every `--policy` and `--floor`, and of a profile's
+/// `policy`, in one place: `background` (SCHED_IDLE), `foreground`
+/// (SCHED_FIFO 99), `fifo[:PRIO]`, `rr[:PRIO]`, `other[:NICE]`, `idle`,
+/// `deadline:RUNTIME/PERIOD[/DEADLINE]`,
+/// `sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]`. An error
+/// ([`Error::Invalid`], exit 2) says what is wrong with which part; the
+/// caller names the flag or the file position.
+pub fn parse_policy(text: &str) -> Result<PolicyWords> {
+    let bad = Error::Invalid;
     let priority = |p: &str| -> Result<u32> {
         p.parse::<u32>().ok().filter(|p| (1..=99).contains(p)).ok_or_else(|| bad(format!("priority `{p}` is outside 1..=99")))
     };
@@ -176,71 +217,83 @@ pub fn parse_policy(text: &str) -> Result<PolicySpec> {
             }
         })
     };
-    let (kind, rest) = text.split_once(':').unwrap_or((text, ""));
-    let fixed = |attr| Ok(PolicySpec::Fixed { attr });
+    let (kind, rest) = match text.split_once(':') {
+        Some((kind, rest)) => (kind, Some(rest)),
+        None => (text, None),
+    };
+    let fixed = |attr| Ok(PolicyWords::Given(PolicySpec::Fixed { attr }));
     match (kind, rest) {
-        ("background" | "idle", "") => fixed(SchedAttr::Idle),
-        ("foreground", "") => fixed(SchedAttr::Fifo { priority: 99 }),
-        ("fifo", p) => fixed(SchedAttr::Fifo { priority: priority(p)? }),
-        ("rr", p) => fixed(SchedAttr::Rr { priority: priority(p)? }),
-        ("other", "") => fixed(SchedAttr::Other { nice: 0 }),
-        ("other", n) => {
+        ("background" | "idle", None) => fixed(SchedAttr::Idle),
+        ("foreground", None) => fixed(SchedAttr::Fifo { priority: 99 }),
+        ("fifo", None) => Ok(PolicyWords::Fifo),
+        ("rr", None) => Ok(PolicyWords::Rr),
+        ("fifo", Some(p)) => fixed(SchedAttr::Fifo { priority: priority(p)? }),
+        ("rr", Some(p)) => fixed(SchedAttr::Rr { priority: priority(p)? }),
+        ("other", None) => fixed(SchedAttr::Other { nice: 0 }),
+        ("other", Some(n)) => {
             let nice =
                 n.parse::<i32>().ok().filter(|n| (-20..=19).contains(n)).ok_or_else(|| bad(format!("nice `{n}` is outside -20..=19")))?;
             fixed(SchedAttr::Other { nice })
         }
-        ("deadline", spec) => {
-            let parts: Vec<&str> = spec.split('/').collect();
-            let (runtime_ns, period_ns, deadline_ns) = match parts.as_slice() {
-                [r, p] => (duration(r)?, duration(p)?, duration(p)?),
-                [r, p, d] => (duration(r)?, duration(p)?, duration(d)?),
-                _ => return Err(bad("expected deadline:RUNTIME/PERIOD[/DEADLINE], e.g. deadline:1ms/10ms".into())),
-            };
-            if runtime_ns > deadline_ns || deadline_ns > period_ns {
-                return Err(bad("SCHED_DEADLINE needs runtime <= deadline <= period".into()));
-            }
-            // The kernel's own floor (sched_dl_period_min / 2^63 ceiling).
-            if runtime_ns < 1_024 {
-                return Err(bad("runtime below the kernel's 1024 ns minimum".into()));
-            }
-            fixed(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns })
-        }
-        ("sporadic", spec) => {
-            let mut fields = spec.split(':');
-            let (budget, period) = fields
-                .next()
-                .and_then(|bp| bp.split_once('/'))
-                .ok_or_else(|| bad("expected sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]".into()))?;
-            let (budget_ns, period_ns) = (duration(budget)?, duration(period)?);
-            if budget_ns > period_ns {
-                return Err(bad("the budget must not exceed the period".into()));
-            }
-            let (mut high, mut low, mut max_repl) = (90, None, 2);
-            for field in fields {
-                if let Some(n) = field.strip_prefix("max-repl=") {
-                    max_repl = n
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=1024).contains(n))
-                        .ok_or_else(|| bad(format!("max-repl `{n}` is outside 1..=1024")))?;
-                } else if let Some((h, l)) = field.split_once('/') {
-                    high = priority(h)?;
-                    low = if l == "none" { None } else { Some(priority(l)?) };
-                } else {
-                    return Err(bad(format!("unknown part `{field}` (HIGH/LOW or max-repl=N)")));
-                }
-            }
-            if low.is_some_and(|l| l >= high) {
-                return Err(bad("the low priority must be below the high one".into()));
-            }
-            Ok(PolicySpec::Sporadic { budget_ns, period_ns, high, low, max_repl })
-        }
-        _ => {
-            Err(bad("unknown policy (background, foreground, fifo:PRIO, rr:PRIO, other[:NICE], idle, deadline:RUNTIME/PERIOD[/DEADLINE], \
-             sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N])"
-                .into()))
+        ("deadline", spec) => deadline(spec.unwrap_or(""), &duration).map(|attr| PolicyWords::Given(PolicySpec::Fixed { attr })),
+        ("sporadic", spec) => sporadic(spec.unwrap_or(""), &duration, &priority).map(PolicyWords::Given),
+        _ => Err(bad(format!("unknown policy; {POLICY_WORDS}"))),
+    }
+}
+
+/// What [`parse_policy`] takes, for messages.
+pub const POLICY_WORDS: &str = "expected background, foreground, fifo[:PRIO], rr[:PRIO], other[:NICE], idle, \
+                                deadline:RUNTIME/PERIOD[/DEADLINE] or sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]";
+
+/// `deadline:RUNTIME/PERIOD[/DEADLINE]`'s part after the colon.
+fn deadline(spec: &str, duration: &dyn Fn(&str) -> Result<u64>) -> Result<SchedAttr> {
+    let parts: Vec<&str> = spec.split('/').collect();
+    let (runtime_ns, period_ns, deadline_ns) = match parts.as_slice() {
+        [r, p] => (duration(r)?, duration(p)?, duration(p)?),
+        [r, p, d] => (duration(r)?, duration(p)?, duration(d)?),
+        _ => return Err(Error::Invalid("expected deadline:RUNTIME/PERIOD[/DEADLINE], e.g. deadline:1ms/10ms".into())),
+    };
+    if runtime_ns > deadline_ns || deadline_ns > period_ns {
+        return Err(Error::Invalid("SCHED_DEADLINE needs runtime <= deadline <= period".into()));
+    }
+    // The kernel's own floor (sched_dl_period_min / 2^63 ceiling).
+    if runtime_ns < 1_024 {
+        return Err(Error::Invalid("runtime below the kernel's 1024 ns minimum".into()));
+    }
+    Ok(SchedAttr::Deadline { runtime_ns, deadline_ns, period_ns })
+}
+
+/// `sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]`'s part after the colon.
+fn sporadic(spec: &str, duration: &dyn Fn(&str) -> Result<u64>, priority: &dyn Fn(&str) -> Result<u32>) -> Result<PolicySpec> {
+    let bad = Error::Invalid;
+    let mut fields = spec.split(':');
+    let (budget, period) = fields
+        .next()
+        .and_then(|bp| bp.split_once('/'))
+        .ok_or_else(|| bad("expected sporadic:BUDGET/PERIOD[:HIGH/LOW][:max-repl=N]".into()))?;
+    let (budget_ns, period_ns) = (duration(budget)?, duration(period)?);
+    if budget_ns > period_ns {
+        return Err(bad("the budget must not exceed the period".into()));
+    }
+    let (mut high, mut low, mut max_repl) = (90, None, 2);
+    for field in fields {
+        if let Some(n) = field.strip_prefix("max-repl=") {
+            max_repl = n
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=1024).contains(n))
+                .ok_or_else(|| bad(format!("max-repl `{n}` is outside 1..=1024")))?;
+        } else if let Some((h, l)) = field.split_once('/') {
+            high = priority(h)?;
+            low = if l == "none" { None } else { Some(priority(l)?) };
+        } else {
+            return Err(bad(format!("unknown part `{field}` (HIGH/LOW or max-repl=N)")));
         }
     }
+    if low.is_some_and(|l| l >= high) {
+        return Err(bad("the low priority must be below the high one".into()));
+    }
+    Ok(PolicySpec::Sporadic { budget_ns, period_ns, high, low, max_repl })
 }
 
 #[cfg(test)]
@@ -261,37 +314,54 @@ mod tests {
 
     #[test]
     fn policies_parse() {
-        assert_eq!(parse_policy("background").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Idle });
-        assert_eq!(parse_policy("foreground").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 99 } });
-        assert_eq!(parse_policy("rr:5").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Rr { priority: 5 } });
-        assert_eq!(parse_policy("other:-5").unwrap(), PolicySpec::Fixed { attr: SchedAttr::Other { nice: -5 } });
+        let fixed = |attr| PolicyWords::Given(PolicySpec::Fixed { attr });
+        assert_eq!(parse_policy("background").unwrap(), fixed(SchedAttr::Idle));
+        assert_eq!(parse_policy("foreground").unwrap(), fixed(SchedAttr::Fifo { priority: 99 }));
+        assert_eq!(parse_policy("rr:5").unwrap(), fixed(SchedAttr::Rr { priority: 5 }));
+        assert_eq!(parse_policy("other:-5").unwrap(), fixed(SchedAttr::Other { nice: -5 }));
         assert_eq!(
             parse_policy("deadline:1ms/10ms").unwrap(),
-            PolicySpec::Fixed { attr: SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 10_000_000, period_ns: 10_000_000 } }
+            fixed(SchedAttr::Deadline { runtime_ns: 1_000_000, deadline_ns: 10_000_000, period_ns: 10_000_000 })
         );
         assert_eq!(
             parse_policy("sporadic:1ms/10ms:50/10:max-repl=3").unwrap(),
-            PolicySpec::Sporadic { budget_ns: 1_000_000, period_ns: 10_000_000, high: 50, low: Some(10), max_repl: 3 }
+            PolicyWords::Given(PolicySpec::Sporadic { budget_ns: 1_000_000, period_ns: 10_000_000, high: 50, low: Some(10), max_repl: 3 })
         );
+    }
+
+    #[test]
+    fn fifo_and_rr_alone_leave_the_priority_to_the_command() {
+        assert_eq!(parse_policy("fifo").unwrap(), PolicyWords::Fifo);
+        assert_eq!(parse_policy("rr").unwrap(), PolicyWords::Rr);
+        let at_kernel_default = |text| parse_policy(text).unwrap().resolve(KERNEL_FIFO_PRIORITY);
+        assert_eq!(at_kernel_default("fifo"), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 50 } });
+        assert_eq!(at_kernel_default("rr"), PolicySpec::Fixed { attr: SchedAttr::Rr { priority: 50 } });
+        // A priority given is kept.
+        assert_eq!(at_kernel_default("fifo:80"), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 80 } });
+        assert_eq!(parse_policy("fifo").unwrap().resolve(80), PolicySpec::Fixed { attr: SchedAttr::Fifo { priority: 80 } });
     }
 
     #[test]
     fn bad_policies_name_the_value() {
         for (text, says) in [
-            ("fifo:100", "outside 1..=99"),
-            ("fifo:0", "outside 1..=99"),
-            ("other:30", "outside -20..=19"),
+            ("fifo:100", "priority `100` is outside 1..=99"),
+            ("fifo:0", "priority `0` is outside 1..=99"),
+            ("fifo:", "priority `` is outside 1..=99"),
+            ("rr:x", "priority `x` is outside 1..=99"),
+            ("other:30", "nice `30` is outside -20..=19"),
             ("deadline:10ms/1ms", "runtime <= deadline <= period"),
             ("deadline:1ms", "expected deadline:"),
+            ("deadline", "expected deadline:"),
             ("deadline:1ms/10ms/20ms", "runtime <= deadline <= period"),
             ("sporadic:2ms/1ms", "must not exceed"),
+            ("sporadic", "expected sporadic:"),
             ("sporadic:1ms/10ms:10/50", "below the high"),
-            ("realtime", "unknown policy"),
+            ("realtime", "unknown policy; expected background, foreground, fifo[:PRIO], rr[:PRIO], other[:NICE], idle, deadline:"),
+            ("idle:5", "unknown policy"),
         ] {
             let e = parse_policy(text).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{text}");
-            let msg = e.to_string();
-            assert!(msg.starts_with(&format!("--policy {text}: ")) && msg.contains(says), "{text}: {msg}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
         }
     }
 

@@ -58,7 +58,7 @@ pub struct Args {
     #[arg(long)]
     pub live: bool,
     /// The CPU of the live experiment (default: the last online CPU)
-    #[arg(long, value_name = "N", requires = "live")]
+    #[arg(long, visible_alias = "cpus", value_name = "CPU", requires = "live", value_parser = crate::flags::one_cpu)]
     pub cpu: Option<usize>,
     /// idletime --live: where the data files go, on the disk to measure
     /// (default: the current directory)
