@@ -227,13 +227,20 @@ fn live_fig7_runs_every_kernel_at_every_rate_and_restores() {
     assert_eq!(doc["complete"], true);
     let points = doc["details"]["points"].as_array().unwrap();
     assert_eq!(points.len(), 9, "3 kernels x 3 rates");
+    // The machine's own drift while the points ran: the work loop's speed
+    // calibrated after them over before (this VM's host changed it by 7%
+    // within a run: shares of 1.0695 and 1.0727 in two CI runs, the
+    // second after the calibration took the median 100 ms window).
+    let speed = |c: &serde_json::Value| c["iterations_per_us"].as_f64().unwrap();
+    let drift = speed(&doc["details"]["calibration_after"]) / speed(&doc["details"]["calibration"]);
+    eprintln!("the work loop's speed after the Fig. 7 points over before: {drift:.4}");
     for p in points {
         // Progress over the calibrated speed (a little above 1 if the
-        // calibration's best trial ran slower than the sustained loop), and
-        // the kernel's charge of its CPU clock.
+        // calibration ran slower than the sustained loop, more by the
+        // machine's drift), and the kernel's charge of its CPU clock.
         let share = p["hog_share"].as_f64().unwrap();
         let charged = p["hog_charged_share"].as_f64().unwrap();
-        assert!(p["complete"] == true && share > 0.0 && share <= 1.05 && (0.5..=1.0).contains(&charged), "{p}");
+        assert!(p["complete"] == true && share > 0.0 && share <= 1.05 * drift.max(1.0) && (0.5..=1.0).contains(&charged), "{p}");
         assert!(p["received_sleep"].as_u64().unwrap() > 0, "nothing received in the sleep phase: {p}");
         // Fig. 6: the three charges of the CPU-bound thread, every kernel.
         let a = &p["accounting"];

@@ -166,6 +166,11 @@ pub struct Details {
     pub run_s: f64,
     pub sleep_s: f64,
     pub calibration: Calibration,
+    /// The same calibration again after the Fig. 7 runs: how far this
+    /// machine's speed moved while they ran (a VM's host changes it; a
+    /// share of a little over 1 by as much is that drift, not the kernel).
+    /// None when the run was stopped before.
+    pub calibration_after: Option<Calibration>,
     pub scale: String,
     pub points: Vec<Point>,
     /// Fig. 8: MMPP-2 bursts against a periodic CPU-bound task.
@@ -774,6 +779,10 @@ pub fn reproduce(
             points.push(p);
         }
     }
+    let calibration_after = match stop.load(Ordering::SeqCst) {
+        true => None,
+        false => Some(player::calibrate_sustained(focus, HOG_PRIORITY, 500_000_000)?),
+    };
     // Fig. 8: the simulated reproduction's mean gaps between bursts.
     let (gaps, periods): (&[u64], u64) =
         if config.quick { (&[2000, 800, 400, 250], 10) } else { (&[2500, 1250, 833, 625, 416, 250, 125], 30) };
@@ -801,6 +810,7 @@ pub fn reproduce(
         sender_cpu: others.first().copied(),
         run_s: run_ns as f64 / 1e9,
         calibration,
+        calibration_after,
         sleep_s: sleep_ns as f64 / 1e9,
         scale: scale.into(),
         kernel_note: kernel_note(&points, &bursty, config.fair_server_off),
