@@ -51,8 +51,8 @@ impl GuestRecord {
         Path::new(DIR).join(format!("guest-{}.json", self.pgid))
     }
 
-    /// Every record, readable or not skipped (a record is written
-    /// atomically, so an unreadable one is not irqlab's).
+    /// Every readable record (a record is written atomically, so an
+    /// unreadable one is not irqlab's and is skipped).
     pub fn all() -> Vec<GuestRecord> {
         let Ok(dir) = std::fs::read_dir(DIR) else { return Vec::new() };
         let mut found: Vec<GuestRecord> = dir
