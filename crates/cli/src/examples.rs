@@ -67,6 +67,16 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     ("measure latency", &[("sudo irqlab measure latency --duration 10s --histogram", "timer latency per CPU, cyclictest's method")]),
+    (
+        "watch",
+        &[
+            (
+                "sudo irqlab watch --cpu 1 --threshold 100us --json watch.json",
+                "timer latency on CPU 1 until Ctrl-C; every wake-up 100 us late or more explained by what ran",
+            ),
+            ("sudo irqlab watch --threshold 500us --on-threshold stop", "stop at the first spike and name its cause (rtla timerlat -a)"),
+        ],
+    ),
     ("testbed", &[("sudo irqlab testbed up", "namespaces irqlab-a and irqlab-b linked to this machine by veth")]),
     ("testbed up", &[("sudo irqlab testbed up", "create the testbed (idempotent)")]),
     ("testbed down", &[("sudo irqlab testbed down", "remove every irqlab-* namespace and link")]),

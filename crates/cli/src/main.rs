@@ -40,6 +40,9 @@ enum Command {
     /// Measure on this machine: interference, IRQ accounting, latency
     #[command(subcommand)]
     Measure(measure::Command),
+    /// Timer latency for as long as asked, each spike past --threshold
+    /// explained by what ran (a flight recorder of every measured CPU)
+    Watch(watch::Args),
     /// The network-namespace testbed (hosts irqlab-a and irqlab-b)
     Testbed(testbed::Args),
     /// Send traffic between testbed hosts
@@ -95,6 +98,7 @@ fn main() {
         Command::Bench(c) => bench::run(c),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Measure(c) => measure::run(c),
+        Command::Watch(a) => watch::run(a),
         Command::Testbed(a) => testbed::run(a),
         Command::Traffic(a) => traffic::run(a),
         Command::Stimulus(c) => stimulus::run(c),

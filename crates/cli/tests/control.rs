@@ -417,7 +417,7 @@ impl SwitchTrace {
     /// the server moved it to its low level ends its high part at that
     /// `sched_setattr`, and what it ran on after that is returned apart) and
     /// how long it waited to run after each wake-up (monotonic ns).
-    fn stop(mut self, tid: i32) -> (Vec<Stretch>, Vec<(u64, u64)>, Vec<u64>) {
+    fn stop(mut self, tid: i32) -> (TraceDump, Vec<u64>) {
         // SAFETY: signalling our own child; bpftrace prints what it has and exits.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let start = Instant::now();
@@ -429,11 +429,12 @@ impl SwitchTrace {
         }
         // Kernel priorities below 100 are the real-time ones.
         let rt = |prio: i32| prio < 100;
-        let (mut stretches, mut waits, mut ran_on) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut stretches, mut waits, mut ran_on, mut sets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut on, mut woke, mut set_at) = (None, None, None);
         for line in self.lines.try_iter() {
             if let Some(ts) = line.strip_suffix(" S").and_then(|t| t.parse::<u64>().ok()) {
                 set_at = Some(ts);
+                sets.push(ts);
                 continue;
             }
             let f: Vec<i64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
@@ -470,7 +471,7 @@ impl SwitchTrace {
                 }
             }
         }
-        (stretches, waits, ran_on)
+        (TraceDump { stretches, waits, sets }, ran_on)
     }
 }
 
@@ -529,7 +530,40 @@ fn windows_sum_exactly() {
 /// the control document and the trace's 10 ms windows while the policy
 /// held (a server's own span, which leaves
 /// out the thread's time under its own policy before and after).
-fn napi_under_flood(napi: &Napi, cpu: &str, policy: &str) -> (serde_json::Value, Vec<Window>) {
+/// The trace's events around a window, for a failure's message: every
+/// stretch (high or low), wake-up wait and `sched_setattr` from one
+/// period before it to one after, relative to its start (us).
+struct TraceDump {
+    stretches: Vec<Stretch>,
+    waits: Vec<(u64, u64)>,
+    sets: Vec<u64>,
+}
+
+impl TraceDump {
+    fn around(&self, w: &Window, len: u64) -> String {
+        let near = |t: u64| t + len >= w.start && t < w.start + 2 * len;
+        let rel = |t: u64| (t as i64 - w.start as i64) as f64 / 1e3;
+        let mut out = String::new();
+        for s in self.stretches.iter().filter(|s| near(s.start) || near(s.end)) {
+            out += &format!(
+                "\n  on {:.1}..{:.1} us {}{}",
+                rel(s.start),
+                rel(s.end),
+                if s.high { "high" } else { "low" },
+                if s.demoted { " demoted" } else { "" }
+            );
+        }
+        for &(at, wait) in self.waits.iter().filter(|(at, _)| near(*at)) {
+            out += &format!("\n  woke {:.1} us, waited {wait} ns", rel(at));
+        }
+        for &at in self.sets.iter().filter(|&&at| near(at)) {
+            out += &format!("\n  sched_setattr {:.1} us", rel(at));
+        }
+        out
+    }
+}
+
+fn napi_under_flood(napi: &Napi, cpu: &str, policy: &str) -> (serde_json::Value, Vec<Window>, TraceDump) {
     let trace = SwitchTrace::start(napi.tid);
     let mut flood = irqlab()
         .args(["traffic", "udp", "--from", "b", "--rate", "200k", "--duration", "6s"])
@@ -546,7 +580,8 @@ fn napi_under_flood(napi: &Napi, cpu: &str, policy: &str) -> (serde_json::Value,
     let to = irqlab_host::rt::monotonic_ns();
     let _ = flood.kill();
     let _ = flood.wait();
-    let (stretches, waits, ran_on) = trace.stop(napi.tid);
+    let (dump, ran_on) = trace.stop(napi.tid);
+    let (stretches, waits) = (&dump.stretches, &dump.waits);
     if let Some(max) = ran_on.iter().max() {
         eprintln!("{policy}: after {} demotions on the CPU, it ran on for at most {max} ns before it left", ran_on.len());
     }
@@ -558,7 +593,8 @@ fn napi_under_flood(napi: &Napi, cpu: &str, policy: &str) -> (serde_json::Value,
         (Some(start), Some(end)) => (start, end),
         _ => (from, to),
     };
-    (doc, windows(&stretches, &waits, 10_000_000, from, to))
+    let windows = windows(stretches, waits, 10_000_000, from, to);
+    (doc, windows, dump)
 }
 
 /// The live POSIX sporadic server (budget 1 ms, period 10 ms, at most 2
@@ -587,7 +623,7 @@ fn sporadic_server_holds_the_napi_thread_to_its_budget_under_a_flood() {
 
     let most = |w: &[Window]| w.iter().map(|w| w.executed).max().unwrap_or(0);
 
-    let (_, unserved) = napi_under_flood(&napi, &cpu, "fifo:90");
+    let (_, unserved, _) = napi_under_flood(&napi, &cpu, "fifo:90");
     eprintln!("SCHED_FIFO 90: most execution in a 10 ms window {} ns", most(&unserved));
     if most(&unserved) <= 2 * BUDGET {
         // Seen on this VM kind after hours of uptime: with a busy loop on
@@ -602,7 +638,7 @@ fn sporadic_server_holds_the_napi_thread_to_its_budget_under_a_flood() {
         return;
     }
 
-    let (doc, served) = napi_under_flood(&napi, &cpu, "sporadic:1ms/10ms");
+    let (doc, served, trace) = napi_under_flood(&napi, &cpu, "sporadic:1ms/10ms");
     let th = &doc["server"]["threads"][0];
     let reaction = &th["reaction"];
     eprintln!(
@@ -635,9 +671,10 @@ fn sporadic_server_holds_the_napi_thread_to_its_budget_under_a_flood() {
     assert!(
         over.is_empty(),
         "{} windows hold more than the budget {BUDGET} ns + their demotions x reaction max {reaction_max} ns + the waits \
-         after wake-ups, e.g. {:?}",
+         after wake-ups, e.g. {:?}; the trace around it:{}",
         over.len(),
-        over.iter().max_by_key(|w| w.executed)
+        over.iter().max_by_key(|w| w.executed),
+        over.iter().max_by_key(|w| w.executed).map_or(String::new(), |w| trace.around(w, 10_000_000))
     );
     assert_eq!(napi.attr(), original, "not restored");
 }

@@ -11,5 +11,6 @@ pub mod player;
 pub mod probe;
 pub mod stimulus;
 pub mod traffic;
+pub mod watch;
 
 pub use irqlab_host::{Error, Result};

@@ -22,3 +22,4 @@ pub mod stimulus;
 pub mod survey;
 pub mod testbed;
 pub mod traffic;
+pub mod watch;

@@ -12,6 +12,8 @@ use std::sync::Arc;
 pub struct Injector {
     stop: Arc<AtomicBool>,
     bursts: Arc<AtomicU64>,
+    /// Each burst's [start, end), CLOCK_MONOTONIC ns (the last 1,000).
+    spans: Arc<std::sync::Mutex<std::collections::VecDeque<(u64, u64)>>>,
     tid: u32,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -22,7 +24,8 @@ impl Injector {
     pub fn start(name: &str, cpu: usize, priority: i32, run_ns: u64, period_ns: u64) -> Injector {
         let stop = Arc::new(AtomicBool::new(false));
         let bursts = Arc::new(AtomicU64::new(0));
-        let (halt, count) = (stop.clone(), bursts.clone());
+        let spans = Arc::new(std::sync::Mutex::new(std::collections::VecDeque::new()));
+        let (halt, count, log) = (stop.clone(), bursts.clone(), spans.clone());
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(name.into())
@@ -37,23 +40,35 @@ impl Injector {
                     let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as _, tv_nsec: (next % 1_000_000_000) as _ };
                     // SAFETY: absolute sleep with a valid timespec.
                     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-                    let until = now() + run_ns;
+                    let began = now();
+                    let until = began + run_ns;
                     while now() < until {
                         std::hint::spin_loop();
                     }
                     count.fetch_add(1, Ordering::Relaxed);
+                    let mut log = log.lock().unwrap();
+                    if log.len() == 1_000 {
+                        log.pop_front();
+                    }
+                    log.push_back((began, now()));
+                    drop(log);
                     // The next period boundary still ahead: missed ones are skipped.
                     next = now() / period_ns * period_ns + period_ns;
                 }
             })
             .unwrap();
         let tid = rx.recv().expect("the injector thread started");
-        Injector { stop, bursts, tid, thread: Some(thread) }
+        Injector { stop, bursts, spans, tid, thread: Some(thread) }
     }
 
     /// How many bursts it has run.
     pub fn bursts(&self) -> u64 {
         self.bursts.load(Ordering::Relaxed)
+    }
+
+    /// Each burst's [start, end), CLOCK_MONOTONIC ns (the last 1,000).
+    pub fn spans(&self) -> Vec<(u64, u64)> {
+        self.spans.lock().unwrap().iter().copied().collect()
     }
 
     /// Its thread id: what `irqlab control threads pid:N` takes.

@@ -6,6 +6,7 @@
 //! The shape of every live measurement: [`measure`]`(&Config, &stop,
 //! on_tick) -> Result<LatencyReport>`.
 
+use super::log_histogram::LogHistogram;
 use super::realtime::DmaLatencyHold;
 use super::stats::{LatencyStats, StatsSummary};
 use irqlab_host::error::{Error, Result};
@@ -102,6 +103,8 @@ pub struct LiveThread {
     pub act_ns: AtomicU64,
     pub max_ns: AtomicU64,
     pub sum_ns: AtomicU64,
+    /// Every latency, in log-scale bins (readable while the thread runs).
+    pub histogram: LogHistogram,
 }
 
 impl LiveThread {
@@ -114,6 +117,7 @@ impl LiveThread {
             act_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
+            histogram: LogHistogram::default(),
         }
     }
 
@@ -146,6 +150,9 @@ pub struct ThreadResult {
     /// The last latency measured (cyclictest's `Act`).
     pub act_ns: u64,
     pub latency: StatsSummary,
+    /// Every latency in log-scale bins, ten to a decade.
+    #[serde(default)]
+    pub log_histogram: super::log_histogram::LogBins,
 }
 
 impl ThreadResult {
@@ -226,14 +233,51 @@ const TICK: Duration = Duration::from_millis(100);
 /// `on_tick` from the calling thread every 100 ms with each measuring
 /// thread's running figures (one per CPU measured, in order).
 pub fn measure(config: &Config, stop: &AtomicBool, on_tick: impl FnMut(&[LiveThread])) -> Result<LatencyReport> {
+    measure_with_spikes(config, stop, on_tick, None)
+}
+
+/// A wake-up at least the threshold of [`measure_with_spikes`] late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spike {
+    pub cpu: usize,
+    /// The measuring thread's id.
+    pub tid: u32,
+    /// The programmed wake-up and the clock read after it
+    /// (CLOCK_MONOTONIC ns): the latency is their difference.
+    pub due_ns: u64,
+    pub woke_ns: u64,
+}
+
+/// Where the measuring threads report each wake-up at least `threshold_ns`
+/// late: `report` is called on the measuring thread, right after the
+/// sample (keep it short: it delays the next sleep, not this sample).
+pub struct SpikeReport<'a> {
+    pub threshold_ns: u64,
+    pub report: &'a (dyn Fn(Spike) + Sync),
+}
+
+/// [`measure`], and each wake-up over a threshold handed to `spikes`
+/// (`irqlab watch`).
+pub fn measure_with_spikes(
+    config: &Config,
+    stop: &AtomicBool,
+    on_tick: impl FnMut(&[LiveThread]),
+    spikes: Option<SpikeReport<'_>>,
+) -> Result<LatencyReport> {
     let cpus = config.resolve_cpus()?;
     rt::lock_memory()?;
-    let result = measure_locked(config, &cpus, stop, on_tick);
+    let result = measure_locked(config, &cpus, stop, on_tick, spikes.as_ref());
     rt::unlock_memory();
     result
 }
 
-fn measure_locked(config: &Config, cpus: &[usize], stop: &AtomicBool, mut on_tick: impl FnMut(&[LiveThread])) -> Result<LatencyReport> {
+fn measure_locked(
+    config: &Config,
+    cpus: &[usize],
+    stop: &AtomicBool,
+    mut on_tick: impl FnMut(&[LiveThread]),
+    spikes: Option<&SpikeReport<'_>>,
+) -> Result<LatencyReport> {
     let machine = irqlab_host::machine::MachineContext::read();
     let dma = DmaLatencyHold::zero()?;
     let barrier = Barrier::new(cpus.len());
@@ -260,7 +304,7 @@ fn measure_locked(config: &Config, cpus: &[usize], stop: &AtomicBool, mut on_tic
                     if setup_failed.load(Ordering::SeqCst) {
                         return Ok(Measured::default());
                     }
-                    Ok(measure_thread(config, start_ns, stop, live))
+                    Ok(measure_thread(config, start_ns, stop, live, spikes))
                 })
             })
             .collect();
@@ -279,7 +323,7 @@ fn measure_locked(config: &Config, cpus: &[usize], stop: &AtomicBool, mut on_tic
     let mut threads = Vec::new();
     let mut all = LatencyStats::new();
     let mut complete = true;
-    for (index, (outcome, &cpu)) in outcomes.into_iter().zip(cpus).enumerate() {
+    for (index, ((outcome, &cpu), live)) in outcomes.into_iter().zip(cpus).zip(&live).enumerate() {
         let m = outcome?;
         complete &= m.stats.count() == config.cycles();
         all.merge(&m.stats);
@@ -291,6 +335,7 @@ fn measure_locked(config: &Config, cpus: &[usize], stop: &AtomicBool, mut on_tic
             overruns: m.overruns,
             act_ns: m.act_ns,
             latency: m.stats.summary(BUCKET_NS, MAX_BUCKETS),
+            log_histogram: live.histogram.snapshot(),
         });
     }
     Ok(LatencyReport {
@@ -332,7 +377,7 @@ struct Measured {
     act_ns: u64,
 }
 
-fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &LiveThread) -> Measured {
+fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &LiveThread, spikes: Option<&SpikeReport<'_>>) -> Measured {
     let tid = nix::unistd::gettid().as_raw() as u64;
     live.tid.store(tid, Ordering::Relaxed);
     let mut m = Measured { tid, ..Measured::default() };
@@ -352,6 +397,10 @@ fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &Live
         live.sum_ns.fetch_add(latency, Ordering::Relaxed);
         live.min_ns.fetch_min(latency, Ordering::Relaxed);
         live.max_ns.fetch_max(latency, Ordering::Relaxed);
+        live.histogram.record(latency);
+        if let Some(s) = spikes.filter(|s| latency >= s.threshold_ns) {
+            (s.report)(Spike { cpu: live.cpu, tid: tid as u32, due_ns: next, woke_ns: now });
+        }
         next += interval;
         // Woke so late that the next wake-up is already past: skip it, as
         // cyclictest does, rather than firing a burst of catch-up cycles.

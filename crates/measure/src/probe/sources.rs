@@ -443,6 +443,9 @@ pub fn assemble(
     }
 }
 
+/// Where a streaming monitor sends each batch of segments it reads.
+pub type SegmentSink = Box<dyn FnMut(Vec<RawSegment>) + Send>;
+
 /// What the monitor collected.
 #[derive(Debug, Clone, Default)]
 pub struct Collected {
@@ -515,13 +518,25 @@ impl Monitor {
     /// Loads and attaches the monitor for `cpu`; returns once it is
     /// attached. Errors say why it cannot run (privilege, BTF, verifier).
     pub fn start(cpu: usize) -> Result<Monitor> {
+        Monitor::spawn(cpu, None)
+    }
+
+    /// As [`Monitor::start`], but each batch of segments read goes to
+    /// `sink` as it comes (every 20 ms) instead of being kept: what a run
+    /// of any length needs (`irqlab watch`'s flight recorder). The
+    /// [`Collected`] of [`Monitor::finish`] then has no segments.
+    pub fn stream(cpu: usize, sink: SegmentSink) -> Result<Monitor> {
+        Monitor::spawn(cpu, Some(sink))
+    }
+
+    fn spawn(cpu: usize, sink: Option<SegmentSink>) -> Result<Monitor> {
         irqlab_host::privilege::require_bpf("watch the probed CPU for gap sources")?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<(), String>>();
         let halt = stop.clone();
         let thread = std::thread::Builder::new()
             .name("irqlab-sources".into())
-            .spawn(move || watch(cpu, &halt, &tx))
+            .spawn(move || watch(cpu, &halt, &tx, sink))
             .map_err(|e| Error::io("spawning the gap-source monitor", e))?;
         match rx.recv() {
             Ok(Ok(())) => Ok(Monitor { stop, thread: Some(thread) }),
@@ -590,6 +605,7 @@ fn watch(
     cpu: usize,
     stop: &AtomicBool,
     ready: &std::sync::mpsc::Sender<std::result::Result<(), String>>,
+    mut sink: Option<SegmentSink>,
 ) -> std::result::Result<Collected, String> {
     use libbpf_rs::skel::{OpenSkel, Skel};
     let fail = |why: String| {
@@ -620,11 +636,21 @@ fn watch(
         return fail(bpf_err("attaching the gap-source programs")(e));
     }
     let _ = ready.send(Ok(()));
+    let mut deliver = || {
+        if let Some(sink) = sink.as_mut() {
+            let batch = std::mem::take(&mut *received.borrow_mut());
+            if !batch.is_empty() {
+                sink(batch);
+            }
+        }
+    };
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(POLL);
         ring.consume().map_err(bpf_err("reading the gap-source segments"))?;
+        deliver();
     }
     ring.consume().map_err(bpf_err("reading the gap-source segments"))?;
+    deliver();
     let lost = skel.maps.bss_data.as_deref().map_or(0, |b| b.lost_segments);
     drop(ring);
     let segments = std::mem::take(&mut *received.borrow_mut());

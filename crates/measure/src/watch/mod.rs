@@ -1,0 +1,583 @@
+//! `irqlab watch`: timer latency for as long as asked, with a flight
+//! recorder of what ran on each measured CPU, so that a wake-up past a
+//! threshold is explained by what took its time (issue 52).
+//!
+//! The latency threads are `measure latency`'s (cyclictest's method); each
+//! wake-up at least the threshold late is handed over as a [`Spike`]. The
+//! gap-source monitor runs per measured CPU in its streaming mode: its
+//! segments go into that CPU's [`recorder::Recorder`], which keeps a fixed
+//! span of the timeline. Once the recorder has heard past a spike's
+//! wake-up, [`cause::explain`] names what ran between the programmed expiry
+//! and the wake-up. Memory stays flat: histograms are fixed bins, the
+//! recorder a fixed span, and only the worst `keep` spikes are kept in full
+//! (all are counted).
+
+pub mod cause;
+pub mod recorder;
+
+use crate::latency::{self, LatencyReport, LiveThread, LogBins, Spike};
+use crate::probe::sources::{self, RawSegment};
+use cause::Cause;
+use irqlab_host::error::{Error, Result};
+use irqlab_host::rt::monotonic_ns;
+use recorder::Recorder;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+/// The JSON schema of [`WatchReport`].
+pub const SCHEMA: &str = "irqlab/watch/v1";
+
+/// How long after a spike's wake-up its cause is decided at the latest,
+/// when the recorder has heard nothing past it (the monitor reads its ring
+/// every 20 ms; a CPU that went idle sends no segment until it wakes).
+const SETTLE_NS: u64 = 200_000_000;
+
+/// What to do at a wake-up over the threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnThreshold {
+    /// Explain it and go on (the default).
+    Continue,
+    /// Explain it and end the run (rtla's `timerlat -a`).
+    Stop,
+    /// Explain it, then run this program (argv, no shell) with the spike's
+    /// facts in its environment (`IRQLAB_SPIKE_*`), without waiting for it.
+    Exec(Vec<String>),
+}
+
+impl OnThreshold {
+    /// `stop`, `continue` or `exec CMD ARGS...`; an `exec` whose program
+    /// cannot be found is refused here, before anything is measured.
+    pub fn parse(text: &str) -> Result<OnThreshold> {
+        let text = text.trim();
+        match text {
+            "continue" => return Ok(OnThreshold::Continue),
+            "stop" => return Ok(OnThreshold::Stop),
+            _ => {}
+        }
+        let Some(command) = text.strip_prefix("exec").filter(|rest| rest.starts_with(char::is_whitespace)) else {
+            return Err(Error::Invalid(format!("on-threshold {text:?}: not one of stop, continue, exec CMD")));
+        };
+        let argv: Vec<String> = command.split_whitespace().map(String::from).collect();
+        let Some(program) = argv.first() else {
+            return Err(Error::Invalid("on-threshold exec: no command given".into()));
+        };
+        if find_program(program).is_none() {
+            return Err(Error::Invalid(format!("on-threshold exec {program}: no such executable (searched PATH)")));
+        }
+        Ok(OnThreshold::Exec(argv))
+    }
+}
+
+/// `program` as exec would find it: a path with a slash as given, else
+/// the first executable of that name on PATH.
+fn find_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| executable(p))
+}
+
+/// What to watch.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// CPUs, policy, interval and duration as `measure latency` takes them.
+    /// `open_ended`: the duration is only a ceiling and the run ends at
+    /// Ctrl-C or SIGTERM, which then ends it normally.
+    pub latency: latency::Config,
+    pub open_ended: bool,
+    /// Wake-ups at least this late are spikes, explained and counted.
+    pub threshold_ns: Option<u64>,
+    pub on_threshold: OnThreshold,
+    /// The recorder's window kept with each spike, up to its wake-up.
+    pub record_ns: u64,
+    /// Spikes kept in full (the worst); all are counted.
+    pub keep: usize,
+}
+
+impl Config {
+    /// The shortest threshold that means something: the wake-up interval's
+    /// resolution is the measuring loop's own, 1 us (the histograms' first
+    /// bin); below it every wake-up is a spike.
+    pub const MIN_THRESHOLD_NS: u64 = 1_000;
+
+    /// Refuses what cannot run, naming the value (exit 2).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(t) = self.threshold_ns {
+            if t < Self::MIN_THRESHOLD_NS {
+                return Err(Error::Invalid(format!(
+                    "threshold {t} ns: below the measurement's resolution, {} us (every wake-up would be a spike)",
+                    Self::MIN_THRESHOLD_NS / 1_000
+                )));
+            }
+        }
+        if self.keep == 0 {
+            return Err(Error::Invalid("keep 0: at least one spike must be kept".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One spike as kept: when, how late, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpikeRecord {
+    pub cpu: usize,
+    pub tid: u32,
+    /// Programmed expiry and clock read, CLOCK_MONOTONIC ns.
+    pub due_ns: u64,
+    pub woke_ns: u64,
+    pub latency_ns: u64,
+    /// None when the recorder could not run (see [`Recorder`]'s note).
+    pub cause: Option<Cause>,
+    /// The recorder's window up to the wake-up: what ran, in order.
+    pub window: Vec<WindowSegment>,
+}
+
+/// One segment of a kept window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowSegment {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub source: String,
+}
+
+/// One measured CPU's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuWatch {
+    pub cpu: usize,
+    pub tid: u64,
+    pub cycles: u64,
+    pub min_ns: Option<u64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<u64>,
+    /// 99th and 99.9th percentiles (the final document only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999_ns: Option<u64>,
+    /// Wake-ups at least the threshold late.
+    pub spikes: u64,
+    pub histogram: LogBins,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// Still running: a periodic flush.
+    Running,
+    Duration,
+    /// Ctrl-C or SIGTERM.
+    Signal,
+    /// The first spike, with `--on-threshold stop`.
+    Threshold,
+}
+
+/// The flight recorder's state for the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecorderInfo {
+    pub available: bool,
+    /// What it ran on, or why it could not.
+    pub note: String,
+    /// The span of timeline it keeps per CPU.
+    pub keep_ns: u64,
+    /// Segments lost (ring buffer full): their time reads as unseen.
+    pub lost_segments: u64,
+}
+
+/// `irqlab/watch/v1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchReport {
+    pub schema: String,
+    /// False for a periodic flush and for a run stopped before its
+    /// duration (an open-ended run's Ctrl-C is its normal end).
+    pub complete: bool,
+    pub ended_by: EndedBy,
+    pub interval_ns: u64,
+    pub priority: u8,
+    /// The asked duration (None: until Ctrl-C).
+    pub duration_ns: Option<u64>,
+    pub elapsed_ns: u64,
+    pub threshold_ns: Option<u64>,
+    pub cpus: Vec<CpuWatch>,
+    /// Every spike seen, kept or not.
+    pub spikes_total: u64,
+    /// The worst spikes (at most `keep`), in time order.
+    pub spikes: Vec<SpikeRecord>,
+    pub recorder: RecorderInfo,
+    /// Programs `--on-threshold exec` could not start, and such.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// What the caller sees every 100 ms.
+pub struct Progress<'a> {
+    pub live: &'a [LiveThread],
+    pub spikes_total: u64,
+    /// The latest spike explained.
+    pub last: Option<&'a SpikeRecord>,
+    pub elapsed_ns: u64,
+}
+
+/// The per-CPU recorders, fed by the streaming monitors.
+struct Recorders {
+    cpus: Vec<usize>,
+    rings: Vec<Arc<Mutex<Recorder>>>,
+    monitors: Vec<sources::Monitor>,
+    info: RecorderInfo,
+}
+
+impl Recorders {
+    fn start(cpus: &[usize], keep_ns: u64) -> Recorders {
+        let rings: Vec<Arc<Mutex<Recorder>>> = cpus.iter().map(|_| Arc::new(Mutex::new(Recorder::new(keep_ns)))).collect();
+        let mut monitors = Vec::new();
+        let mut failure = None;
+        for (&cpu, ring) in cpus.iter().zip(&rings) {
+            let ring = ring.clone();
+            let sink: sources::SegmentSink = Box::new(move |batch: Vec<RawSegment>| {
+                ring.lock().unwrap_or_else(|p| p.into_inner()).push(batch);
+            });
+            match sources::Monitor::stream(cpu, sink) {
+                Ok(m) => monitors.push(m),
+                Err(e) => {
+                    failure = Some(format!("no flight recorder (spikes are counted, not explained): {e}"));
+                    break;
+                }
+            }
+        }
+        let available = failure.is_none();
+        if !available {
+            monitors.clear();
+        }
+        let note = failure.unwrap_or_else(|| format!("gap-source monitor on CPU {} (streaming)", irqlab_host::rt::format_cpu_list(cpus)));
+        Recorders { cpus: cpus.to_vec(), rings, monitors, info: RecorderInfo { available, note, keep_ns, lost_segments: 0 } }
+    }
+
+    fn ring(&self, cpu: usize) -> Option<&Arc<Mutex<Recorder>>> {
+        self.cpus.iter().position(|&c| c == cpu).map(|i| &self.rings[i])
+    }
+
+    /// Whether `spike`'s cause can be decided now: the recorder heard past
+    /// its wake-up, or it waited long enough.
+    fn settled(&self, spike: &Spike, now: u64) -> bool {
+        now >= spike.woke_ns + SETTLE_NS
+            || self.ring(spike.cpu).is_some_and(|r| r.lock().unwrap_or_else(|p| p.into_inner()).heard_until_ns() > spike.woke_ns)
+    }
+
+    fn explain(&self, spike: &Spike, record_ns: u64) -> SpikeRecord {
+        let latency_ns = spike.woke_ns.saturating_sub(spike.due_ns);
+        let (cause, window) = match (self.info.available, self.ring(spike.cpu)) {
+            (true, Some(ring)) => {
+                let ring = ring.lock().unwrap_or_else(|p| p.into_inner());
+                let from = spike.woke_ns.saturating_sub(record_ns).min(spike.due_ns);
+                let segments = ring.between(from, spike.woke_ns);
+                let mut cause = cause::explain(&segments, spike.due_ns, spike.woke_ns, spike.tid);
+                // The recorder forgot part of the span (a spike longer than
+                // what it keeps): that part is unseen, and said to be.
+                cause.recorder_gap |= spike.due_ns + self.info.keep_ns < ring.heard_until_ns();
+                let window = segments
+                    .iter()
+                    .map(|s| WindowSegment { start_ns: s.start_ns, end_ns: s.end_ns, source: sources::source_id(&s.source).label })
+                    .collect();
+                (Some(cause), window)
+            }
+            _ => (None, Vec::new()),
+        };
+        SpikeRecord { cpu: spike.cpu, tid: spike.tid, due_ns: spike.due_ns, woke_ns: spike.woke_ns, latency_ns, cause, window }
+    }
+
+    fn finish(self) -> RecorderInfo {
+        let mut info = self.info;
+        for m in self.monitors {
+            match m.finish() {
+                Ok(c) => info.lost_segments += c.lost,
+                Err(e) => info.note.push_str(&format!("; a monitor failed at the end: {e}")),
+            }
+        }
+        if info.lost_segments > 0 {
+            info.note.push_str(&format!("; {} segments lost (ring buffer full): their time reads as unseen", info.lost_segments));
+        }
+        info
+    }
+}
+
+/// The worst `keep` spikes and the count of all.
+struct Kept {
+    keep: usize,
+    total: u64,
+    per_cpu: Vec<(usize, u64)>,
+    worst: Vec<SpikeRecord>,
+}
+
+impl Kept {
+    fn add(&mut self, s: SpikeRecord) {
+        self.total += 1;
+        match self.per_cpu.iter_mut().find(|(c, _)| *c == s.cpu) {
+            Some((_, n)) => *n += 1,
+            None => self.per_cpu.push((s.cpu, 1)),
+        }
+        self.worst.push(s);
+        if self.worst.len() > self.keep {
+            if let Some(i) = self.worst.iter().enumerate().min_by_key(|(_, s)| s.latency_ns).map(|(i, _)| i) {
+                self.worst.remove(i);
+            }
+        }
+    }
+
+    fn on(&self, cpu: usize) -> u64 {
+        self.per_cpu.iter().find(|(c, _)| *c == cpu).map_or(0, |&(_, n)| n)
+    }
+
+    fn in_time_order(&self) -> Vec<SpikeRecord> {
+        let mut v = self.worst.clone();
+        v.sort_by_key(|s| s.woke_ns);
+        v
+    }
+}
+
+/// Runs the watch until its duration, `stop` (Ctrl-C), or the first spike
+/// with [`OnThreshold::Stop`]. `on_tick` sees the running figures every
+/// 100 ms; `on_flush` gets a document of the run so far every
+/// `flush_every_ns` (marked incomplete, `ended_by: running`), so that a
+/// crash loses at most one period.
+pub fn watch(
+    config: &Config,
+    stop: &AtomicBool,
+    mut on_tick: impl FnMut(&Progress),
+    flush_every_ns: Option<u64>,
+    mut on_flush: impl FnMut(&WatchReport),
+) -> Result<WatchReport> {
+    config.validate()?;
+    let cpus = config.latency.resolve_cpus()?;
+    let started = monotonic_ns();
+    let recorders = Recorders::start(&cpus, config.record_ns + SETTLE_NS);
+    let (tx, rx) = mpsc::channel::<Spike>();
+    let tx = Mutex::new(tx);
+    let report_spike = move |s: Spike| {
+        let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(s);
+    };
+    let spikes = config.threshold_ns.map(|threshold_ns| latency::timer::SpikeReport { threshold_ns, report: &report_spike });
+    let halt = AtomicBool::new(false);
+    let mut pending: Vec<Spike> = Vec::new();
+    let mut kept = Kept { keep: config.keep, total: 0, per_cpu: Vec::new(), worst: Vec::new() };
+    let mut last: Option<SpikeRecord> = None;
+    let mut children: Vec<std::process::Child> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut stopped_by_threshold = false;
+    let mut next_flush = flush_every_ns.map(|f| started + f);
+
+    let mut handle =
+        |pending: &mut Vec<Spike>, now: u64, force: bool, kept: &mut Kept, last: &mut Option<SpikeRecord>, notes: &mut Vec<String>| {
+            let (ready, wait): (Vec<Spike>, Vec<Spike>) = pending.drain(..).partition(|s| force || recorders.settled(s, now));
+            *pending = wait;
+            for s in ready {
+                let record = recorders.explain(&s, config.record_ns);
+                match &config.on_threshold {
+                    OnThreshold::Continue => {}
+                    OnThreshold::Stop => {
+                        stopped_by_threshold = true;
+                        halt.store(true, Ordering::SeqCst);
+                    }
+                    OnThreshold::Exec(argv) => match run_exec(argv, &record) {
+                        Ok(child) => children.push(child),
+                        Err(e) => notes.push(e),
+                    },
+                }
+                children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                *last = Some(record.clone());
+                kept.add(record);
+            }
+        };
+
+    let result = latency::measure_with_spikes(
+        &config.latency,
+        &halt,
+        |live| {
+            if stop.load(Ordering::SeqCst) {
+                halt.store(true, Ordering::SeqCst);
+            }
+            let now = monotonic_ns();
+            pending.extend(rx.try_iter());
+            handle(&mut pending, now, false, &mut kept, &mut last, &mut notes);
+            if config.on_threshold == OnThreshold::Stop && (kept.total > 0 || !pending.is_empty()) {
+                halt.store(true, Ordering::SeqCst);
+            }
+            on_tick(&Progress { live, spikes_total: kept.total + pending.len() as u64, last: last.as_ref(), elapsed_ns: now - started });
+            if let Some(at) = next_flush.filter(|&at| now >= at) {
+                next_flush = flush_every_ns.map(|f| at + f);
+                let cpus = live.iter().map(|l| running_cpu(l, kept.on(l.cpu))).collect();
+                on_flush(&WatchReport {
+                    schema: SCHEMA.into(),
+                    complete: false,
+                    ended_by: EndedBy::Running,
+                    interval_ns: config.latency.interval_ns,
+                    priority: config.latency.priority,
+                    duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
+                    elapsed_ns: now - started,
+                    threshold_ns: config.threshold_ns,
+                    cpus,
+                    spikes_total: kept.total,
+                    spikes: kept.in_time_order(),
+                    recorder: recorders.info.clone(),
+                    notes: notes.clone(),
+                });
+            }
+        },
+        spikes,
+    );
+    // The last spikes: wait (at most SETTLE_NS) until the recorder has heard
+    // past each, then explain them all.
+    pending.extend(rx.try_iter());
+    let deadline = monotonic_ns() + SETTLE_NS;
+    while !pending.is_empty() && monotonic_ns() < deadline {
+        let now = monotonic_ns();
+        handle(&mut pending, now, false, &mut kept, &mut last, &mut notes);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    handle(&mut pending, monotonic_ns(), true, &mut kept, &mut last, &mut notes);
+    for mut c in children {
+        let _ = c.wait();
+    }
+    let info = recorders.finish();
+    let report: LatencyReport = result?;
+    let elapsed_ns = monotonic_ns() - started;
+    let ended_by = if stopped_by_threshold {
+        EndedBy::Threshold
+    } else if stop.load(Ordering::SeqCst) {
+        EndedBy::Signal
+    } else {
+        EndedBy::Duration
+    };
+    let complete = match ended_by {
+        EndedBy::Threshold | EndedBy::Duration => true,
+        EndedBy::Signal => config.open_ended,
+        EndedBy::Running => false,
+    };
+    let cpus = report
+        .threads
+        .iter()
+        .map(|t| CpuWatch {
+            cpu: t.cpu,
+            tid: t.tid,
+            cycles: t.cycles,
+            min_ns: t.latency.min_ns,
+            mean_ns: t.latency.mean_ns,
+            max_ns: t.latency.max_ns,
+            p99_ns: t.latency.p99_ns,
+            p999_ns: t.latency.p999_ns,
+            spikes: kept.on(t.cpu),
+            histogram: t.log_histogram.clone(),
+        })
+        .collect();
+    Ok(WatchReport {
+        schema: SCHEMA.into(),
+        complete,
+        ended_by,
+        interval_ns: config.latency.interval_ns,
+        priority: config.latency.priority,
+        duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
+        elapsed_ns,
+        threshold_ns: config.threshold_ns,
+        cpus,
+        spikes_total: kept.total,
+        spikes: kept.in_time_order(),
+        recorder: info,
+        notes,
+    })
+}
+
+/// A CPU's figures while the run goes on, from its thread's live state.
+fn running_cpu(l: &LiveThread, spikes: u64) -> CpuWatch {
+    let cycles = l.cycles.load(Ordering::Relaxed);
+    let some = |v: u64| (cycles > 0).then_some(v);
+    CpuWatch {
+        cpu: l.cpu,
+        tid: l.tid.load(Ordering::Relaxed),
+        cycles,
+        min_ns: some(l.min_ns.load(Ordering::Relaxed)),
+        mean_ns: (cycles > 0).then(|| l.sum_ns.load(Ordering::Relaxed) as f64 / cycles as f64),
+        max_ns: some(l.max_ns.load(Ordering::Relaxed)),
+        p99_ns: None,
+        p999_ns: None,
+        spikes,
+        histogram: l.histogram.snapshot(),
+    }
+}
+
+/// Starts `--on-threshold exec`'s program with the spike in its
+/// environment; an error names the program.
+fn run_exec(argv: &[String], s: &SpikeRecord) -> std::result::Result<std::process::Child, String> {
+    let culprit = s.cause.as_ref().and_then(|c| c.culprit.as_ref());
+    std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("IRQLAB_SPIKE_CPU", s.cpu.to_string())
+        .env("IRQLAB_SPIKE_LATENCY_NS", s.latency_ns.to_string())
+        .env("IRQLAB_SPIKE_DUE_NS", s.due_ns.to_string())
+        .env("IRQLAB_SPIKE_WOKE_NS", s.woke_ns.to_string())
+        .env("IRQLAB_SPIKE_CAUSE", s.cause.as_ref().map_or("no flight recorder", |c| c.verdict.as_str()))
+        .env("IRQLAB_SPIKE_CULPRIT", culprit.map_or("", |c| c.label.as_str()))
+        .env("IRQLAB_SPIKE_CULPRIT_PID", culprit.and_then(|c| c.pid).map_or(String::new(), |p| p.to_string()))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("on-threshold exec {}: {e}", argv[0]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_threshold_words_and_a_missing_program() {
+        assert_eq!(OnThreshold::parse("stop").unwrap(), OnThreshold::Stop);
+        assert_eq!(OnThreshold::parse("continue").unwrap(), OnThreshold::Continue);
+        assert_eq!(OnThreshold::parse("exec true --x").unwrap(), OnThreshold::Exec(vec!["true".into(), "--x".into()]));
+        let missing = OnThreshold::parse("exec irqlab-no-such-program-here").unwrap_err();
+        assert_eq!(missing.exit_code(), 2);
+        assert!(missing.to_string().contains("irqlab-no-such-program-here: no such executable"), "{missing}");
+        assert_eq!(OnThreshold::parse("exec").unwrap_err().exit_code(), 2);
+        assert_eq!(OnThreshold::parse("halt").unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn a_threshold_below_the_resolution_is_refused() {
+        let config = |threshold_ns| Config {
+            latency: latency::Config::default(),
+            open_ended: false,
+            threshold_ns,
+            on_threshold: OnThreshold::Continue,
+            record_ns: 20_000_000,
+            keep: 10,
+        };
+        assert!(config(Some(500_000)).validate().is_ok());
+        assert!(config(None).validate().is_ok());
+        for t in [0, 999] {
+            let e = config(Some(t)).validate().unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().starts_with(&format!("threshold {t} ns: below")), "{e}");
+        }
+    }
+
+    #[test]
+    fn only_the_worst_spikes_are_kept_and_all_are_counted() {
+        let mut kept = Kept { keep: 2, total: 0, per_cpu: Vec::new(), worst: Vec::new() };
+        for (i, latency_ns) in [5, 9, 1, 7].into_iter().enumerate() {
+            kept.add(SpikeRecord {
+                cpu: i % 2,
+                tid: 1,
+                due_ns: i as u64 * 100,
+                woke_ns: i as u64 * 100 + latency_ns,
+                latency_ns,
+                cause: None,
+                window: Vec::new(),
+            });
+        }
+        assert_eq!((kept.total, kept.on(0), kept.on(1)), (4, 2, 2));
+        let order: Vec<u64> = kept.in_time_order().iter().map(|s| s.latency_ns).collect();
+        assert_eq!(order, vec![9, 7]);
+    }
+}
