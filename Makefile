@@ -53,7 +53,7 @@ TEST_KERNELS ?= debian:6.1-rt debian:6.12-rt
 # long suite (a hang costs the suite's 30 min timeout); since then it
 # passed in every run: 4 alone on the RT kernels, and in the full suites
 # of 6.1 and 6.12 (docs/kernel-support.md).
-TEST_SMOKE ?= check_doctor,check_accounting,check_accounting_test,check_probe,check_latency,check_testbed,check_threads_kill,check_irq,check_bh_budget,check_idletime_gate,check_shielding,check_sched_knobs
+TEST_SMOKE ?= check_doctor,check_accounting,check_accounting_test,check_probe,check_latency,check_watch,check_testbed,check_threads_kill,check_irq,check_bh_budget,check_idletime_gate,check_shielding,check_sched_knobs
 test-kernels: build lab-deps
 	KERNELS="$(KERNELS)" OUT=$(OUT) IRQLAB_SMOKE_ONLY="$(IRQLAB_SMOKE_ONLY)" scripts/test-kernels.sh
 

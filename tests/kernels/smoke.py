@@ -150,6 +150,39 @@ def check_latency(state):
     return "pass", f"{ours}; rtla timerlat ran: {tail(out, 1)}"
 
 
+@check("watch beside rtla timerlat")
+def check_watch(state):
+    """`irqlab watch` (issue 52): its flight recorder loads on this kernel and
+    every kept spike's sources add up to its late time; rtla timerlat runs
+    beside it where the kernel has the tracer. The threshold is high (an
+    emulated CPU wakes milliseconds late): this tests function, not timing."""
+    watch = subprocess.Popen([IRQLAB, "watch", "--duration", "4s", "--threshold", "5ms", "--keep", "20", "--json", "-"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tracers = open("/sys/kernel/tracing/available_tracers").read().split() if os.path.exists("/sys/kernel/tracing/available_tracers") else []
+    beside = "rtla timerlat n/a: this kernel has no timerlat tracer"
+    if "timerlat" in tracers and shutil.which("rtla"):
+        code, out, err = sh(["rtla", "timerlat", "top", "-d", "2s", "-q"], timeout=120)
+        if code != 0 or "IRQ" not in out + err:
+            watch.kill()
+            return "fail", f"rtla timerlat top beside irqlab watch: exit {code}: {tail(out + err)}"
+        beside = f"rtla timerlat ran beside it: {tail(out, 1)}"
+    try:
+        out, err = watch.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        watch.kill()
+        return "fail", "irqlab watch did not end within 300 s of a 4 s run"
+    if watch.returncode != 0:
+        return "fail", f"irqlab watch: exit {watch.returncode}: {tail(err)}"
+    doc = json.loads(out)
+    if doc.get("schema") != "irqlab/watch/v1" or not doc.get("recorder", {}).get("available"):
+        return "fail", f"schema {doc.get('schema')}; recorder: {doc.get('recorder')}"
+    for s in doc["spikes"]:
+        parts = sum(x["ns"] for x in s["cause"]["sources"])
+        if parts != s["latency_ns"] or not s["cause"]["sources"]:
+            return "fail", f"a spike of {s['latency_ns']} ns explained by sources adding up to {parts} ns: {s['cause']['verdict']}"
+    return "pass", f"{doc['spikes_total']} spikes over 5 ms, each explained; {beside}"
+
+
 @check("testbed up/down")
 def check_testbed(state):
     code, out, err = sh([IRQLAB, "testbed", "up"])
@@ -422,7 +455,7 @@ def check_sched_knobs(state):
     return "fail", f"sched_knobs_live::{test}: exit {code}: {tail(text, 8)}"
 
 
-CHECKS = [check_doctor, check_accounting, check_accounting_test, check_probe, check_latency, check_testbed,
+CHECKS = [check_doctor, check_accounting, check_accounting_test, check_probe, check_latency, check_watch, check_testbed,
           check_threads_kill, check_irq, check_bh_budget, check_process_aware, check_idletime_gate, check_shielding, check_sched_knobs]
 
 

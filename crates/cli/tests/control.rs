@@ -413,10 +413,10 @@ impl SwitchTrace {
         SwitchTrace { child, lines }
     }
 
-    /// Stops the trace; the thread's stretches on a CPU (a stretch in which
-    /// the server moved it to its low level ends its high part at that
-    /// `sched_setattr`, and what it ran on after that is returned apart) and
-    /// how long it waited to run after each wake-up (monotonic ns).
+    /// Stops the trace; the thread's stretches on a CPU, cut at the
+    /// server's level changes ([`split_stretch`]), how long it waited to run
+    /// after each wake-up, and (apart) how long it ran on at the low level
+    /// after each demotion (monotonic ns).
     fn stop(mut self, tid: i32) -> (TraceDump, Vec<u64>) {
         // SAFETY: signalling our own child; bpftrace prints what it has and exits.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
@@ -430,10 +430,9 @@ impl SwitchTrace {
         // Kernel priorities below 100 are the real-time ones.
         let rt = |prio: i32| prio < 100;
         let (mut stretches, mut waits, mut ran_on, mut sets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let (mut on, mut woke, mut set_at) = (None, None, None);
+        let (mut on, mut woke) = (None, None);
         for line in self.lines.try_iter() {
             if let Some(ts) = line.strip_suffix(" S").and_then(|t| t.parse::<u64>().ok()) {
-                set_at = Some(ts);
                 sets.push(ts);
                 continue;
             }
@@ -445,23 +444,9 @@ impl SwitchTrace {
             let [ts, prev, prev_prio, next, next_prio] = f.as_slice() else { continue };
             if *prev == tid as i64 {
                 if let Some((start, began_high)) = on.take() {
-                    let (end, ended_high) = (*ts as u64, rt(*prev_prio as i32));
-                    let demoted = began_high && !ended_high;
-                    let promoted = !began_high && ended_high;
-                    // Demoted while on the CPU: high until the server's
-                    // sched_setattr, then (not preemptible at once, e.g. in
-                    // a BH-disabled poll) on at the low level. Promoted
-                    // while on the CPU (a replenishment came while it ran
-                    // at the low level): high only from that sched_setattr.
-                    let (high_start, high_end) = match set_at {
-                        Some(at) if demoted && at > start && at < end => {
-                            ran_on.push(end - at);
-                            (start, at)
-                        }
-                        Some(at) if promoted && at > start && at < end => (at, end),
-                        _ => (start, end),
-                    };
-                    stretches.push(Stretch { start: high_start, end: high_end, high: began_high || ended_high, demoted });
+                    let (parts, after_demotions) = split_stretch(start, *ts as u64, began_high, rt(*prev_prio as i32), &sets);
+                    stretches.extend(parts);
+                    ran_on.extend(after_demotions);
                 }
             }
             if *next == tid as i64 {
@@ -473,6 +458,56 @@ impl SwitchTrace {
         }
         (TraceDump { stretches, waits, sets }, ran_on)
     }
+}
+
+/// One time on the CPU, `[start, end)`, cut at the server's
+/// `sched_setattr` calls inside it (`sets`): each call switches the
+/// thread's level, from `began_high` on (a demotion at an exhaustion, and
+/// the thread, not preemptible at once in a BH-disabled poll, runs on at
+/// the low level; a replenishment that promotes it while it runs; both
+/// in one stretch when a replenishment comes right after a demotion).
+/// Returns the parts, the high ones that a call ended marked `demoted`,
+/// and how long it ran at the low level after each demotion. With no call
+/// inside, the switch events' priorities decide: high when either end was.
+fn split_stretch(start: u64, end: u64, began_high: bool, ended_high: bool, sets: &[u64]) -> (Vec<Stretch>, Vec<u64>) {
+    let calls: Vec<u64> = sets.iter().copied().filter(|&at| at > start && at < end).collect();
+    if calls.is_empty() {
+        return (vec![Stretch { start, end, high: began_high || ended_high, demoted: began_high && !ended_high }], Vec::new());
+    }
+    let (mut parts, mut ran_on) = (Vec::new(), Vec::new());
+    let (mut high, mut from) = (began_high, start);
+    for (i, to) in calls.iter().copied().chain([end]).enumerate() {
+        let cut_by_a_call = i < calls.len();
+        parts.push(Stretch { start: from, end: to, high, demoted: high && cut_by_a_call });
+        if !high && i > 0 {
+            ran_on.push(to - from);
+        }
+        high ^= cut_by_a_call;
+        from = to;
+    }
+    (parts, ran_on)
+}
+
+#[test]
+fn a_stretch_is_cut_at_every_level_change() {
+    let parts = |began, ended, sets: &[u64]| {
+        let (p, ran_on) = split_stretch(100, 200, began, ended, sets);
+        (p.iter().map(|s| (s.start, s.end, s.high, s.demoted)).collect::<Vec<_>>(), ran_on)
+    };
+    // Demoted at 150, ran on 50 at the low level.
+    assert_eq!(parts(true, false, &[150]), (vec![(100, 150, true, true), (150, 200, false, false)], vec![50]));
+    // Promoted at 130.
+    assert_eq!(parts(false, true, &[130]), (vec![(100, 130, false, false), (130, 200, true, false)], vec![]));
+    // Demoted at 150 and promoted again at 165 while it ran: the 15 between
+    // is not high (the old reading counted all 100 as high).
+    assert_eq!(
+        parts(true, true, &[90, 150, 165, 250]),
+        (vec![(100, 150, true, true), (150, 165, false, false), (165, 200, true, false)], vec![15])
+    );
+    // Promoted and demoted within one stretch that began and ended low.
+    assert_eq!(parts(false, false, &[120, 180]).0, vec![(100, 120, false, false), (120, 180, true, true), (180, 200, false, false)]);
+    // No call inside: the ends decide.
+    assert_eq!(parts(true, true, &[]).0, vec![(100, 200, true, false)]);
 }
 
 /// One window of the trace: its high-level execution, the demotions

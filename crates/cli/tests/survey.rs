@@ -422,6 +422,34 @@ fn a_killed_survey_leaves_a_named_leftover_that_revert_undoes() {
 /// name the hypervisor, or a fair-class thread, instead).
 const INJECTOR_ATTEMPTS: usize = 3;
 
+/// Issue 51: the survey's profile, applied after the surveyed program was
+/// restarted (a new pid), moves the new instance: a new `rt-hog` started
+/// on the quiet CPU goes to `to` while `control apply` holds, and back
+/// when it ends.
+fn the_profile_takes_a_new_instance(profile: &std::path::Path, quiet: usize, to: usize) {
+    let injector = common::inject::Injector::start("rt-hog", quiet, 95, 300_000, 2_000_000);
+    let tid = injector.tid() as i32;
+    let mut apply = irqlab()
+        .args(["control", "apply", path_str(profile), "--duration", "4s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while irqlab_host::rt::affinity(tid).unwrap() != vec![to] {
+        if start.elapsed() > std::time::Duration::from_secs(4) {
+            let _ = apply.kill();
+            let out = apply.wait_with_output().unwrap();
+            panic!("the new rt-hog ({tid}) was not moved to CPU {to}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = apply.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(irqlab_host::rt::affinity(tid).unwrap(), vec![quiet], "restored when the hold ended");
+    drop(injector);
+}
+
 /// What took a worst window in the injector's place that is worth
 /// another survey: time no tracepoint saw (the host stopping the vCPU), or
 /// a fair-class thread the fair server ran over the SCHED_FIFO probe.
@@ -483,12 +511,16 @@ fn the_survey_names_a_thread_that_takes_a_cpu_and_recommends_moving_it() {
                 .as_u64()
                 .unwrap();
             let to = 1 - quiet;
-            let setting =
-                serde_json::json!({"kind": "threads", "matched": format!("pid:{tid}"), "policy": "fifo:95", "cpus": to.to_string()});
+            // The injector's name was its own: the profile names it so
+            // (issue 51), and finds it again under another pid.
+            let names = survey["thread_names"].as_array().unwrap();
+            assert!(names.iter().any(|n| n["pid"] == tid && n["comm"] == "rt-hog" && n["unique"] == true), "{names:?}");
+            let setting = serde_json::json!({"kind": "threads", "matched": "comm:rt-hog", "policy": "fifo:95", "cpus": to.to_string()});
             assert_eq!(recommendation["setting"], setting, "{recommendation}");
-            let command = format!("irqlab control threads pid:{tid} --policy fifo:95 --cpu {to}");
+            let command = format!("irqlab control threads comm:rt-hog --policy fifo:95 --cpu {to}");
             assert_eq!(recommendation["command"].as_str(), Some(command.as_str()), "{recommendation}");
             assert!(page.contains(&command), "the page shows the command");
+            the_profile_takes_a_new_instance(&out.join("profile.toml"), quiet as usize, to as usize);
             return;
         }
         // Not the injector: the worst 1 ms window's top source took more of

@@ -123,3 +123,69 @@ fn an_idle_runs_spikes_are_never_left_without_a_cause() {
     assert_eq!(counted, cpu["cycles"].as_u64().unwrap());
     eprintln!("idle: {} spikes over 100 us; {}", doc["spikes_total"], doc["recorder"]["note"]);
 }
+
+/// The testbed's NAPI thread of irqlab-b held at SCHED_FIFO 90 on CPU 1
+/// (above the watch's 80) by `control threads` while host b floods it:
+/// spikes on CPU 1 are the flood's receive work, named as the NAPI
+/// thread (threaded NAPI, the testbed's default) or NET_RX.
+#[test]
+fn a_flood_received_on_the_watched_cpu_is_named() {
+    if !common::live::enabled_as_root("a_flood_received_on_the_watched_cpu_is_named") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let made_testbed = !std::path::Path::new("/run/netns/irqlab-b").exists();
+    let up = irqlab().args(["testbed", "up"]).output().unwrap();
+    assert_eq!(up.status.code(), Some(0), "{}", stderr(&up));
+    let napi = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
+    let mut held = irqlab()
+        .args(["control", "threads", "napi:irqlab-b", "--policy", "fifo:90", "--cpu", "1", "--duration", "25s"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while irqlab_host::rt::affinity(napi).unwrap() != vec![1] {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10), "control threads did not pin the NAPI thread");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut flood = irqlab()
+        .args(["traffic", "udp", "--from", "b", "--rate", "200k", "--duration", "18s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let dir = tempfile::tempdir().unwrap();
+    let doc = watch(dir.path(), &["--threshold", "200us", "--duration", "10s"]);
+    let _ = flood.kill();
+    let _ = flood.wait();
+    // Ctrl-C: `control threads` restores the thread and ends.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(held.id() as i32, libc::SIGINT) };
+    let _ = held.wait();
+    // Whatever a failure above left is undone here (nothing, normally).
+    let revert = irqlab().args(["control", "revert", "--all"]).output().unwrap();
+    if made_testbed {
+        let _ = irqlab().args(["testbed", "down"]).output();
+    }
+    assert_eq!(revert.status.code(), Some(0), "{}", stderr(&revert));
+    check_causes(&doc);
+    let spikes = doc["spikes"].as_array().unwrap();
+    assert!(!spikes.is_empty(), "no spike over 200 us under the flood: {}", doc["cpus"]);
+    let receive = |s: &Value| {
+        let label = s["cause"]["culprit"]["label"].as_str().unwrap_or("");
+        label.starts_with("napi/irqlab-b") || label == "NET_RX"
+    };
+    let mut culprits: std::collections::BTreeMap<String, usize> = Default::default();
+    for s in spikes {
+        *culprits.entry(s["cause"]["culprit"]["label"].as_str().unwrap_or("-").to_string()).or_default() += 1;
+    }
+    eprintln!("culprits of {} kept spikes (of {}): {culprits:?}", spikes.len(), doc["spikes_total"]);
+    // The flood's receive work is named in a large part of the worst
+    // spikes; the rest are this VM's own: with both vCPUs busy under the
+    // flood its host holds one for hundreds of us at times (`unseen`). One
+    // run (2026-11-29): 57 of the worst 100 of 514 spikes named the NAPI
+    // thread, 43 unseen, none anything else.
+    let named = spikes.iter().filter(|s| receive(s)).count();
+    assert!(named >= 10 && 4 * named >= spikes.len(), "{named} of {} spikes named the NAPI thread or NET_RX: {culprits:?}", spikes.len());
+}

@@ -197,8 +197,9 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         persist: config.persist,
         held_ns,
         threads: outcomes,
+        // A server that lost monitor events served blind for a while.
+        complete: ended_by.complete(config.duration_ns, server_report.as_ref().map_or(0, |s| s.lost_events)),
         server: server_report,
-        complete: ended_by.complete(config.duration_ns, 0),
         ended_by,
     })
 }

@@ -1,11 +1,12 @@
 //! How a live run ended, and whether it is complete: one shape for every
 //! controller (`control threads`, `napi`, `irq`, `apply`, the sched knobs,
-//! `bh-budget`, `process-aware`, `idletime`).
+//! `bh-budget`, `process-aware`, `idletime`; and `watch`).
 //!
 //! The rule: a run is **complete** when it ended the way it was asked to
 //! end and lost nothing on the way. Its `--duration` ran out; what it
 //! controlled went away (every thread exited, the device went, the
-//! background command exited); it persisted its change; or, with no
+//! background command exited); it persisted its change; it met what it
+//! watched for (`watch --on-threshold stop`); or, with no
 //! `--duration`, a stop (Ctrl-C / SIGTERM is how an open-ended run ends).
 //! A stop that cut a `--duration` short, or any lost event, makes it
 //! incomplete (exit 1).
@@ -28,6 +29,8 @@ pub enum EndedBy {
     DeviceGone,
     /// The command it ran exited, with this status.
     CommandExited(String),
+    /// `watch --on-threshold stop`: the first wake-up past the threshold.
+    Threshold,
 }
 
 impl EndedBy {
@@ -46,6 +49,7 @@ impl std::fmt::Display for EndedBy {
             EndedBy::ThreadsExited => f.write_str("threads exited"),
             EndedBy::DeviceGone => f.write_str("device gone"),
             EndedBy::CommandExited(status) => write!(f, "the background command exited ({status})"),
+            EndedBy::Threshold => f.write_str("threshold"),
         }
     }
 }
@@ -65,9 +69,14 @@ mod tests {
         assert!(EndedBy::Stopped.complete(None, 0), "Ctrl-C ends an open-ended run");
         assert!(!EndedBy::Stopped.complete(Some(1), 0), "a duration cut short");
         assert!(!EndedBy::Duration.complete(Some(1), 3), "lost events");
-        for ended in
-            [EndedBy::Duration, EndedBy::Persisted, EndedBy::ThreadsExited, EndedBy::DeviceGone, EndedBy::CommandExited("0".into())]
-        {
+        for ended in [
+            EndedBy::Duration,
+            EndedBy::Persisted,
+            EndedBy::ThreadsExited,
+            EndedBy::DeviceGone,
+            EndedBy::CommandExited("0".into()),
+            EndedBy::Threshold,
+        ] {
             assert!(ended.complete(Some(1), 0), "{ended}");
         }
     }

@@ -56,11 +56,38 @@ pub struct Survey {
     pub findings: Vec<Finding>,
     pub recommendations: Vec<Recommendation>,
     pub verdict: Verdict,
+    /// The threads the curves' sources name, looked up when the
+    /// measurements were done: a thread whose name no other thread shares
+    /// is selected by `comm:NAME` in the profile, which finds it again
+    /// after a restart or a reboot; the others by `pid:N`, this boot's
+    /// (issue 51). Absent in surveys from before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thread_names: Vec<ThreadName>,
     /// Where the recommendations were written as a profile
     /// (`DIR/profile.toml`, `irqlab control apply`). Absent in surveys
     /// written before profiles existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+}
+
+/// A thread a curve names, as /proc showed it after the measurements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadName {
+    pub pid: u32,
+    pub comm: String,
+    /// No other thread had this name.
+    pub unique: bool,
+}
+
+impl Survey {
+    /// How a profile selects thread `pid` on a later boot: `comm:NAME`
+    /// when its name was unique here, else `pid:N` (this boot's only).
+    pub fn thread_selector(&self, pid: u32) -> String {
+        match self.thread_names.iter().find(|t| t.pid == pid && t.unique) {
+            Some(t) => format!("comm:{}", glob::Pattern::escape(&t.comm)),
+            None => format!("pid:{pid}"),
+        }
+    }
 }
 
 /// What was asked for, with the defaults resolved.

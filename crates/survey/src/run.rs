@@ -23,6 +23,7 @@ use irqlab_host::machine::MachineContext;
 use irqlab_host::rt;
 use irqlab_host::testbed::{Side, Testbed};
 use irqlab_measure::accounting::{self, Report as AccountingReport};
+use irqlab_measure::probe::SourceKind;
 use irqlab_measure::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
 use irqlab_measure::{latency, probe};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -122,8 +123,32 @@ pub fn survey(config: &Config, taskset: Option<&TaskSet>, stop: &AtomicBool, on_
     let survey = &mut runner.survey;
     survey.elapsed_ns = started.elapsed().as_nanos() as u64;
     survey.complete = !stop.load(Ordering::SeqCst) && survey.steps.iter().all(|s| s.status != StepStatus::Interrupted);
+    survey.thread_names = thread_names(survey, &irqlab_host::journal::threads::all_threads());
     findings::derive(survey, taskset);
     Ok(runner.survey)
+}
+
+/// The threads the curves' sources name, as found among `now` (every
+/// thread on the machine after the measurements): their name, and whether
+/// it is theirs alone. A thread that has exited is left out.
+pub fn thread_names(survey: &Survey, now: &[irqlab_host::journal::threads::Thread]) -> Vec<ThreadName> {
+    let pids: std::collections::BTreeSet<u32> = survey
+        .cpus
+        .iter()
+        .flat_map(|c| &c.curves)
+        .filter_map(|curve| curve.sources.as_ref())
+        .flat_map(|s| &s.windows)
+        .flat_map(|w| &w.sources)
+        .filter(|s| s.kind == SourceKind::Thread)
+        .filter_map(|s| s.pid)
+        .collect();
+    pids.into_iter()
+        .filter_map(|pid| {
+            let t = now.iter().find(|t| t.tid == pid as i32)?;
+            let unique = now.iter().filter(|o| o.comm == t.comm).count() == 1;
+            Some(ThreadName { pid, comm: t.comm.clone(), unique })
+        })
+        .collect()
 }
 
 fn empty(config: &Config, cpus: &[usize]) -> Survey {
@@ -154,6 +179,7 @@ fn empty(config: &Config, cpus: &[usize]) -> Survey {
         findings: Vec::new(),
         recommendations: Vec::new(),
         verdict: Verdict { severity: Severity::Note, headline: String::new() },
+        thread_names: Vec::new(),
         profile: None,
     }
 }

@@ -316,6 +316,32 @@ fn the_profile_declares_what_the_recommendations_apply() {
     }
 }
 
+/// Issue 51: a thread whose name was unique when surveyed is written as
+/// `comm:NAME`, which a later boot's `control apply` finds again; a name
+/// shared with another thread, or a thread gone by the end, stays `pid:N`.
+/// The names come from the machine's threads after the measurements.
+#[test]
+fn a_uniquely_named_thread_is_selected_by_its_name() {
+    use irqlab_host::journal::threads::Thread;
+    let thread = ("rt-hog/4211 FIFO 95", SourceKind::Thread, Some(4211), Some("fifo:95"), 600_000);
+    let matched = |now: &[Thread]| {
+        let mut survey = with_sources(0.75, &[thread], true);
+        survey.thread_names = irqlab_survey::run::thread_names(&survey, now);
+        findings::derive(&mut survey, None);
+        let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
+        let profile = irqlab_control::profile::Profile::parse("profile.toml", &text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        (profile.threads[0].matched.get_ref().clone(), survey.thread_names)
+    };
+    let t = |tid, comm: &str| Thread { tid, comm: comm.into(), start_ticks: 1 };
+    let (unique, names) = matched(&[t(1, "init"), t(4211, "rt-hog"), t(4212, "rt-hog-2")]);
+    assert_eq!(unique, "comm:rt-hog");
+    assert_eq!((names[0].pid, names[0].comm.as_str(), names[0].unique), (4211, "rt-hog", true));
+    // A glob's own characters are escaped: the name matches only itself.
+    assert_eq!(matched(&[t(4211, "w[0]*")]).0, "comm:w[[]0[]][*]");
+    assert_eq!(matched(&[t(4211, "rt-hog"), t(4300, "rt-hog")]).0, "pid:4211");
+    assert_eq!(matched(&[t(1, "init")]).0, "pid:4211");
+}
+
 /// A source row of a window: label, kind, pid, policy, ns.
 type Row<'a> = (&'a str, SourceKind, Option<u32>, Option<&'a str>, u64);
 

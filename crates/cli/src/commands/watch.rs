@@ -41,6 +41,10 @@ pub struct Args {
     /// Spikes kept in full (the worst); every spike is counted
     #[arg(long, value_name = "N", default_value_t = 100)]
     keep: usize,
+    /// No flight recorder: spikes are counted, not explained (a run with
+    /// it beside one without measures the recorder's own cost)
+    #[arg(long)]
+    no_recorder: bool,
     /// Write the JSON document (irqlab/watch/v1) this often while the run
     /// goes on, marked incomplete, so a crash loses at most one period
     /// (needs --json FILE)
@@ -50,6 +54,10 @@ pub struct Args {
     /// of the summary and the running display)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write the kept spikes' recorder windows as a trace (Chrome
+    /// trace-event JSON: open it in Perfetto), one process per CPU
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
+    trace: Option<PathBuf>,
 }
 
 /// A ceiling for an open-ended run: a century of wake-ups.
@@ -85,8 +93,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         on_threshold,
         record_ns: args.record.0,
         keep: args.keep,
+        recorder: !args.no_recorder,
     };
     config.validate().map_err(named)?;
+    output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--trace", args.trace.as_deref())])?;
     let flush_to = args.json.clone().filter(|p| p.as_os_str() != "-");
     let stop = crate::signal::stop_flag();
     let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
@@ -114,6 +124,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     }
     let report = report.map_err(named)?;
     output::json_or_summary(args.json.as_deref(), &report, summary)?;
+    if let Some(path) = &args.trace {
+        output::write_json(path, &watch::trace::trace_events(&report))?;
+    }
     if let Some(e) = flush_error {
         eprintln!("warning: a periodic write of the document failed (the final one succeeded): {e}");
     }

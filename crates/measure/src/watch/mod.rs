@@ -14,12 +14,14 @@
 
 pub mod cause;
 pub mod recorder;
+pub mod trace;
 
 use crate::latency::{self, LatencyReport, LiveThread, LogBins, Spike};
 use crate::probe::sources::{self, RawSegment};
 use cause::Cause;
 use irqlab_host::error::{Error, Result};
 use irqlab_host::rt::monotonic_ns;
+use irqlab_host::run_end::EndedBy;
 use recorder::Recorder;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -98,6 +100,9 @@ pub struct Config {
     pub record_ns: u64,
     /// Spikes kept in full (the worst); all are counted.
     pub keep: usize,
+    /// Run the flight recorder (false: spikes are counted, not explained;
+    /// a run without it beside one with it measures its cost).
+    pub recorder: bool,
 }
 
 impl Config {
@@ -165,19 +170,6 @@ pub struct CpuWatch {
     pub histogram: LogBins,
 }
 
-/// How the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndedBy {
-    /// Still running: a periodic flush.
-    Running,
-    Duration,
-    /// Ctrl-C or SIGTERM.
-    Signal,
-    /// The first spike, with `--on-threshold stop`.
-    Threshold,
-}
-
 /// The flight recorder's state for the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecorderInfo {
@@ -191,13 +183,17 @@ pub struct RecorderInfo {
 }
 
 /// `irqlab/watch/v1`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WatchReport {
     pub schema: String,
-    /// False for a periodic flush and for a run stopped before its
-    /// duration (an open-ended run's Ctrl-C is its normal end).
+    /// The one rule of `run_end`: false for a periodic flush, for a run
+    /// stopped before its `--duration`, and when the recorder lost
+    /// segments (some causes then miss what ran); an open-ended run's
+    /// Ctrl-C is its normal end.
     pub complete: bool,
-    pub ended_by: EndedBy,
+    /// `duration`, `stopped` (Ctrl-C, SIGTERM), `threshold`
+    /// (`--on-threshold stop`); null in a periodic flush.
+    pub ended_by: Option<EndedBy>,
     pub interval_ns: u64,
     pub priority: u8,
     /// The asked duration (None: until Ctrl-C).
@@ -233,11 +229,11 @@ struct Recorders {
 }
 
 impl Recorders {
-    fn start(cpus: &[usize], keep_ns: u64) -> Recorders {
+    fn start(cpus: &[usize], keep_ns: u64, wanted: bool) -> Recorders {
         let rings: Vec<Arc<Mutex<Recorder>>> = cpus.iter().map(|_| Arc::new(Mutex::new(Recorder::new(keep_ns)))).collect();
         let mut monitors = Vec::new();
-        let mut failure = None;
-        for (&cpu, ring) in cpus.iter().zip(&rings) {
+        let mut failure = (!wanted).then(|| "no flight recorder: not asked for (--no-recorder)".to_string());
+        for (&cpu, ring) in cpus.iter().zip(&rings).take_while(|_| wanted) {
             let ring = ring.clone();
             let sink: sources::SegmentSink = Box::new(move |batch: Vec<RawSegment>| {
                 ring.lock().unwrap_or_else(|p| p.into_inner()).push(batch);
@@ -343,7 +339,7 @@ impl Kept {
 /// Runs the watch until its duration, `stop` (Ctrl-C), or the first spike
 /// with [`OnThreshold::Stop`]. `on_tick` sees the running figures every
 /// 100 ms; `on_flush` gets a document of the run so far every
-/// `flush_every_ns` (marked incomplete, `ended_by: running`), so that a
+/// `flush_every_ns` (marked incomplete, `ended_by` null), so that a
 /// crash loses at most one period.
 pub fn watch(
     config: &Config,
@@ -355,7 +351,7 @@ pub fn watch(
     config.validate()?;
     let cpus = config.latency.resolve_cpus()?;
     let started = monotonic_ns();
-    let recorders = Recorders::start(&cpus, config.record_ns + SETTLE_NS);
+    let recorders = Recorders::start(&cpus, config.record_ns + SETTLE_NS, config.recorder);
     let (tx, rx) = mpsc::channel::<Spike>();
     let tx = Mutex::new(tx);
     let report_spike = move |s: Spike| {
@@ -414,7 +410,7 @@ pub fn watch(
                 on_flush(&WatchReport {
                     schema: SCHEMA.into(),
                     complete: false,
-                    ended_by: EndedBy::Running,
+                    ended_by: None,
                     interval_ns: config.latency.interval_ns,
                     priority: config.latency.priority,
                     duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
@@ -449,15 +445,12 @@ pub fn watch(
     let ended_by = if stopped_by_threshold {
         EndedBy::Threshold
     } else if stop.load(Ordering::SeqCst) {
-        EndedBy::Signal
+        EndedBy::Stopped
     } else {
         EndedBy::Duration
     };
-    let complete = match ended_by {
-        EndedBy::Threshold | EndedBy::Duration => true,
-        EndedBy::Signal => config.open_ended,
-        EndedBy::Running => false,
-    };
+    let asked = (!config.open_ended).then_some(config.latency.duration_ns);
+    let complete = ended_by.complete(asked, info.lost_segments);
     let cpus = report
         .threads
         .iter()
@@ -477,7 +470,7 @@ pub fn watch(
     Ok(WatchReport {
         schema: SCHEMA.into(),
         complete,
-        ended_by,
+        ended_by: Some(ended_by),
         interval_ns: config.latency.interval_ns,
         priority: config.latency.priority,
         duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
@@ -552,6 +545,7 @@ mod tests {
             on_threshold: OnThreshold::Continue,
             record_ns: 20_000_000,
             keep: 10,
+            recorder: true,
         };
         assert!(config(Some(500_000)).validate().is_ok());
         assert!(config(None).validate().is_ok());

@@ -367,7 +367,7 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
             }
             let setting = match (c.source.pid, &c.source.policy, &place) {
                 (Some(pid), Some(policy), Some(place)) => {
-                    Some(Declared::Threads { matched: format!("pid:{pid}"), policy: policy.clone(), cpus: Some(place.cpus.clone()) })
+                    Some(Declared::Threads { matched: survey.thread_selector(pid), policy: policy.clone(), cpus: Some(place.cpus.clone()) })
                 }
                 _ => None,
             };
