@@ -429,30 +429,47 @@ impl SwitchTrace {
         }
         // Kernel priorities below 100 are the real-time ones.
         let rt = |prio: i32| prio < 100;
-        let (mut stretches, mut waits, mut ran_on, mut sets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // bpftrace prints each CPU's events from that CPU's buffer: the
+        // server's sched_setattr (on its own CPU) and the wake-ups can come
+        // out after the switch events (on the thread's CPU) that follow them
+        // in time. Seen in CI: a demotion's call printed after the switch
+        // out that ended the stretch it cut, which was then read as high
+        // from end to end (1.28 ms in a window). Events are put in time
+        // order first (`nsecs` is one clock on every CPU).
+        let mut events: Vec<(u64, Vec<i64>, bool)> = self
+            .lines
+            .try_iter()
+            .filter_map(|line| {
+                // Lines of ours start with the time; bpftrace's own do not.
+                let ts = line.split_whitespace().next()?.parse::<u64>().ok()?;
+                let f: Vec<i64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                Some((ts, f, line.ends_with(" S")))
+            })
+            .collect();
+        events.sort_by_key(|e| e.0);
+        let sets: Vec<u64> = events.iter().filter(|e| e.2).map(|e| e.0).collect();
+        let (mut stretches, mut waits, mut ran_on) = (Vec::new(), Vec::new(), Vec::new());
         let (mut on, mut woke) = (None, None);
-        for line in self.lines.try_iter() {
-            if let Some(ts) = line.strip_suffix(" S").and_then(|t| t.parse::<u64>().ok()) {
-                sets.push(ts);
+        for (ts, f, set) in events {
+            if set {
                 continue;
             }
-            let f: Vec<i64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-            if let [ts] = f.as_slice() {
-                woke = woke.or(Some(*ts as u64));
+            if let [_] = f.as_slice() {
+                woke = woke.or(Some(ts));
                 continue;
             }
-            let [ts, prev, prev_prio, next, next_prio] = f.as_slice() else { continue };
+            let [_, prev, prev_prio, next, next_prio] = f.as_slice() else { continue };
             if *prev == tid as i64 {
                 if let Some((start, began_high)) = on.take() {
-                    let (parts, after_demotions) = split_stretch(start, *ts as u64, began_high, rt(*prev_prio as i32), &sets);
+                    let (parts, after_demotions) = split_stretch(start, ts, began_high, rt(*prev_prio as i32), &sets);
                     stretches.extend(parts);
                     ran_on.extend(after_demotions);
                 }
             }
             if *next == tid as i64 {
-                on = Some((*ts as u64, rt(*next_prio as i32)));
+                on = Some((ts, rt(*next_prio as i32)));
                 if let Some(w) = woke.take() {
-                    waits.push((w, (*ts as u64).saturating_sub(w)));
+                    waits.push((w, ts.saturating_sub(w)));
                 }
             }
         }
