@@ -113,6 +113,9 @@ pub fn require_path(path: &Path, feature: &str) -> Result<()> {
     }
 }
 
+/// An executable program on PATH (the lab's finder, shared).
+pub use irqlab_lab::tools::on_path;
+
 /// Succeeds when the external program `name` is on PATH; otherwise a
 /// missing-feature error pointing at `scripts/install-deps.sh`.
 pub fn require_program(name: &str) -> Result<()> {

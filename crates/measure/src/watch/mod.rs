@@ -76,13 +76,11 @@ impl OnThreshold {
 /// the first executable of that name on PATH.
 fn find_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return executable(&p).then_some(p);
+    if !program.contains('/') {
+        return irqlab_host::privilege::on_path(program);
     }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| executable(p))
+    let p = PathBuf::from(program);
+    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
 }
 
 /// What to watch.
@@ -305,14 +303,12 @@ impl Recorders {
 /// The worst `keep` spikes and the count of all.
 struct Kept {
     keep: usize,
-    total: u64,
     per_cpu: Vec<(usize, u64)>,
     worst: Vec<SpikeRecord>,
 }
 
 impl Kept {
     fn add(&mut self, s: SpikeRecord) {
-        self.total += 1;
         match self.per_cpu.iter_mut().find(|(c, _)| *c == s.cpu) {
             Some((_, n)) => *n += 1,
             None => self.per_cpu.push((s.cpu, 1)),
@@ -325,6 +321,10 @@ impl Kept {
         }
     }
 
+    fn total(&self) -> u64 {
+        self.per_cpu.iter().map(|&(_, n)| n).sum()
+    }
+
     fn on(&self, cpu: usize) -> u64 {
         self.per_cpu.iter().find(|(c, _)| *c == cpu).map_or(0, |&(_, n)| n)
     }
@@ -333,6 +333,76 @@ impl Kept {
         let mut v = self.worst.clone();
         v.sort_by_key(|s| s.woke_ns);
         v
+    }
+}
+
+/// The spikes the measuring threads reported, from waiting for the
+/// recorder to being kept, and what `--on-threshold` did with them.
+struct Spikes<'a> {
+    config: &'a Config,
+    pending: Vec<Spike>,
+    kept: Kept,
+    /// The latest spike explained (for the live display).
+    last: Option<SpikeRecord>,
+    children: Vec<std::process::Child>,
+    notes: Vec<String>,
+    stopped_by_threshold: bool,
+}
+
+impl<'a> Spikes<'a> {
+    fn new(config: &'a Config) -> Self {
+        Spikes {
+            config,
+            pending: Vec::new(),
+            kept: Kept { keep: config.keep, per_cpu: Vec::new(), worst: Vec::new() },
+            last: None,
+            children: Vec::new(),
+            notes: Vec::new(),
+            stopped_by_threshold: false,
+        }
+    }
+
+    /// Explains the pending spikes the recorder has heard past (all of
+    /// them with `force`), runs `--on-threshold` for each, keeps them.
+    fn settle(&mut self, recorders: &Recorders, now: u64, force: bool) {
+        let (ready, wait): (Vec<Spike>, Vec<Spike>) = self.pending.drain(..).partition(|s| force || recorders.settled(s, now));
+        self.pending = wait;
+        for s in ready {
+            let record = recorders.explain(&s, self.config.record_ns);
+            match &self.config.on_threshold {
+                OnThreshold::Continue => {}
+                OnThreshold::Stop => self.stopped_by_threshold = true,
+                OnThreshold::Exec(argv) => match run_exec(argv, &record) {
+                    Ok(child) => self.children.push(child),
+                    Err(e) => self.notes.push(e),
+                },
+            }
+            self.children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+            self.last = Some(record.clone());
+            self.kept.add(record);
+        }
+    }
+
+    /// The document with these spikes and `cpus`' figures.
+    fn document(&self, cpus: Vec<CpuWatch>, recorder: RecorderInfo, ended_by: Option<EndedBy>, elapsed_ns: u64) -> WatchReport {
+        let config = self.config;
+        let asked = (!config.open_ended).then_some(config.latency.duration_ns);
+        WatchReport {
+            schema: SCHEMA.into(),
+            // The one rule of `run_end`; a run still going is not complete.
+            complete: ended_by.as_ref().is_some_and(|e| e.complete(asked, recorder.lost_segments)),
+            ended_by,
+            interval_ns: config.latency.interval_ns,
+            priority: config.latency.priority,
+            duration_ns: asked,
+            elapsed_ns,
+            threshold_ns: config.threshold_ns,
+            cpus,
+            spikes_total: self.kept.total(),
+            spikes: self.kept.in_time_order(),
+            recorder,
+            notes: self.notes.clone(),
+        }
     }
 }
 
@@ -357,100 +427,55 @@ pub fn watch(
     let report_spike = move |s: Spike| {
         let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(s);
     };
-    let spikes = config.threshold_ns.map(|threshold_ns| latency::timer::SpikeReport { threshold_ns, report: &report_spike });
+    let reported = config.threshold_ns.map(|threshold_ns| latency::timer::SpikeReport { threshold_ns, report: &report_spike });
     let halt = AtomicBool::new(false);
-    let mut pending: Vec<Spike> = Vec::new();
-    let mut kept = Kept { keep: config.keep, total: 0, per_cpu: Vec::new(), worst: Vec::new() };
-    let mut last: Option<SpikeRecord> = None;
-    let mut children: Vec<std::process::Child> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut stopped_by_threshold = false;
+    let mut spikes = Spikes::new(config);
     let mut next_flush = flush_every_ns.map(|f| started + f);
-
-    let mut handle =
-        |pending: &mut Vec<Spike>, now: u64, force: bool, kept: &mut Kept, last: &mut Option<SpikeRecord>, notes: &mut Vec<String>| {
-            let (ready, wait): (Vec<Spike>, Vec<Spike>) = pending.drain(..).partition(|s| force || recorders.settled(s, now));
-            *pending = wait;
-            for s in ready {
-                let record = recorders.explain(&s, config.record_ns);
-                match &config.on_threshold {
-                    OnThreshold::Continue => {}
-                    OnThreshold::Stop => {
-                        stopped_by_threshold = true;
-                        halt.store(true, Ordering::SeqCst);
-                    }
-                    OnThreshold::Exec(argv) => match run_exec(argv, &record) {
-                        Ok(child) => children.push(child),
-                        Err(e) => notes.push(e),
-                    },
-                }
-                children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-                *last = Some(record.clone());
-                kept.add(record);
-            }
-        };
 
     let result = latency::measure_with_spikes(
         &config.latency,
         &halt,
         |live| {
-            if stop.load(Ordering::SeqCst) {
-                halt.store(true, Ordering::SeqCst);
-            }
             let now = monotonic_ns();
-            pending.extend(rx.try_iter());
-            handle(&mut pending, now, false, &mut kept, &mut last, &mut notes);
-            if config.on_threshold == OnThreshold::Stop && (kept.total > 0 || !pending.is_empty()) {
+            spikes.pending.extend(rx.try_iter());
+            spikes.settle(&recorders, now, false);
+            // `--on-threshold stop` stops at the first spike seen, before
+            // it is explained: the recorder keeps what explains it.
+            let threshold_met = config.on_threshold == OnThreshold::Stop && spikes.kept.total() + spikes.pending.len() as u64 > 0;
+            if stop.load(Ordering::SeqCst) || threshold_met {
                 halt.store(true, Ordering::SeqCst);
             }
-            on_tick(&Progress { live, spikes_total: kept.total + pending.len() as u64, last: last.as_ref(), elapsed_ns: now - started });
+            let spikes_total = spikes.kept.total() + spikes.pending.len() as u64;
+            on_tick(&Progress { live, spikes_total, last: spikes.last.as_ref(), elapsed_ns: now - started });
             if let Some(at) = next_flush.filter(|&at| now >= at) {
                 next_flush = flush_every_ns.map(|f| at + f);
-                let cpus = live.iter().map(|l| running_cpu(l, kept.on(l.cpu))).collect();
-                on_flush(&WatchReport {
-                    schema: SCHEMA.into(),
-                    complete: false,
-                    ended_by: None,
-                    interval_ns: config.latency.interval_ns,
-                    priority: config.latency.priority,
-                    duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
-                    elapsed_ns: now - started,
-                    threshold_ns: config.threshold_ns,
-                    cpus,
-                    spikes_total: kept.total,
-                    spikes: kept.in_time_order(),
-                    recorder: recorders.info.clone(),
-                    notes: notes.clone(),
-                });
+                let cpus = live.iter().map(|l| running_cpu(l, spikes.kept.on(l.cpu))).collect();
+                on_flush(&spikes.document(cpus, recorders.info.clone(), None, now - started));
             }
         },
-        spikes,
+        reported,
     );
     // The last spikes: wait (at most SETTLE_NS) until the recorder has heard
     // past each, then explain them all.
-    pending.extend(rx.try_iter());
+    spikes.pending.extend(rx.try_iter());
     let deadline = monotonic_ns() + SETTLE_NS;
-    while !pending.is_empty() && monotonic_ns() < deadline {
-        let now = monotonic_ns();
-        handle(&mut pending, now, false, &mut kept, &mut last, &mut notes);
+    while !spikes.pending.is_empty() && monotonic_ns() < deadline {
+        spikes.settle(&recorders, monotonic_ns(), false);
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    handle(&mut pending, monotonic_ns(), true, &mut kept, &mut last, &mut notes);
-    for mut c in children {
+    spikes.settle(&recorders, monotonic_ns(), true);
+    for c in &mut spikes.children {
         let _ = c.wait();
     }
     let info = recorders.finish();
     let report: LatencyReport = result?;
-    let elapsed_ns = monotonic_ns() - started;
-    let ended_by = if stopped_by_threshold {
+    let ended_by = if spikes.stopped_by_threshold {
         EndedBy::Threshold
     } else if stop.load(Ordering::SeqCst) {
         EndedBy::Stopped
     } else {
         EndedBy::Duration
     };
-    let asked = (!config.open_ended).then_some(config.latency.duration_ns);
-    let complete = ended_by.complete(asked, info.lost_segments);
     let cpus = report
         .threads
         .iter()
@@ -463,25 +488,11 @@ pub fn watch(
             max_ns: t.latency.max_ns,
             p99_ns: t.latency.p99_ns,
             p999_ns: t.latency.p999_ns,
-            spikes: kept.on(t.cpu),
+            spikes: spikes.kept.on(t.cpu),
             histogram: t.log_histogram.clone(),
         })
         .collect();
-    Ok(WatchReport {
-        schema: SCHEMA.into(),
-        complete,
-        ended_by: Some(ended_by),
-        interval_ns: config.latency.interval_ns,
-        priority: config.latency.priority,
-        duration_ns: (!config.open_ended).then_some(config.latency.duration_ns),
-        elapsed_ns,
-        threshold_ns: config.threshold_ns,
-        cpus,
-        spikes_total: kept.total,
-        spikes: kept.in_time_order(),
-        recorder: info,
-        notes,
-    })
+    Ok(spikes.document(cpus, info, Some(ended_by), monotonic_ns() - started))
 }
 
 /// A CPU's figures while the run goes on, from its thread's live state.
@@ -558,7 +569,7 @@ mod tests {
 
     #[test]
     fn only_the_worst_spikes_are_kept_and_all_are_counted() {
-        let mut kept = Kept { keep: 2, total: 0, per_cpu: Vec::new(), worst: Vec::new() };
+        let mut kept = Kept { keep: 2, per_cpu: Vec::new(), worst: Vec::new() };
         for (i, latency_ns) in [5, 9, 1, 7].into_iter().enumerate() {
             kept.add(SpikeRecord {
                 cpu: i % 2,
@@ -570,7 +581,7 @@ mod tests {
                 window: Vec::new(),
             });
         }
-        assert_eq!((kept.total, kept.on(0), kept.on(1)), (4, 2, 2));
+        assert_eq!((kept.total(), kept.on(0), kept.on(1)), (4, 2, 2));
         let order: Vec<u64> = kept.in_time_order().iter().map(|s| s.latency_ns).collect();
         assert_eq!(order, vec![9, 7]);
     }
