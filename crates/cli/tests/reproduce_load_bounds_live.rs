@@ -176,7 +176,10 @@ fn live_reproduction_sweeps_every_configuration_beside_simulation_and_analysis()
     let host_quiet = quiet_cpu_p99(&quiet) < 4_000.0;
     let bar = if host_quiet { 5.0 } else { 50.0 };
     if !host_quiet {
-        eprintln!("the host disturbed every no-flood repeat (tau1 p99 {} us for 2 ms of work): tau2 judged to {bar}%", quiet_cpu_p99(&quiet));
+        eprintln!(
+            "the host disturbed every no-flood repeat (tau1 p99 {} us for 2 ms of work): tau2 judged to {bar}%",
+            quiet_cpu_p99(&quiet)
+        );
     }
     assert!(quiet["tau2_miss_pct"].as_f64().unwrap() < bar, "{quiet}");
     let predictions = d["predictions"].as_array().unwrap();
