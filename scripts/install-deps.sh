@@ -37,6 +37,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# irqbalance for the coexistence tests, unpacked, never started here.
+"$(dirname "$0")/install-daemons.sh"
+
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "note: cargo is in \$HOME/.cargo/bin; add it to PATH" >&2

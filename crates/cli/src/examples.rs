@@ -191,8 +191,14 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("sudo irqlab control apply out/survey/profile.toml --dry-run", "what the survey's profile would change, old -> new"),
             ("sudo irqlab control apply out/survey/profile.toml --persist", "apply it and keep it (undo: irqlab control revert --all)"),
+            ("sudo irqlab control apply out/survey/profile.toml --boot", "write its [boot] kernel options for the next boot (GRUB)"),
         ],
     ),
+    (
+        "control install",
+        &[("sudo irqlab control install out/survey/profile.toml", "apply the profile at every boot (a systemd unit), from now on")],
+    ),
+    ("control uninstall", &[("sudo irqlab control uninstall", "stop the installed profile's unit, give its settings back, remove it")]),
     ("control status", &[("irqlab control status --json -", "the journal's entries as JSON")]),
     ("control revert", &[("sudo irqlab control revert --all", "undo what killed runs left behind")]),
     ("lab", &[("irqlab lab kernels", "the kernels irqlab can boot, which are fetched, KVM or emulation")]),

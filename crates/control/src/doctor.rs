@@ -46,6 +46,12 @@ pub struct Report {
     /// Journal entries that cannot be read: irqlab may have changed
     /// something it can no longer name.
     pub problems: Vec<String>,
+    /// The running kernel's command line, beside the options irqlab wrote
+    /// for the next boot (`control apply --boot`).
+    pub command_line: crate::boot::CommandLine,
+    /// The other tools that manage the same knobs (irqbalance, tuned,
+    /// stalld, rtirq, the kernel's own options), running or installed.
+    pub other_tools: Vec<irqlab_host::daemons::Tool>,
 }
 
 /// Examines this machine. Reads only; the trial runs (SCHED_FIFO in a
@@ -71,6 +77,8 @@ pub fn examine() -> Report {
             })
             .collect(),
         problems: irqlab_host::journal::unreadable().iter().map(ToString::to_string).collect(),
+        command_line: crate::boot::command_line(),
+        other_tools: irqlab_host::daemons::found(),
     }
 }
 

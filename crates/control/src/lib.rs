@@ -11,9 +11,11 @@
 //! `run(&Config, &stop, on_event) -> Result<Report>`.
 
 pub mod bh_budget;
+pub mod boot;
 pub mod controller_thread;
 pub mod doctor;
 pub mod idletime;
+pub mod install;
 pub mod monitor;
 pub mod napi_layout;
 pub mod process_aware;

@@ -10,6 +10,7 @@
 //! undoes the ones applied before it (except where a wildcard `irq = "*"`
 //! meets an IRQ the kernel does not move: that one is listed as kept).
 
+use crate::boot;
 use irqlab_analysis::input::{InputError, Location};
 use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::hold::{self, EndedBy};
@@ -32,6 +33,10 @@ pub const SCHEMA: &str = "irqlab/control-apply/v1";
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     pub schema: Spanned<String>,
+    /// The boot the profile was surveyed in (`/proc/sys/kernel/random/boot_id`):
+    /// its `this_boot` settings name that boot's pids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// `/proc/irq/default_smp_affinity`: where IRQs registered later start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_irq: Option<DefaultIrq>,
@@ -43,6 +48,19 @@ pub struct Profile {
     pub napi: Vec<NapiSetting>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rps: Vec<RpsSetting>,
+    /// Kernel command-line options, for the next boot (`control apply --boot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<BootSetting>,
+}
+
+/// `[boot]`: kernel command-line options (`boot::check` knows which), with
+/// the reason for each by its key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootSetting {
+    pub cmdline: Spanned<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub because: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -76,6 +94,14 @@ pub struct ThreadsSetting {
     pub cpus: Option<Spanned<String>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_matching: bool,
+    /// The MATCH names a thread only in the boot the profile was surveyed
+    /// in (`pid:N`: nothing stable named it): on another boot it is missing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub this_boot: bool,
+    /// How many threads the MATCH named when surveyed: more now is
+    /// reported, as a MATCH naming nothing is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub surveyed: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub because: Option<String>,
 }
@@ -135,11 +161,13 @@ impl Profile {
     pub fn new() -> Profile {
         Profile {
             schema: unplaced(PROFILE_SCHEMA.to_string()),
+            boot_id: None,
             default_irq: None,
             irqs: Vec::new(),
             threads: Vec::new(),
             napi: Vec::new(),
             rps: Vec::new(),
+            boot: None,
         }
     }
 
@@ -161,13 +189,21 @@ impl Profile {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.default_irq.is_none() && self.irqs.is_empty() && self.threads.is_empty() && self.napi.is_empty() && self.rps.is_empty()
+        self.default_irq.is_none()
+            && self.irqs.is_empty()
+            && self.threads.is_empty()
+            && self.napi.is_empty()
+            && self.rps.is_empty()
+            && self.boot.is_none()
     }
 
     /// Every change, resolved against the machine now (IRQs by name,
     /// threads by MATCH, online CPUs), or the first setting that cannot be
-    /// honoured, at its place in `text`.
-    pub fn plan(&self, file: &str, text: &str) -> std::result::Result<Plan, InputError> {
+    /// honoured, at its place in `text`. A `[[threads]]` MATCH that names
+    /// nothing now, or more threads than when surveyed, is refused with
+    /// all such settings listed, unless `allow_missing` (then each is a
+    /// row of the plan and sets nothing).
+    pub fn plan(&self, file: &str, text: &str, allow_missing: bool) -> std::result::Result<Plan, InputError> {
         let at = |span: std::ops::Range<usize>| Location::at_span(file, text, span);
         let located = |span: std::ops::Range<usize>| move |e: Error| InputError::at(e.to_string(), at(span.clone()));
         let cpus_of = |s: &Spanned<String>| cpus(s.get_ref()).map_err(located(s.span()));
@@ -181,14 +217,43 @@ impl Profile {
             let cpus = cpus_of(&s.cpus)?;
             planned.extend(plan_irq(s.irq.get_ref(), &cpus, s.because.clone(), &irqs).map_err(located(s.irq.span()))?);
         }
+        let this_boot_id = current_boot_id();
         for s in &self.threads {
             let policy = fixed_policy(s.policy.get_ref()).map_err(located(s.policy.span()))?;
             let pin = s.cpus.as_ref().map(cpus_of).transpose()?;
             let matched = Match::parse(s.matched.get_ref()).map_err(located(s.matched.span()))?;
-            // A thread the survey saw may have exited since (a pid), a
-            // device's threads may be gone with it: nothing to set, said.
-            if let Err(e) = matched.resolve(s.matched.get_ref()) {
-                absent.push(Row::absent(format!("threads {}", s.matched.get_ref()), s.policy.get_ref(), e, s.because.clone()));
+            // A thread the survey saw may have exited since, a device's
+            // threads may be gone with it, a pid may be another boot's, a
+            // name may now be taken by more threads than were surveyed.
+            let missing = |why: String| {
+                (at(s.matched.span()), Row::absent(format!("threads {}", s.matched.get_ref()), s.policy.get_ref(), why, s.because.clone()))
+            };
+            if s.this_boot {
+                if let (Some(surveyed), Some(now)) = (&self.boot_id, &this_boot_id) {
+                    if surveyed != now {
+                        absent.push(missing(format!(
+                            "MATCH {} is a pid of the boot surveyed ({surveyed}), not of this one ({now})",
+                            s.matched.get_ref()
+                        )));
+                        continue;
+                    }
+                }
+            }
+            let found = match matched.resolve(s.matched.get_ref()) {
+                Ok(found) => found,
+                Err(e) => {
+                    absent.push(missing(e.to_string()));
+                    continue;
+                }
+            };
+            if let Some(surveyed) = s.surveyed.filter(|&n| found.len() > n) {
+                let names: Vec<String> = found.iter().take(8).map(|t| format!("{} ({})", t.comm, t.tid)).collect();
+                absent.push(missing(format!(
+                    "MATCH {} names {} threads now ({}), {surveyed} when surveyed",
+                    s.matched.get_ref(),
+                    found.len(),
+                    names.join(", ")
+                )));
                 continue;
             }
             let threads = matched.resolve_guarded(s.matched.get_ref(), s.all_matching).map_err(located(s.matched.span()))?;
@@ -258,8 +323,41 @@ impl Profile {
                 });
             }
         }
-        Ok(Plan { changes: last_word(planned), absent })
+        if !absent.is_empty() && !allow_missing {
+            let lines: Vec<String> = absent.iter().map(|(at, row)| format!("  {at}: {}", row.why.as_deref().unwrap_or(""))).collect();
+            return Err(InputError::at(
+                format!(
+                    "{} setting(s) of the profile name no thread on this machine as surveyed; nothing was changed \
+                     (--allow-missing applies the rest):\n{}",
+                    absent.len(),
+                    lines.join("\n")
+                ),
+                absent[0].0.clone(),
+            ));
+        }
+        let boot = match &self.boot {
+            None => Vec::new(),
+            Some(b) => {
+                let cpus = boot::machine_cpus().map_err(|e| InputError::new(e.to_string()))?;
+                boot::check(b.cmdline.get_ref(), &cpus).map_err(|r| {
+                    // The span starts at the opening quote of a basic string.
+                    let offset = b.cmdline.span().start + 1 + r.offset;
+                    InputError::at(r.message, Location::at_offset(file, text, offset))
+                })?
+            }
+        };
+        Ok(Plan { changes: last_word(planned), absent: absent.into_iter().map(|(_, row)| row).collect(), boot })
     }
+
+    /// Why the profile asks for boot option `key`.
+    pub fn boot_because(&self, key: &str) -> Option<&str> {
+        self.boot.as_ref().and_then(|b| b.because.get(key)).map(String::as_str)
+    }
+}
+
+/// This boot's id, to tell a pid of this boot from another's.
+pub fn current_boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|t| t.trim().to_string())
 }
 
 /// A profile resolved against the machine: the changes, and the settings
@@ -268,6 +366,67 @@ impl Profile {
 pub struct Plan {
     pub changes: Vec<Planned>,
     pub absent: Vec<Row>,
+    /// The `[boot]` options, checked (applied only by `control apply --boot`).
+    pub boot: Vec<boot::BootOption>,
+}
+
+impl Plan {
+    /// The plan made to hold beside a running irqbalance: each irqbalance
+    /// is told first (through its socket, journalled like the rest) to
+    /// leave the IRQs the plan moves alone, and given its own list back
+    /// after them (restores run newest first). An irqbalance without the
+    /// socket would move them back at its next pass: exit 3 before
+    /// anything changes, naming the choices, unless `ignore` (then a
+    /// warning: the journal will show the IRQs as drifted).
+    pub fn beside_irqbalance(mut self, ignore: bool) -> Result<Plan> {
+        let mut moved: Vec<u32> = self
+            .changes
+            .iter()
+            .filter_map(|p| match p.object {
+                Object::IrqAffinity { irq, .. } => Some(irq),
+                _ => None,
+            })
+            .collect();
+        moved.sort_unstable();
+        if moved.is_empty() {
+            return Ok(self);
+        }
+        let mut first = Vec::new();
+        for daemon in irqlab_host::irqbalance::running() {
+            if !daemon.has_socket() {
+                let why = format!(
+                    "irqbalance (pid {}) runs and would move IRQs {} back at its next pass; irqlab asks it to leave them alone \
+                     through its socket, {}, which is not there (irqbalance before 1.7, or no /run/irqbalance): stop irqbalance \
+                     for the hold, or pass --ignore-irqbalance",
+                    daemon.pid,
+                    irqlab_host::irqbalance::format_irqs(&moved),
+                    daemon.socket().display()
+                );
+                if ignore {
+                    eprintln!("warning: {why}");
+                    continue;
+                }
+                return Err(Error::MissingKernelFeature { feature: "irqbalance's socket".into(), detail: why });
+            }
+            let banned = daemon.banned()?;
+            let mut wanted = banned.clone();
+            wanted.extend(&moved);
+            wanted.sort_unstable();
+            wanted.dedup();
+            if wanted != banned {
+                first.push(Planned {
+                    setting: "irqbalance".into(),
+                    object: Object::IrqbalanceBans { pid: daemon.pid },
+                    new: Value::Irqs { irqs: wanted },
+                    because: Some("irqbalance runs: it leaves the IRQs irqlab moves where irqlab puts them".into()),
+                    may_be_refused: false,
+                });
+            }
+        }
+        first.append(&mut self.changes);
+        self.changes = first;
+        Ok(self)
+    }
 }
 
 /// One change per object: where two settings name the same object (an IRQ
@@ -360,7 +519,8 @@ pub struct Row {
     pub effective: Option<String>,
     /// What happened: `applied`, `already` (it was so: nothing changed),
     /// `refused` (a wildcard IRQ the kernel does not move), `dry-run`,
-    /// `absent` (its MATCH names no thread now: nothing set).
+    /// `absent` (its MATCH names no thread now: nothing set); told while
+    /// following, not kept in the report: `drift` (see `Report::drifts`).
     pub outcome: &'static str,
     /// The kernel's refusal, for `refused`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -373,7 +533,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn absent(setting: String, new: &str, why: Error, because: Option<String>) -> Row {
+    fn absent(setting: String, new: &str, why: String, because: Option<String>) -> Row {
         Row {
             setting,
             object: String::new(),
@@ -381,7 +541,7 @@ impl Row {
             new: new.to_string(),
             effective: None,
             outcome: "absent",
-            why: Some(why.to_string()),
+            why: Some(why),
             entry: String::new(),
             restored: false,
             because,
@@ -401,6 +561,9 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: Option<EndedBy>,
     pub complete: bool,
+    /// Held values something else changed, set again (`follow`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifts: Vec<Drift>,
 }
 
 #[derive(Debug, Clone)]
@@ -445,91 +608,131 @@ pub fn dry_run(config: &Config, plan: &Plan) -> Result<Report> {
         held_ns: 0,
         ended_by: None,
         complete: true,
+        drifts: Vec::new(),
     })
+}
+
+/// How often a followed profile is checked (`Config::follow`): new
+/// threads and drift are taken within a second, at the cost of one walk of
+/// /proc and one read per held setting a second.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A value something else changed while the profile held it, set back.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    pub object: String,
+    /// What irqlab set (and set again).
+    pub set: String,
+    /// What it found instead.
+    pub found: String,
+    /// When, from the start of the hold.
+    pub at_ms: u64,
+    /// Setting it again failed: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+/// One change in force: its row's index and its journal guard.
+struct Held {
+    row: usize,
+    applied: journal::Applied,
 }
 
 /// Applies every change (all or nothing), holds them until `stop` or the
 /// duration, then restores them newest first, or keeps them (`persist`);
-/// `on_applied` is told each row as it takes effect.
-pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: impl FnMut(&Row)) -> Result<Report> {
+/// `on_applied` is told each row as it takes effect. With `follow`
+/// (`Config::follow`, what `control install`'s unit runs) the hold checks
+/// every second for threads that now match (their changes, from
+/// `follow`, are applied and held too) and for held values something
+/// else changed, which are set again and reported as drift.
+pub fn apply(
+    config: &Config,
+    plan: Plan,
+    follow: Option<&dyn Fn() -> Vec<Planned>>,
+    stop: &AtomicBool,
+    mut on_applied: impl FnMut(&Row),
+) -> Result<Report> {
     privilege::require(&[Capability::SysNice, Capability::SysAdmin], "set thread policies and IRQ affinities")?;
-    let mut applied = Vec::new();
-    let mut rows: Vec<(Row, Option<usize>, Object)> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
+    let mut rows: Vec<(Row, Object)> = Vec::new();
     for row in &plan.absent {
         on_applied(row);
     }
     for p in plan.changes {
-        let now = journal::read(&p.object)?;
-        let mut row = Row {
-            setting: p.setting.clone(),
-            object: p.object.to_string(),
-            old: now.to_string(),
-            new: p.new.to_string(),
-            effective: None,
-            outcome: "applied",
-            why: None,
-            entry: String::new(),
-            restored: false,
-            because: p.because.clone(),
-        };
-        if now.same_setting(&p.new) {
-            row.outcome = "already";
-            on_applied(&row);
-            rows.push((row, None, p.object));
-            continue;
-        }
-        match journal::apply(p.object.clone(), p.new.clone()) {
-            Ok(a) => {
-                // The journal read the value again when it took it: its
-                // reading is the one a revert puts back.
-                row.old = a.entry().old.to_string();
-                row.entry = a.entry().id.clone();
-                on_applied(&row);
-                rows.push((row, Some(applied.len()), p.object));
-                applied.push(a);
-            }
-            Err(e @ Error::MissingKernelFeature { .. }) if p.may_be_refused => {
-                row.outcome = "refused";
-                row.why = Some(e.to_string());
-                on_applied(&row);
-                rows.push((row, None, p.object));
-            }
-            Err(e) => {
+        match apply_one(p, &mut rows, &mut on_applied) {
+            Ok(Some(applied)) => held.push(Held { row: rows.len() - 1, applied }),
+            Ok(None) => {}
+            Err((e, what)) => {
                 // All or nothing: what was applied goes back, newest first.
-                let undone = match applied.len() {
+                let undone = match held.len() {
                     0 => String::new(),
                     n => format!("; the {n} change(s) applied before it were undone"),
                 };
-                journal::restore_all(applied)?;
-                return Err(with_context(e, &format!("{} ({}){undone}", p.setting, p.object)));
+                journal::restore_all(held.into_iter().map(|h| h.applied).collect())?;
+                return Err(with_context(e, &format!("{what}{undone}")));
             }
         }
     }
     // x86 moves an IRQ when it next fires: give the busy ones a moment
     // before reading where the kernel delivers them.
-    if rows.iter().any(|(_, _, o)| matches!(o, Object::IrqAffinity { .. })) {
+    if rows.iter().any(|(_, o)| matches!(o, Object::IrqAffinity { .. })) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    for (row, _, object) in &mut rows {
+    for (row, object) in &mut rows {
         if row.outcome != "refused" {
             row.effective = effective_of(object);
         }
     }
-    let (held_ns, ended_by) = hold::wait(stop, config.duration_ns, config.persist);
-    let complete = ended_by.complete(config.duration_ns, 0);
-    let settled = hold::settle(applied, config.persist)?;
-    let rows = rows
-        .into_iter()
-        .map(|(mut row, index, _)| {
-            if let Some(i) = index {
-                row.restored = settled[i].restored;
-                if !config.persist {
-                    row.entry.clear();
-                }
+    let started = std::time::Instant::now();
+    let mut drifts = Vec::new();
+    let mut checked = std::time::Instant::now();
+    let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
+        let follow = follow?;
+        if checked.elapsed() < FOLLOW_EVERY {
+            return None;
+        }
+        checked = std::time::Instant::now();
+        for p in follow() {
+            if rows.iter().any(|(_, o)| *o == p.object) {
+                continue;
             }
-            row
-        })
-        .collect::<Vec<Row>>();
+            match apply_one(p, &mut rows, &mut on_applied) {
+                Ok(Some(applied)) => held.push(Held { row: rows.len() - 1, applied }),
+                Ok(None) => {}
+                // A late thread that exited between the walk and the
+                // change, or one the kernel refuses: said, and the hold goes on.
+                Err((e, what)) => eprintln!("warning: {what}: {e}"),
+            }
+        }
+        for h in &held {
+            let Some(found) = h.applied.drift() else { continue };
+            let entry = h.applied.entry();
+            let failed = h.applied.set_again().err().map(|e| e.to_string());
+            let drift = Drift {
+                object: entry.object.to_string(),
+                set: entry.new.to_string(),
+                found: found.to_string(),
+                at_ms: started.elapsed().as_millis() as u64,
+                failed,
+            };
+            let mut row = rows[h.row].0.clone();
+            row.outcome = "drift";
+            row.why = Some(format!("found {}; {}", drift.found, drift.failed.as_deref().unwrap_or("set again")));
+            on_applied(&row);
+            drifts.push(drift);
+        }
+        None
+    });
+    let complete = ended_by.complete(config.duration_ns, 0);
+    let indices: Vec<usize> = held.iter().map(|h| h.row).collect();
+    let settled = hold::settle(held.into_iter().map(|h| h.applied).collect(), config.persist)?;
+    let mut rows: Vec<Row> = rows.into_iter().map(|(row, _)| row).collect();
+    for (i, s) in indices.into_iter().zip(settled) {
+        rows[i].restored = s.restored;
+        if !config.persist {
+            rows[i].entry.clear();
+        }
+    }
     let rows = plan.absent.into_iter().chain(rows).collect();
     Ok(Report {
         schema: SCHEMA,
@@ -540,7 +743,57 @@ pub fn apply(config: &Config, plan: Plan, stop: &AtomicBool, mut on_applied: imp
         held_ns,
         ended_by: Some(ended_by),
         complete,
+        drifts,
     })
+}
+
+/// Applies one change, adding its row (told to `on_applied`): the guard
+/// when it changed something, `None` when it was already so or the kernel
+/// kept it (a wildcard's IRQ); the error with what was being changed.
+fn apply_one(
+    p: Planned,
+    rows: &mut Vec<(Row, Object)>,
+    on_applied: &mut impl FnMut(&Row),
+) -> std::result::Result<Option<journal::Applied>, (Error, String)> {
+    let what = format!("{} ({})", p.setting, p.object);
+    let now = journal::read(&p.object).map_err(|e| (e, what.clone()))?;
+    let mut row = Row {
+        setting: p.setting.clone(),
+        object: p.object.to_string(),
+        old: now.to_string(),
+        new: p.new.to_string(),
+        effective: None,
+        outcome: "applied",
+        why: None,
+        entry: String::new(),
+        restored: false,
+        because: p.because.clone(),
+    };
+    if now.same_setting(&p.new) {
+        row.outcome = "already";
+        on_applied(&row);
+        rows.push((row, p.object));
+        return Ok(None);
+    }
+    match journal::apply(p.object.clone(), p.new.clone()) {
+        Ok(a) => {
+            // The journal read the value again when it took it: its
+            // reading is the one a revert puts back.
+            row.old = a.entry().old.to_string();
+            row.entry = a.entry().id.clone();
+            on_applied(&row);
+            rows.push((row, p.object));
+            Ok(Some(a))
+        }
+        Err(e @ Error::MissingKernelFeature { .. }) if p.may_be_refused => {
+            row.outcome = "refused";
+            row.why = Some(e.to_string());
+            on_applied(&row);
+            rows.push((row, p.object));
+            Ok(None)
+        }
+        Err(e) => Err((e, what)),
+    }
 }
 
 /// The same error (and exit code) with what was being done in front.
@@ -603,10 +856,52 @@ cpus = "0"
         ] {
             let text = PROFILE.replace(from, to);
             let p = Profile::parse("p.toml", &text).unwrap();
-            let e = p.plan("p.toml", &text).unwrap_err();
+            let e = p.plan("p.toml", &text, false).unwrap_err();
             assert!(e.message.contains(says), "{e}");
             assert_eq!(e.location.as_ref().map(|l| l.line), Some(line), "{e:?}");
         }
+    }
+
+    #[test]
+    fn settings_that_name_no_thread_as_surveyed_are_refused_together_unless_allowed() {
+        let me = std::process::id();
+        // A pid no thread has (beyond the largest pid_max), this process
+        // named by more threads than surveyed, and pid 1 of another boot.
+        let text = format!(
+            "schema = \"irqlab/profile/v1\"\nboot_id = \"00000000-0000-0000-0000-000000000000\"\n\n\
+             [[threads]]\nmatch = \"pid:4194304\"\npolicy = \"fifo:50\"\n\n\
+             [[threads]]\nmatch = \"pid:{me}\"\npolicy = \"fifo:50\"\nsurveyed = 0\n\n\
+             [[threads]]\nmatch = \"pid:1\"\npolicy = \"fifo:50\"\nthis_boot = true\n"
+        );
+        let p = Profile::parse("p.toml", &text).unwrap();
+        let e = p.plan("p.toml", &text, false).unwrap_err();
+        assert!(e.message.starts_with("3 setting(s)"), "{e}");
+        assert!(e.message.contains("p.toml:5:9: MATCH pid:4194304"), "{e}");
+        assert!(e.message.contains(&format!("p.toml:9:9: MATCH pid:{me} names 1 threads now")), "{e}");
+        assert!(e.message.contains("p.toml:14:9: MATCH pid:1 is a pid of the boot surveyed"), "{e}");
+        assert_eq!(e.location.as_ref().map(|l| l.line), Some(5));
+        let plan = p.plan("p.toml", &text, true).unwrap();
+        assert_eq!(plan.absent.len(), 3);
+        assert!(plan.changes.is_empty());
+        assert!(plan.absent.iter().all(|r| r.outcome == "absent"));
+    }
+
+    #[test]
+    fn boot_options_are_checked_at_their_place_in_the_file() {
+        let text = "schema = \"irqlab/profile/v1\"\n\n[boot]\ncmdline = \"nohz_full=0 fast=1\"\n";
+        let p = Profile::parse("p.toml", text).unwrap();
+        let e = p.plan("p.toml", text, false).unwrap_err();
+        assert!(e.message.contains("`fast`: not one irqlab knows"), "{e}");
+        assert_eq!(e.location.as_ref().map(|l| (l.line, l.col)), Some((4, 24)), "{e:?}");
+        let text = text.replace(" fast=1", "").replace("[boot]", "[boot]\nbecause = { nohz_full = \"the tick\" }");
+        let p = Profile::parse("p.toml", &text).unwrap();
+        if boot::machine_cpus().unwrap().len() > 1 {
+            let plan = p.plan("p.toml", &text, false).unwrap();
+            assert_eq!(plan.boot.len(), 1);
+            assert_eq!(p.boot_because("nohz_full"), Some("the tick"));
+        }
+        let again = Profile::parse("p.toml", &p.to_toml("again")).unwrap();
+        assert_eq!(again.boot.unwrap().cmdline.get_ref(), "nohz_full=0");
     }
 
     #[test]

@@ -10,8 +10,10 @@
 pub mod bpf;
 pub mod bpf_trial;
 pub mod cleanup;
+pub mod daemons;
 pub mod error;
 mod flock;
+pub mod irqbalance;
 pub mod journal;
 pub mod machine;
 pub mod machine_state;

@@ -60,6 +60,13 @@ pub struct Machine {
     lockdown: Lockdown,
 }
 
+/// The processes (thread-group leaders) whose name is `comm`, by pid:
+/// how a daemon that manages the same knobs is found running.
+pub fn processes_named(comm: &str) -> Vec<i32> {
+    let Ok(all) = procfs::process::all_processes() else { return Vec::new() };
+    all.flatten().filter(|p| p.stat().is_ok_and(|s| s.comm == comm)).map(|p| p.pid).collect()
+}
+
 impl Machine {
     /// Reads the kernel's identity, command line, configuration and
     /// lockdown (mounts nothing).

@@ -63,6 +63,10 @@ pub struct Survey {
     /// (issue 51). Absent in surveys from before it was recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thread_names: Vec<ThreadName>,
+    /// The boot the survey ran in (`/proc/sys/kernel/random/boot_id`): a
+    /// `pid:N` in its profile is that boot's. Absent in older surveys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// Where the recommendations were written as a profile
     /// (`DIR/profile.toml`, `irqlab control apply`). Absent in surveys
     /// written before profiles existed.

@@ -12,8 +12,8 @@
 
 use crate::before_after::Baseline;
 use crate::doc::{
-    AccountingPhase, CpuFigure, CpuSurvey, LatencyPhase, Load, LoadCurve, Severity, StepStatus, StimulusPhase, Survey, TaskFigure,
-    TasksetCheck,
+    AccountingPhase, CpuFigure, CpuSurvey, Declared, LatencyPhase, Load, LoadCurve, Severity, StepStatus, StimulusPhase, Survey,
+    TaskFigure, TasksetCheck,
 };
 use crate::findings::load_at;
 use irqlab_analysis::curve::Curve;
@@ -169,6 +169,14 @@ fn recommendations(survey: &Survey) -> Section {
         }
         if let Some(command) = &r.command {
             section = section.code(command);
+        }
+        if let Some(Declared::Threads { matched, .. }) = &r.setting {
+            if matched.starts_with("pid:") {
+                section = section.paragraph(format!(
+                    "{matched} is this boot's only: no name but its pid told the thread apart here, so the profile marks it \
+                     this_boot and `control apply` on a later boot reports it as missing."
+                ));
+            }
         }
         if let Some(predicted) = &r.predicted {
             section = section.paragraph(format!("Predicted: {predicted}."));

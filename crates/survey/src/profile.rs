@@ -13,6 +13,7 @@ pub const FILE: &str = "profile.toml";
 /// setting of the same object wins when applied).
 pub fn of(survey: &Survey) -> Profile {
     let mut profile = Profile::new();
+    profile.boot_id = survey.boot_id.clone();
     for r in &survey.recommendations {
         let Some(setting) = &r.setting else { continue };
         let because = Some(format!("{}: {}", r.answers().join(", "), r.title));
@@ -35,6 +36,10 @@ pub fn of(survey: &Survey) -> Profile {
                 policy: unplaced(policy.clone()),
                 cpus: cpus.clone().map(unplaced),
                 all_matching: false,
+                // A thread the survey named by itself (`Survey::thread_selector`):
+                // one thread, by a name no other had or by this boot's pid.
+                this_boot: matched.starts_with("pid:"),
+                surveyed: (matched.starts_with("pid:") || matched.starts_with("comm:")).then_some(1),
                 because,
             }),
             Declared::NapiThreaded { dev } => profile.napi.push(NapiSetting {

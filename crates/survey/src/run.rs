@@ -124,6 +124,7 @@ pub fn survey(config: &Config, taskset: Option<&TaskSet>, stop: &AtomicBool, on_
     survey.elapsed_ns = started.elapsed().as_nanos() as u64;
     survey.complete = !stop.load(Ordering::SeqCst) && survey.steps.iter().all(|s| s.status != StepStatus::Interrupted);
     survey.thread_names = thread_names(survey, &irqlab_host::journal::threads::all_threads());
+    survey.boot_id = irqlab_control::profile::current_boot_id();
     findings::derive(survey, taskset);
     Ok(runner.survey)
 }
@@ -180,6 +181,7 @@ fn empty(config: &Config, cpus: &[usize]) -> Survey {
         recommendations: Vec::new(),
         verdict: Verdict { severity: Severity::Note, headline: String::new() },
         thread_names: Vec::new(),
+        boot_id: None,
         profile: None,
     }
 }

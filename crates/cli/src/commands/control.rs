@@ -6,7 +6,7 @@
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
-use irqlab_control::{bh_budget, idletime, process_aware, profile, set_napi, set_threads};
+use irqlab_control::{bh_budget, boot, idletime, process_aware, profile, set_napi, set_threads};
 use irqlab_host::journal::sched_knobs;
 use irqlab_host::journal::{self, Entry, Restored, State};
 use irqlab_report::html::Table;
@@ -56,6 +56,14 @@ pub enum Command {
     /// settings; `irqlab survey` writes one) as one change: all or nothing,
     /// held while this runs (or for good with --persist)
     Apply(ApplyArgs),
+    /// Install a profile for every boot: a systemd unit (irqlab-profile.service)
+    /// that applies it at boot and holds it, taking threads that start
+    /// later and setting back what something else changes; and its [boot]
+    /// options for the boot loader. Needs systemd as init
+    Install(InstallArgs),
+    /// Stop the installed profile's unit (its settings go back) and remove
+    /// what `control install` wrote
+    Uninstall,
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -318,6 +326,10 @@ pub struct HoldArgs {
     /// Write the irqlab/control-apply/v1 document ("-": to stdout, instead of the summary)
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Move IRQs even where a running irqbalance has no socket to be told
+    /// to leave them alone (it moves them back at its next pass)
+    #[arg(long)]
+    ignore_irqbalance: bool,
 }
 
 #[derive(clap::Args)]
@@ -339,8 +351,30 @@ pub struct ApplyArgs {
     /// The profile (TOML, schema irqlab/profile/v1; `irqlab survey --out DIR` writes DIR/profile.toml)
     #[arg(value_name = "PROFILE")]
     profile: PathBuf,
+    /// Apply the settings whose MATCH names no thread now (or more threads
+    /// than surveyed) as nothing to set, instead of refusing the profile
+    #[arg(long)]
+    allow_missing: bool,
+    /// Write the profile's [boot] kernel command-line options for the next
+    /// boot (a GRUB drop-in, kept in the journal until `control revert`),
+    /// instead of applying its run-time settings
+    #[arg(long, conflicts_with_all = ["duration", "persist", "json", "follow"])]
+    boot: bool,
+    /// While holding, check every second for threads that now match the
+    /// profile (a service started later) and take them, and set back any
+    /// value something else changed (drift), each said as it happens; what
+    /// `control install`'s unit runs
+    #[arg(long, conflicts_with_all = ["persist", "dry_run"])]
+    follow: bool,
     #[command(flatten)]
     hold: HoldArgs,
+}
+
+#[derive(clap::Args)]
+pub struct InstallArgs {
+    /// The profile (TOML, schema irqlab/profile/v1)
+    #[arg(value_name = "PROFILE")]
+    profile: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -375,6 +409,8 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::FairServer(a) => fair_server(a),
         Command::Irq(a) => irq(a),
         Command::Apply(a) => apply(a),
+        Command::Install(a) => install(a),
+        Command::Uninstall => uninstall(),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -570,32 +606,127 @@ fn irq(args: IrqArgs) -> Result<Status, CliError> {
         plan.extend(profile::plan_irq(spec, &cpus, None, &irqs)?);
     }
     let source = format!("control irq {} --cpu {}", args.irqs.join(" "), args.cpu);
-    hold_plan(source, profile::Plan { changes: profile::last_word(plan), absent: Vec::new() }, args.hold)
+    hold_plan(source, profile::Plan { changes: profile::last_word(plan), ..Default::default() }, None, args.hold)
 }
 
 fn apply(args: ApplyArgs) -> Result<Status, CliError> {
     let file = args.profile.display().to_string();
     let text = output::read_text(&args.profile)?;
     let profile = profile::Profile::parse(&file, &text)?;
-    let plan = profile.plan(&file, &text)?;
-    if plan.changes.is_empty() && plan.absent.is_empty() {
+    let plan = profile.plan(&file, &text, args.allow_missing)?;
+    if args.boot {
+        return apply_boot(&profile, &plan, &file, args.hold.dry_run);
+    }
+    if !plan.boot.is_empty() {
+        let words: Vec<&str> = plan.boot.iter().map(|o| o.text.as_str()).collect();
+        eprintln!(
+            "note: the profile's [boot] options ({}) take effect only at a boot: `irqlab control apply {file} --boot` writes them \
+             for the next one",
+            words.join(" ")
+        );
+    }
+    for s in profile.threads.iter().filter(|s| s.this_boot) {
+        eprintln!(
+            "note: threads {} names a thread by its pid, this boot's only (nothing stable named it when surveyed)",
+            s.matched.get_ref()
+        );
+    }
+    if plan.changes.is_empty() && plan.absent.is_empty() && plan.boot.is_empty() {
         eprintln!("{file}: the profile declares no setting: nothing to apply");
     }
-    hold_plan(file, plan, args.hold)
+    // Followed: the profile resolved again against the threads there are
+    // now (a setting that names nothing now is nothing to add).
+    let replan = || profile.plan(&file, &text, true).map(|p| p.changes).unwrap_or_default();
+    hold_plan(file.clone(), plan, args.follow.then_some(&replan as &dyn Fn() -> Vec<profile::Planned>), args.hold)
+}
+
+/// `control install`: the profile checked (its threads may start only
+/// later: a MATCH naming nothing now is no error), then handed to systemd,
+/// with its `[boot]` options for the boot loader.
+fn install(args: InstallArgs) -> Result<Status, CliError> {
+    let file = args.profile.display().to_string();
+    let text = output::read_text(&args.profile)?;
+    let profile = profile::Profile::parse(&file, &text)?;
+    let plan = profile.plan(&file, &text, true)?;
+    // Both checked before anything is written.
+    irqlab_control::install::require_systemd()?;
+    if !plan.boot.is_empty() {
+        boot::require_grub(&plan.boot)?;
+    }
+    let irqlab = std::env::current_exe().map_err(|e| CliError::from(irqlab_host::Error::io("finding irqlab's own path", e)))?;
+    let installed = irqlab_control::install::install(&text, &irqlab)?;
+    for (file, entry) in installed.files.iter().zip(&installed.entries) {
+        eprintln!("wrote {file} (journal entry {entry})");
+    }
+    eprintln!("started {}: it applies {} now and at every boot", installed.service, irqlab_control::install::PROFILE);
+    if !plan.boot.is_empty() {
+        apply_boot(&profile, &plan, &file, false)?;
+    }
+    Ok(Status::Success)
+}
+
+fn uninstall() -> Result<Status, CliError> {
+    for removed in irqlab_control::install::uninstall()? {
+        eprintln!("removed {removed}");
+    }
+    if let Some(w) = boot::command_line().written {
+        eprintln!("the boot options of {} stay (entry {}): `irqlab control revert {}` removes them", w.file, w.entry, w.entry);
+    }
+    Ok(Status::Success)
+}
+
+/// `control apply --boot`: the `[boot]` options, each beside the running
+/// kernel's command line, written for the next boot.
+fn apply_boot(profile: &profile::Profile, plan: &profile::Plan, file: &str, dry_run: bool) -> Result<Status, CliError> {
+    if plan.boot.is_empty() {
+        return Err(CliError::Input(irqlab_analysis::InputError::new(format!(
+            "{file}: the profile has no [boot] cmdline: nothing for --boot to write"
+        ))));
+    }
+    let running = boot::running()?;
+    let (now, _) = boot::in_force(&plan.boot, &running);
+    for o in &plan.boot {
+        let state = if now.contains(&o) { "in force now" } else { "not in force now" };
+        let why = profile.boot_because(&o.key).or(boot::what_it_does(&o.key)).unwrap_or("");
+        eprintln!("{}: {state}; {why}", o.text);
+    }
+    if dry_run {
+        eprintln!("dry run: {} would hold:", boot::GRUB_DROP_IN);
+        output::print(&boot::grub_drop_in(&plan.boot, file))?;
+        return Ok(Status::Success);
+    }
+    let written = boot::apply(&plan.boot, file)?;
+    eprintln!("wrote {} (journal entry {}: `irqlab control revert {}` removes it)", written.file, written.entry, written.entry);
+    if written.grub_updated {
+        eprintln!("update-grub ran: the options take effect at the next boot");
+    } else {
+        eprintln!(
+            "no update-grub on this machine: the options take effect at the next boot once the boot loader's configuration is \
+             regenerated (grub-mkconfig -o /boot/grub/grub.cfg)"
+        );
+    }
+    Ok(Status::Success)
 }
 
 /// Applies (or, with --dry-run, shows) a resolved plan, holds it, reports.
-fn hold_plan(source: String, plan: profile::Plan, args: HoldArgs) -> Result<Status, CliError> {
+fn hold_plan(
+    source: String,
+    plan: profile::Plan,
+    follow: Option<&dyn Fn() -> Vec<profile::Planned>>,
+    args: HoldArgs,
+) -> Result<Status, CliError> {
     let config = profile::Config { source, duration_ns: args.duration, persist: args.persist };
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
+    let plan = plan.beside_irqbalance(args.ignore_irqbalance)?;
     let report = if args.dry_run {
         profile::dry_run(&config, &plan)?
     } else {
         let stop = crate::signal::stop_flag();
-        profile::apply(&config, plan, &stop, |row| {
+        profile::apply(&config, plan, follow, &stop, |row| {
             if !quiet {
                 match row.outcome {
                     "refused" => eprintln!("{}: kept by the kernel ({})", row.object, row.why.as_deref().unwrap_or("")),
+                    "drift" => eprintln!("{}: DRIFTED: {}", row.object, row.why.as_deref().unwrap_or("")),
                     "already" => eprintln!("{}: already {}", row.object, row.new),
                     "absent" => eprintln!("{}: nothing to set ({})", row.setting, row.why.as_deref().unwrap_or("")),
                     _ => eprintln!("{}: {} -> {}", row.object, row.old, row.new),
@@ -629,7 +760,11 @@ fn apply_summary(r: &profile::Report) -> String {
         None => format!("{}: dry run, nothing changed:", r.source),
         Some(by) => format!("{}: held {} ({by}):", r.source, irqlab_analysis::format_ns(r.held_ns)),
     };
-    format!("{head}\n{}", t.to_text())
+    let drifts = match r.drifts.len() {
+        0 => String::new(),
+        n => format!("\n{n} value(s) changed by something else while held, set again (see the report's `drifts`)"),
+    };
+    format!("{head}\n{}{drifts}", t.to_text())
 }
 
 fn bh_budget_run(args: BhBudgetArgs) -> Result<Status, CliError> {
@@ -1000,13 +1135,24 @@ fn status(args: StatusArgs) -> Result<Status, CliError> {
                 e.entry.object.to_string(),
                 format!("{} -> {}", e.entry.old, e.entry.new),
                 e.now.to_string(),
-                if e.entry.owner.pid > 0 { format!("pid {}", e.entry.owner.pid) } else { e.entry.owner.describe() },
+                by(&e.entry.owner),
                 state,
             ]);
         }
         t.to_text() + &unreadable
     })?;
     Ok(Status::Success)
+}
+
+/// Who made a change: the installed profile's unit by name, others by pid.
+fn by(owner: &journal::Owner) -> String {
+    if owner.command.contains(irqlab_control::install::PROFILE) {
+        format!("{} (pid {})", irqlab_control::install::SERVICE, owner.pid)
+    } else if owner.pid > 0 {
+        format!("pid {}", owner.pid)
+    } else {
+        owner.describe()
+    }
 }
 
 fn revert(args: RevertArgs) -> Result<Status, CliError> {

@@ -149,5 +149,36 @@ fn text(report: &Report) -> String {
         format!("\n  LEFT BY KILLED IRQLAB RUNS\n{lines}")
     };
     let problems: String = report.problems.iter().map(|p| format!("\n  PROBLEM: {p}\n")).collect();
-    format!("kernel {}\n\n{}\n  SETTING\n{settings}{leftovers}{problems}", report.kernel, commands.to_text())
+    let cmdline = &report.command_line;
+    let mut boot = format!("\n  BOOT\n  running with: {}\n", cmdline.running);
+    if let Some(w) = &cmdline.written {
+        let list = |o: &[String]| if o.is_empty() { "none".to_string() } else { o.join(" ") };
+        boot.push_str(&format!(
+            "  irqlab's {} (entry {}): in force: {}; taken at the next boot: {}\n",
+            w.file,
+            w.entry,
+            list(&w.in_force),
+            list(&w.pending)
+        ));
+    }
+    let mut tools = String::new();
+    if !report.other_tools.is_empty() {
+        tools.push_str("\n  OTHER TOOLS ON THE MACHINE\n");
+        for t in &report.other_tools {
+            let state = match (&t.running[..], &t.installed) {
+                ([], Some(at)) => format!("installed ({at}), not running"),
+                ([], None) => "in force".to_string(),
+                (pids, _) => format!("running (pid {})", pids.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")),
+            };
+            tools.push_str(&format!("  {}: {state}", t.name));
+            if let Some(d) = &t.detail {
+                tools.push_str(&format!("; {d}"));
+            }
+            tools.push_str(&format!("\n    shares with irqlab: {}\n", t.shares));
+            if let Some(w) = &t.warning {
+                tools.push_str(&format!("    WARNING: {w}\n"));
+            }
+        }
+    }
+    format!("kernel {}\n\n{}\n  SETTING\n{settings}{boot}{tools}{leftovers}{problems}", report.kernel, commands.to_text())
 }

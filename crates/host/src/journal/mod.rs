@@ -19,6 +19,7 @@
 //! resolves which threads a user means, [`cgroup`] and [`root_domain`] the
 //! cgroups irqlab creates, [`netdev`] a device's queues and NAPI settings.
 
+pub mod boot_file;
 pub mod cgroup;
 pub mod hold;
 pub mod irq;
@@ -41,6 +42,12 @@ use threads::Thread;
 /// Where entries live. tmpfs: a reboot, which undoes every change, also
 /// empties the journal.
 pub const DIR: &str = "/run/irqlab/control";
+
+/// Where the entries of changes that outlast the boot live
+/// ([`Object::BootFile`]): a revert after the reboot still finds them.
+/// Their locks stay in [`DIR`]: a lock is held by a process, which a
+/// reboot ends.
+pub const DURABLE_DIR: &str = "/var/lib/irqlab/control";
 
 /// What was changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +121,13 @@ pub enum Object {
     /// watchdog did not end it (`irqlab_lab::guest_group`): `running` or
     /// `absent`; reverted by killing the group.
     LabGuest { pgid: i32, kernel: String, share: String },
+    /// A file the next boot reads (a GRUB drop-in, a systemd unit): its
+    /// whole content or absent (`Value::Content`), the change's entry in
+    /// the durable journal ([`journal::boot_file`](boot_file)).
+    BootFile { path: String },
+    /// The IRQs a running irqbalance (process `pid`) leaves alone, through
+    /// its socket (`crate::irqbalance`): `Value::Irqs`. Gone with the daemon.
+    IrqbalanceBans { pid: i32 },
 }
 
 impl std::fmt::Display for Object {
@@ -142,6 +156,8 @@ impl std::fmt::Display for Object {
             Object::IrqAffinity { irq, name } => write!(f, "affinity of IRQ {irq} ({name})"),
             Object::IrqDefaultAffinity => write!(f, "default IRQ affinity (/proc/irq/default_smp_affinity)"),
             Object::LabGuest { pgid, kernel, .. } => write!(f, "guest {kernel} of irqlab lab run (QEMU, process group {pgid})"),
+            Object::BootFile { path } => write!(f, "boot configuration {path}"),
+            Object::IrqbalanceBans { pid } => write!(f, "IRQs irqbalance leaves alone (irqbalance pid {pid})"),
         }
     }
 }
@@ -170,6 +186,8 @@ impl Object {
             Object::IrqAffinity { irq, .. } => format!("irq-{irq}"),
             Object::IrqDefaultAffinity => "irq-default".into(),
             Object::LabGuest { pgid, .. } => format!("lab-guest-{pgid}"),
+            Object::BootFile { path } => format!("boot{}", path.replace(['/', '.'], "_")),
+            Object::IrqbalanceBans { pid } => format!("irqbalance-{pid}"),
         }
     }
 
@@ -197,6 +215,17 @@ impl Object {
             Object::IrqAffinity { irq, .. } => irq::exists(*irq),
             Object::IrqDefaultAffinity => true,
             Object::LabGuest { .. } => lab_guest(self).is_some_and(|g| g.running()),
+            // Absent is one of its values.
+            Object::BootFile { .. } => true,
+            Object::IrqbalanceBans { pid } => crate::irqbalance::Daemon { pid: *pid }.has_socket(),
+        }
+    }
+
+    /// The journal directory its entries live in.
+    fn journal_dir(&self) -> &'static str {
+        match self {
+            Object::BootFile { .. } => DURABLE_DIR,
+            _ => DIR,
         }
     }
 }
@@ -231,6 +260,15 @@ pub enum Value {
         runtime_ns: u64,
         period_ns: u64,
     },
+    /// A whole file's content, `None` when there is no file
+    /// (`Object::BootFile`).
+    Content {
+        content: Option<String>,
+    },
+    /// IRQ numbers, sorted (`Object::IrqbalanceBans`).
+    Irqs {
+        irqs: Vec<u32>,
+    },
 }
 
 impl std::fmt::Display for Value {
@@ -246,6 +284,8 @@ impl std::fmt::Display for Value {
             Value::DlServer { runtime_ns, period_ns } => {
                 write!(f, "runtime {} per {}", irqlab_analysis::format_ns(*runtime_ns), irqlab_analysis::format_ns(*period_ns))
             }
+            Value::Content { content } => write!(f, "{}", boot_file::describe(content)),
+            Value::Irqs { irqs } => write!(f, "IRQs {}", crate::irqbalance::format_irqs(irqs)),
         }
     }
 }
@@ -295,7 +335,13 @@ pub enum Now {
     /// The value from before irqlab's change: someone put it back.
     Old,
     /// Neither: someone changed it since.
-    Drifted { value: Value },
+    Drifted {
+        value: Value,
+        /// Who likely changed it, where irqlab can tell (an IRQ a running
+        /// irqbalance balances).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// The object is gone (its thread exited, its device went away).
     Gone,
     /// It could not be read.
@@ -308,7 +354,8 @@ impl std::fmt::Display for Now {
             Now::Held => write!(f, "held by its owner"),
             Now::AsSet => write!(f, "as set"),
             Now::Old => write!(f, "back to the old value"),
-            Now::Drifted { value } => write!(f, "DRIFTED: now {value}"),
+            Now::Drifted { value, by: None } => write!(f, "DRIFTED: now {value}"),
+            Now::Drifted { value, by: Some(by) } => write!(f, "DRIFTED: now {value}, by {by}"),
             Now::Gone => write!(f, "gone"),
             Now::Unknown { why } => write!(f, "unknown ({why})"),
         }
@@ -363,6 +410,8 @@ pub fn read(object: &Object) -> Result<Value> {
         Object::FairServer { cpu } => sched_knobs::read_fair_server(*cpu),
         Object::IrqAffinity { irq, .. } => Ok(Value::IrqCpus { cpus: irq::affinity(*irq)?, effective: irq::effective(*irq) }),
         Object::IrqDefaultAffinity => Ok(Value::Cpus { cpus: irq::default_affinity()? }),
+        Object::BootFile { path } => Ok(Value::Content { content: boot_file::read(path)? }),
+        Object::IrqbalanceBans { pid } => Ok(Value::Irqs { irqs: crate::irqbalance::Daemon { pid: *pid }.banned()? }),
     }
 }
 
@@ -480,6 +529,8 @@ pub fn write(object: &Object, value: &Value) -> Result<()> {
             irq::set_affinity_and_threads(*irq, name, cpus, effective.as_deref())
         }
         (Object::IrqDefaultAffinity, Value::Cpus { cpus }) => irq::set_default_affinity(cpus),
+        (Object::BootFile { path }, Value::Content { content }) => boot_file::write(path, content.as_deref()),
+        (Object::IrqbalanceBans { pid }, Value::Irqs { irqs }) => crate::irqbalance::Daemon { pid: *pid }.set_banned(irqs),
         (object, value) => Err(Error::Failed(format!("{object} cannot be set to {value}"))),
     }
 }
@@ -554,7 +605,7 @@ impl Entry {
     }
 
     fn path(&self) -> PathBuf {
-        Path::new(DIR).join(format!("{}.json", self.id))
+        Path::new(self.object.journal_dir()).join(format!("{}.json", self.id))
     }
 
     /// What the object holds now (read from the machine).
@@ -568,10 +619,20 @@ impl Entry {
         match read(&self.object) {
             Ok(v) if v.same_setting(&self.new) => Now::AsSet,
             Ok(v) if v.same_setting(&self.old) => Now::Old,
-            Ok(value) => Now::Drifted { value },
+            Ok(value) => Now::Drifted { value, by: drifted_by(&self.object) },
             Err(e) => Now::Unknown { why: e.to_string() },
         }
     }
+}
+
+/// Who likely moved `object` from what irqlab set: an IRQ that a running
+/// irqbalance does not leave alone is moved at its every pass.
+fn drifted_by(object: &Object) -> Option<String> {
+    let Object::IrqAffinity { irq, .. } = object else { return None };
+    crate::irqbalance::running()
+        .into_iter()
+        .find(|d| !d.banned().is_ok_and(|banned| banned.contains(irq)))
+        .map(|d| format!("irqbalance (pid {}), which balances IRQ {irq}", d.pid))
 }
 
 fn now_unix_ms() -> u64 {
@@ -582,11 +643,19 @@ fn ensure_dir() -> Result<()> {
     std::fs::create_dir_all(Path::new(DIR).join("locks")).map_err(|e| Error::io(format!("creating {DIR}"), e))
 }
 
+fn ensure_durable_dir() -> Result<()> {
+    std::fs::create_dir_all(DURABLE_DIR).map_err(|e| Error::io(format!("creating {DURABLE_DIR}"), e))
+}
+
 /// Writes `entry` atomically (temp file, fsync, rename, the directory
 /// fsynced): a crash leaves the old entry or the new one, never half of one,
 /// and a rename that reached the directory survives it.
 fn save(entry: &Entry) -> Result<()> {
     ensure_dir()?;
+    let dir = entry.object.journal_dir();
+    if dir == DURABLE_DIR {
+        ensure_durable_dir()?;
+    }
     let path = entry.path();
     let tmp = path.with_extension("json.tmp");
     let text = serde_json::to_string_pretty(entry).expect("entries serialise");
@@ -595,7 +664,7 @@ fn save(entry: &Entry) -> Result<()> {
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        File::open(DIR)?.sync_all()
+        File::open(dir)?.sync_all()
     };
     write().map_err(|e| Error::io(format!("writing the control journal entry {}", path.display()), e))
 }
@@ -623,8 +692,10 @@ impl std::fmt::Display for Unreadable {
 
 /// The journal's files, each read and parsed.
 fn scan() -> Vec<(PathBuf, std::result::Result<Entry, String>)> {
-    let Ok(dir) = std::fs::read_dir(DIR) else { return Vec::new() };
-    dir.flatten()
+    [DIR, DURABLE_DIR]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|dir| dir.flatten())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .map(|path| {
@@ -828,6 +899,22 @@ impl Applied {
         Ok(self.entry.clone())
     }
 
+    /// What the object holds now when something else changed it since it
+    /// was set (drift: irqbalance moving an IRQ back), `None` while it
+    /// holds what was set or is gone.
+    pub fn drift(&self) -> Option<Value> {
+        if !self.entry.object.exists() {
+            return None;
+        }
+        read(&self.entry.object).ok().filter(|now| !now.same_setting(&self.entry.new))
+    }
+
+    /// Writes the value set again, over a drift (the entry, and so the
+    /// value a restore puts back, is unchanged).
+    pub fn set_again(&self) -> Result<()> {
+        write(&self.entry.object, &self.entry.new)
+    }
+
     /// Restores now, reporting what happened.
     pub fn restore(mut self) -> Result<Restored> {
         self.restored = true;
@@ -927,7 +1014,7 @@ pub fn revert(id: &str, force: bool) -> Result<(Entry, Restored)> {
     let _lock = ObjectLock::acquire(&entry.object)?;
     // Read the object only where its value decides: a persistent entry, unforced.
     if entry.state() == State::Persistent && !force {
-        if let Now::Drifted { value } = entry.now() {
+        if let Now::Drifted { value, .. } = entry.now() {
             return Err(Error::Failed(format!(
                 "{} ({}) drifted: irqlab set {}, it is now {value}; reverting puts back {} over that change (add --force to do it anyway)",
                 entry.id, entry.object, entry.new, entry.old
@@ -995,6 +1082,29 @@ mod tests {
         let text = serde_json::to_string(&e).unwrap();
         assert!(text.contains("\"kind\":\"thread-sched\"") && text.contains("\"policy\":\"deadline\""), "{text}");
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+    }
+
+    #[test]
+    fn a_boot_file_is_journalled_where_a_reboot_keeps_it() {
+        let e = Entry {
+            id: "1-2-boot".into(),
+            object: Object::BootFile { path: "/etc/default/grub.d/irqlab.cfg".into() },
+            old: Value::Content { content: None },
+            new: Value::Content { content: Some("GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX nohz_full=1\"\n".into()) },
+            owner: Owner { pid: 1, start_ticks: 5, command: "irqlab control apply --boot".into() },
+            time_unix_ms: 7,
+            persistent: true,
+        };
+        assert_eq!(e.path(), Path::new(DURABLE_DIR).join("1-2-boot.json"));
+        assert_eq!(e.object.to_string(), "boot configuration /etc/default/grub.d/irqlab.cfg");
+        assert_eq!(e.old.to_string(), "absent");
+        assert_eq!(e.new.to_string(), "`GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX nohz_full=1\"` (1 lines)");
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"kind\":\"boot-file\"") && text.contains("\"content\":null"), "{text}");
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), e);
+        // Every other object's entry is this boot's.
+        let irq = Object::IrqDefaultAffinity;
+        assert_eq!(irq.journal_dir(), DIR);
     }
 
     #[test]
