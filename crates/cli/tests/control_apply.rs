@@ -7,7 +7,7 @@
 //! machine-state diff `make test` runs around the live suites.
 
 mod common;
-use common::live::{control_entries, wait_at_most};
+use common::live::{control_entries, irq_affinity as affinity, numbered_irqs as irqs, wait_at_most};
 use common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -104,20 +104,6 @@ fn snapshot(dir: &Path) -> String {
 fn assert_unchanged(snapshot: &str, after: &str) {
     let o = run(&["doctor", "--diff", snapshot]);
     assert_eq!(o.status.code(), Some(0), "the machine changed {after}:\n{}{}", stdout(&o), stderr(&o));
-}
-
-fn affinity(irq: u32) -> String {
-    std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list")).unwrap().trim().to_string()
-}
-
-/// The numbered IRQs with a handler, from /proc/interrupts.
-fn irqs() -> Vec<u32> {
-    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| l.trim_start().split_once(':'))
-        .filter_map(|(n, rest)| n.parse().ok().filter(|_| rest.split_whitespace().count() > 3))
-        .collect()
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! test saves every IRQ's affinity first and writes them all back.
 
 mod common;
-use common::live::control_entries;
+use common::live::{control_entries, irq_affinity as affinity, numbered_irqs};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,19 +19,9 @@ fn irqbalance_binary() -> Option<PathBuf> {
     path.exists().then_some(path)
 }
 
-fn affinity(irq: u32) -> String {
-    std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list")).map(|t| t.trim().to_string()).unwrap_or_default()
-}
-
 /// Every numbered IRQ with a handler, and its affinity now.
 fn affinities() -> Vec<(u32, String)> {
-    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
-    text.lines()
-        .skip(1)
-        .filter_map(|l| l.trim_start().split_once(':'))
-        .filter_map(|(n, rest)| n.parse().ok().filter(|_| rest.split_whitespace().count() > 3))
-        .map(|irq| (irq, affinity(irq)))
-        .collect()
+    numbered_irqs().into_iter().map(|irq| (irq, affinity(irq))).collect()
 }
 
 /// A running irqbalance, stopped and every IRQ's affinity written back

@@ -71,13 +71,13 @@ impl Daemon {
                 answer.trim()
             )));
         }
-        Ok(parse_banned(&answer))
+        Ok(parse_irqs(&answer))
     }
 
     /// The IRQs it balances now (its `stats`: each topology object with
     /// the IRQs placed on it), sorted.
     pub fn balanced(&self) -> Result<Vec<u32>> {
-        Ok(parse_banned(&self.ask("stats")?))
+        Ok(parse_irqs(&self.ask("stats")?))
     }
 
     /// Replaces its banned list (irqbalance rescans at its next pass and
@@ -117,7 +117,7 @@ pub fn format_irqs(irqs: &[u32]) -> String {
 }
 
 /// The IRQ numbers of a `setup` or `stats` answer (each `IRQ n`), sorted.
-pub fn parse_banned(answer: &str) -> Vec<u32> {
+pub fn parse_irqs(answer: &str) -> Vec<u32> {
     let words: Vec<&str> = answer.split_whitespace().collect();
     let irqs: Vec<u32> = words.windows(2).filter(|w| w[0] == "IRQ").filter_map(|w| w[1].parse().ok()).collect();
     sorted(&irqs)
@@ -131,8 +131,8 @@ mod tests {
     fn the_banned_list_is_read_from_setups_answer() {
         // As irqbalance 1.9.2 formats it: SLEEP, each banned IRQ, BANNED mask.
         let answer = "SLEEP 10 IRQ 38 LOAD 0 DIFF 0 CLASS 4 IRQ 24 LOAD 12 DIFF 3 CLASS 0 BANNED 00000000";
-        assert_eq!(parse_banned(answer), vec![24, 38]);
-        assert_eq!(parse_banned("SLEEP 10 BANNED 00000000"), Vec::<u32>::new());
+        assert_eq!(parse_irqs(answer), vec![24, 38]);
+        assert_eq!(parse_irqs("SLEEP 10 BANNED 00000000"), Vec::<u32>::new());
         assert_eq!(format_irqs(&[24, 38]), "24 38");
         assert_eq!(format_irqs(&[]), "none");
     }

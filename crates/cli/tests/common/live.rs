@@ -110,3 +110,18 @@ pub fn left_changed(work: impl FnOnce()) -> Vec<String> {
     work();
     diff(&before, &take()).differences.iter().map(ToString::to_string).collect()
 }
+
+/// IRQ `irq`'s affinity list now ("" when it went away).
+pub fn irq_affinity(irq: u32) -> String {
+    std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list")).map(|t| t.trim().to_string()).unwrap_or_default()
+}
+
+/// The numbered IRQs with a handler, from /proc/interrupts.
+pub fn numbered_irqs() -> Vec<u32> {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap();
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.trim_start().split_once(':'))
+        .filter_map(|(n, rest)| n.parse().ok().filter(|_| rest.split_whitespace().count() > 3))
+        .collect()
+}
