@@ -14,8 +14,8 @@ mkdir -p "$OUT"
 
 # The live tests the suite runs inside, built here (the guest sees this
 # checkout read-only): name -> executable.
-# lab_live runs on the host (below), not inside.
-tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live lab_live)
+# lab_live and reboot_live run on the host (below), not inside.
+tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live lab_live reboot_live)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 $CARGO test --release --quiet -p irqlab-measure -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \
@@ -81,5 +81,22 @@ first_kernel=${KERNELS%% *}
 echo "== lab run kill -9 ($first_kernel)" >&2
 lab_live=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lab_live"])' "$OUT/binaries.json")
 IRQLAB_LIVE_TESTS=1 IRQLAB_LAB_KERNEL="$first_kernel" "$lab_live" --nocapture || { echo "error: the lab run kill -9 test failed" >&2; status=1; }
+# On the host: `control install` meets real boots: a Debian root with
+# systemd as init (make lab-root) booted three times by `lab run --root`
+# (install; reboot: every setting in force, uninstall; reboot: defaults).
+# A PREEMPT_RT kernel of the matrix: the profile sets an IRQ thread.
+# REBOOT_TEST=0 (make test's kernels stage) leaves it out.
+reboot_kernel=$first_kernel
+for k in $KERNELS; do [[ $k == *-rt ]] && reboot_kernel=$k; done
+if [ "${REBOOT_TEST:-1}" = 0 ]; then
+  echo "== control install across reboots: left out (REBOOT_TEST=0; make test-kernels runs it)" >&2
+elif lab_root=$(scripts/install-lab-root.sh); then
+  echo "== control install across reboots ($reboot_kernel, systemd root)" >&2
+  reboot_live=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["reboot_live"])' "$OUT/binaries.json")
+  IRQLAB_LIVE_TESTS=1 IRQLAB_LAB_KERNEL="$reboot_kernel" IRQLAB_LAB_ROOT="$lab_root" "$reboot_live" --nocapture --test-threads=1 \
+    || { echo "error: the reboot test failed" >&2; status=1; }
+else
+  echo "error: no lab root (scripts/install-lab-root.sh failed)" >&2; status=1
+fi
 python3 scripts/kernel-table.py "$OUT" docs/kernel-support.md README.md || status=1
 exit $status

@@ -199,6 +199,13 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[("sudo irqlab control install out/survey/profile.toml", "apply the profile at every boot (a systemd unit), from now on")],
     ),
     ("control uninstall", &[("sudo irqlab control uninstall", "stop the installed profile's unit, give its settings back, remove it")]),
+    (
+        "control export",
+        &[(
+            "irqlab control export out/survey/profile.toml --tuned out/irqlab-rt",
+            "the profile as a tuned profile (tuned.conf, script.sh): cp -r out/irqlab-rt/. /etc/tuned/irqlab-rt",
+        )],
+    ),
     ("control status", &[("irqlab control status --json -", "the journal's entries as JSON")]),
     ("control revert", &[("sudo irqlab control revert --all", "undo what killed runs left behind")]),
     ("lab", &[("irqlab lab kernels", "the kernels irqlab can boot, which are fetched, KVM or emulation")]),

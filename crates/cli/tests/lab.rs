@@ -66,3 +66,24 @@ fn the_kernel_list_names_every_known_kernel_and_the_cache() {
     assert!(doc["kernels"].as_array().unwrap().iter().all(|k| k["fetched"].is_null()));
     assert_eq!(doc["cache"], dir.path().to_str().unwrap());
 }
+
+#[test]
+fn a_root_without_systemd_exits_2_naming_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["lab", "run", "--kernel", "debian:6.12-rt", "--root", dir.path().to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lib/systemd/systemd") && stderr(&out).contains("make lab-root"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_compare_column_takes_command_line_options_and_refuses_flags_and_repeats() {
+    let compare = |a: &str, b: &str| run(&["lab", "compare", "--kernel", a, "--kernel", b, "--", "survey", "--quick"]);
+    let out = compare("debian:6.12-rt", "debian:6.12-rt --nohz");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`--nohz`"), "{}", stderr(&out));
+    let out = compare("debian:6.12-rt nohz_full=1", "debian:6.12-rt  nohz_full=1");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("given twice"), "{}", stderr(&out));
+    let out = compare("debian:6.12-rt", "debian:5.10 nohz_full=1");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

@@ -25,7 +25,9 @@ pub const FILES: [&str; 3] = [PROFILE, UNIT, WANTS];
 
 /// The unit: after the daemons that set the same knobs at boot (their
 /// values are what the profile's restore would put back, and irqlab's
-/// are set over theirs), restarted if it fails.
+/// are set over theirs), restarted if it fails. `Type=notify`: `control
+/// apply` says READY once every setting is in force, so units ordered
+/// after this one start on a tuned machine.
 pub fn unit_text(irqlab: &Path) -> String {
     format!(
         "# Written by irqlab control install; `irqlab control uninstall` stops it and removes it.\n\
@@ -34,7 +36,8 @@ pub fn unit_text(irqlab: &Path) -> String {
          After=irqbalance.service tuned.service systemd-udev-settle.service\n\
          \n\
          [Service]\n\
-         Type=simple\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
          ExecStart={} control apply {PROFILE} --allow-missing --follow\n\
          Restart=on-failure\n\
          RestartSec=5\n\
@@ -80,9 +83,24 @@ fn systemctl(systemctl: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The journal entries of an install, by file.
+/// The journal entries of an install, by file: its three files, and the
+/// GRUB drop-in when it holds the installed profile's `[boot]` options
+/// (its header names the profile it came from: `boot::grub_drop_in`).
 pub fn installed() -> Vec<journal::Entry> {
-    journal::entries().into_iter().filter(|e| matches!(&e.object, Object::BootFile { path } if FILES.contains(&path.as_str()))).collect()
+    journal::entries().into_iter().filter(is_part_of_install).collect()
+}
+
+fn is_part_of_install(e: &journal::Entry) -> bool {
+    let Object::BootFile { path } = &e.object else { return false };
+    if FILES.contains(&path.as_str()) {
+        return true;
+    }
+    path == crate::boot::GRUB_DROP_IN && matches!(&e.new, Value::Content { content: Some(text) } if written_from_installed_profile(text))
+}
+
+/// Whether a drop-in's header names the installed profile as its source.
+fn written_from_installed_profile(text: &str) -> bool {
+    text.lines().next().is_some_and(|header| header.contains(&format!(" {PROFILE})")))
 }
 
 /// What `install` did.
@@ -120,7 +138,9 @@ pub fn install(profile_text: &str, irqlab: &Path) -> Result<Installed> {
 }
 
 /// Stops the unit (it restores what it held), removes the files through
-/// their journal entries, and reloads systemd. Exit 2 when nothing is
+/// their journal entries (the GRUB drop-in of its `[boot]` options too:
+/// GRUB's configuration is regenerated where update-grub is), and
+/// reloads systemd. Exit 2 when nothing is
 /// installed.
 pub fn uninstall() -> Result<Vec<String>> {
     let entries = installed();
@@ -145,6 +165,13 @@ pub fn uninstall() -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_drop_in_of_the_installed_profile_is_part_of_the_install() {
+        let options = crate::boot::check("rcu_nocbs=1", &[0, 1]).unwrap();
+        assert!(written_from_installed_profile(&crate::boot::grub_drop_in(&options, PROFILE)));
+        assert!(!written_from_installed_profile(&crate::boot::grub_drop_in(&options, "/root/profile.toml")));
+    }
 
     #[test]
     fn the_unit_holds_the_installed_profile_and_follows_it() {

@@ -23,5 +23,6 @@ pub mod profile;
 pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;
+pub mod tuned_export;
 
 pub use irqlab_host::{Error, Result};

@@ -468,7 +468,7 @@ pub fn cpus(list: &str) -> Result<Vec<usize>> {
 /// A `[[threads]]` policy: the words of `control threads --policy`
 /// (`sched::parse_policy`), `fifo` / `rr` alone at
 /// [`sched::KERNEL_FIFO_PRIORITY`] as there; fixed policies only.
-fn fixed_policy(text: &str) -> Result<sched::SchedAttr> {
+pub(crate) fn fixed_policy(text: &str) -> Result<sched::SchedAttr> {
     let words = sched::parse_policy(text).map_err(|e| Error::Invalid(format!("policy {text}: {e}")))?;
     match words.resolve(sched::KERNEL_FIFO_PRIORITY) {
         PolicySpec::Fixed { attr } => Ok(attr),
@@ -683,6 +683,16 @@ pub fn apply(
             row.effective = effective_of(object);
         }
     }
+    // Threads the profile itself brings (threaded NAPI's) are taken now,
+    // before the profile is said to be in force.
+    if let Some(follow) = follow {
+        take_late_threads(follow, &mut rows, &mut held, &mut on_applied);
+    }
+    // Under systemd (`control install`'s unit is Type=notify) the units
+    // ordered after irqlab's start once the profile is in force, not
+    // while it is being applied. Without NOTIFY_SOCKET this does nothing.
+    let status = format!("STATUS=holding {} setting(s)", held.len());
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Custom(&status)]);
     let started = std::time::Instant::now();
     let mut drifts = Vec::new();
     let mut checked = std::time::Instant::now();
@@ -692,18 +702,7 @@ pub fn apply(
             return None;
         }
         checked = std::time::Instant::now();
-        for p in follow() {
-            if rows.iter().any(|(_, o)| *o == p.object) {
-                continue;
-            }
-            match apply_one(p, &mut rows, &mut on_applied) {
-                Ok(Some(applied)) => held.push(Held { row: rows.len() - 1, applied }),
-                Ok(None) => {}
-                // A late thread that exited between the walk and the
-                // change, or one the kernel refuses: said, and the hold goes on.
-                Err((e, what)) => eprintln!("warning: {what}: {e}"),
-            }
-        }
+        take_late_threads(follow, &mut rows, &mut held, &mut on_applied);
         for h in &held {
             let Some(found) = h.applied.drift() else { continue };
             let entry = h.applied.entry();
@@ -745,6 +744,28 @@ pub fn apply(
         complete,
         drifts,
     })
+}
+
+/// Applies the changes `follow` plans now for threads not yet held (late
+/// threads: started after the plan, or brought by the profile itself).
+fn take_late_threads(
+    follow: &dyn Fn() -> Vec<Planned>,
+    rows: &mut Vec<(Row, Object)>,
+    held: &mut Vec<Held>,
+    on_applied: &mut impl FnMut(&Row),
+) {
+    for p in follow() {
+        if rows.iter().any(|(_, o)| *o == p.object) {
+            continue;
+        }
+        match apply_one(p, rows, on_applied) {
+            Ok(Some(applied)) => held.push(Held { row: rows.len() - 1, applied }),
+            Ok(None) => {}
+            // A late thread that exited between the walk and the change, or
+            // one the kernel refuses: said, and the hold goes on.
+            Err((e, what)) => eprintln!("warning: {what}: {e}"),
+        }
+    }
 }
 
 /// Applies one change, adding its row (told to `on_applied`): the guard

@@ -9,6 +9,8 @@
 //! - [`accel`]: whether KVM actually runs a guest here, or emulation must;
 //! - [`run`]: one command in one guest, its output streamed back and its
 //!   exit status returned;
+//! - [`root`]: a root file system of its own booted with systemd as init
+//!   (`lab run --root`), where a second boot is a reboot;
 //! - [`guest_group`]: the guest dies with the `lab run` that started it;
 //!   a record of it under `/run/irqlab/lab` while it runs.
 //!
@@ -21,6 +23,7 @@ pub mod catalog;
 pub mod fetch;
 pub mod guest_group;
 pub mod image;
+pub mod root;
 pub mod run;
 pub mod tools;
 

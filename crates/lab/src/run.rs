@@ -13,7 +13,7 @@ use crate::accel::{self, Accel, Choice, Decision};
 use crate::catalog::KernelSpec;
 use crate::guest_group::GuestGroup;
 use crate::image::{self, Preemption};
-use crate::{cache, fetch, tools, Error, Result};
+use crate::{cache, fetch, root, tools, Error, Result};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -86,6 +86,12 @@ pub struct Options {
     pub accel: Choice,
     /// Host directories the guest may write besides the current one.
     pub rw_dirs: Vec<PathBuf>,
+    /// Boot this root file system with systemd as init instead of the
+    /// host's root (`root`): a second run of the same root is a reboot.
+    pub root: Option<PathBuf>,
+    /// Two virtio NICs wired to each other (virtme-ng's `--network loop`,
+    /// no DHCP): devices with NAPI for the guest, and no traffic leaves it.
+    pub loop_nics: bool,
 }
 
 impl Default for Options {
@@ -100,6 +106,8 @@ impl Default for Options {
             stall: None,
             accel: Choice::Auto,
             rw_dirs: Vec::new(),
+            root: None,
+            loop_nics: false,
         }
     }
 }
@@ -127,6 +135,68 @@ pub struct Outcome {
     pub status: i32,
     pub lab: LabBlock,
     pub elapsed: Duration,
+}
+
+/// Where the command's files are exchanged: a temporary directory the
+/// guest sees at the same path, or, booting a root of its own
+/// (`Options::root`), one inside that root.
+enum RunDir {
+    Temporary(tempfile::TempDir),
+    InRoot(root::PreparedRoot),
+}
+
+/// The guest's side of a run: its run directory, the command's working
+/// directory, and whether the script powers the guest off (under
+/// systemd nothing else ends the boot).
+struct GuestPlace {
+    share: PathBuf,
+    cwd: PathBuf,
+    power_off: bool,
+}
+
+impl RunDir {
+    fn new(options: &Options, guest: &Guest, notice: &mut dyn FnMut(&str)) -> Result<RunDir> {
+        let Some(dir) = &options.root else {
+            let tmp = tempfile::Builder::new().prefix("irqlab-lab-").tempdir().map_err(|e| Error::Failed(format!("run directory: {e}")))?;
+            return Ok(RunDir::Temporary(tmp));
+        };
+        let dir = root::check(dir)?;
+        notice(&format!("lab: booting {} with systemd as init (what the guest writes there stays for its next boot)", dir.display()));
+        Ok(RunDir::InRoot(root::prepare(&dir, modules_of(guest).as_deref(), &guest.release)?))
+    }
+
+    fn host(&self) -> &Path {
+        match self {
+            RunDir::Temporary(tmp) => tmp.path(),
+            RunDir::InRoot(prepared) => prepared.share.path(),
+        }
+    }
+
+    fn guest(&self) -> Result<GuestPlace> {
+        Ok(match self {
+            RunDir::Temporary(tmp) => GuestPlace {
+                share: tmp.path().to_path_buf(),
+                cwd: std::env::current_dir().map_err(|e| Error::Failed(format!("current directory: {e}")))?,
+                power_off: false,
+            },
+            RunDir::InRoot(prepared) => GuestPlace { share: prepared.guest_share.clone(), cwd: PathBuf::from("/root"), power_off: true },
+        })
+    }
+
+    /// What tells this guest's processes from others (`guest_group`):
+    /// a path on vng's and QEMU's command lines.
+    fn identity(&self) -> &Path {
+        match self {
+            RunDir::Temporary(tmp) => tmp.path(),
+            RunDir::InRoot(prepared) => &prepared.dir,
+        }
+    }
+}
+
+/// The kernel's modules: `lib/modules/RELEASE` above its image's directory.
+fn modules_of(guest: &Guest) -> Option<PathBuf> {
+    let dir = guest.image.parent()?.parent()?.join("lib/modules").join(&guest.release);
+    dir.is_dir().then_some(dir)
 }
 
 /// Boots `guest`, runs `command` inside as root, streams its output to
@@ -168,22 +238,23 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
         if options.icount { " with -icount" } else { "" },
         if accel == Accel::Tcg { "; timings inside are an emulated CPU's, not this hardware's" } else { "" }
     ));
-    let share = tempfile::Builder::new().prefix("irqlab-lab-").tempdir().map_err(|e| Error::Failed(format!("run directory: {e}")))?;
-    let cwd = std::env::current_dir().map_err(|e| Error::Failed(format!("current directory: {e}")))?;
-    write_guest_script(share.path(), &cwd, command, &lab)?;
+    let run_dir = RunDir::new(options, guest, notice)?;
+    let share = run_dir.host();
+    let place = run_dir.guest()?;
+    write_guest_script(share, &place, command, &lab)?;
     let started = Instant::now();
-    let mut ended = boot(&vng, guest, options, accel, share.path(), &cwd, stop)?;
+    let mut ended = boot(&vng, guest, options, accel, &run_dir, &place, stop)?;
     if ended.as_deref() == Some(BOOT_STALLED) {
         // The command never started, so booting again cannot run it twice.
         notice(&format!("lab: the guest did not start the command within {} s; booting it again", BOOT_TIMEOUT.as_secs()));
-        ended = boot(&vng, guest, options, accel, share.path(), &cwd, stop)?;
+        ended = boot(&vng, guest, options, accel, &run_dir, &place, stop)?;
     }
-    let status = std::fs::read_to_string(share.path().join("status")).ok().and_then(|s| s.trim().parse::<i32>().ok());
+    let status = std::fs::read_to_string(share.join("status")).ok().and_then(|s| s.trim().parse::<i32>().ok());
     match (status, ended) {
         (Some(status), _) => Ok(Outcome { status, lab, elapsed: started.elapsed() }),
         (None, why) => {
             let why = why.unwrap_or_else(|| {
-                let started_command = share.path().join("started").exists();
+                let started_command = share.join("started").exists();
                 format!(
                     "the guest ended after {:.0} s without the command's exit status ({})",
                     started.elapsed().as_secs_f64(),
@@ -194,7 +265,7 @@ pub fn run(guest: &Guest, command: &[String], options: &Options, stop: &dyn Fn()
                     }
                 )
             });
-            Err(Error::Failed(format!("{why}; the guest's console:\n{}", console_tail(&share.path().join("console.log"), 15))))
+            Err(Error::Failed(format!("{why}; the guest's console:\n{}", console_tail(&share.join("console.log"), 15))))
         }
     }
 }
@@ -214,18 +285,19 @@ fn boot(
     guest: &Guest,
     options: &Options,
     accel: Accel,
-    share: &Path,
-    cwd: &Path,
+    run_dir: &RunDir,
+    place: &GuestPlace,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<String>> {
-    let mut vng_command = vng_command(vng, guest, options, accel, share, cwd);
+    let share = run_dir.host();
+    let mut vng_command = vng_command(vng, guest, options, accel, run_dir, place);
     let console = File::create(share.join("console.log")).map_err(|e| Error::Failed(format!("console log: {e}")))?;
     let started = Instant::now();
     vng_command.stdin(Stdio::null()).stdout(console.try_clone().map_err(|e| Error::Failed(e.to_string()))?).stderr(console);
     // The guest's own process group, which dies with this process on every
     // exit path (`guest_group`).
-    let (mut child, _guest) =
-        GuestGroup::spawn(&mut vng_command, &guest.kernel, share).map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
+    let (mut child, _guest) = GuestGroup::spawn(&mut vng_command, &guest.kernel, run_dir.identity())
+        .map_err(|e| Error::Missing(format!("{}: {e}", vng.display())))?;
     let mut stdout = Tail::new(share.join("stdout"));
     let mut stderr = Tail::new(share.join("stderr"));
     // Since when the started command has printed nothing (--stall).
@@ -264,8 +336,9 @@ fn boot(
 
 /// The script the guest runs: the host's PATH and the user's IRQLAB_*
 /// settings, the command in the user's directory, its output and status
-/// into the shared run directory (status written last, by rename).
-fn write_guest_script(share: &Path, cwd: &Path, command: &[String], lab: &LabBlock) -> Result<()> {
+/// into the shared run directory (status written last, by rename); in a
+/// root of its own, then a clean power-off.
+fn write_guest_script(share: &Path, place: &GuestPlace, command: &[String], lab: &LabBlock) -> Result<()> {
     let mut script = String::from("#!/bin/sh\n");
     let mut export = |name: &str, value: &str| script.push_str(&format!("export {name}={}\n", sh_quote(value)));
     for (name, value) in std::env::vars() {
@@ -276,19 +349,28 @@ fn write_guest_script(share: &Path, cwd: &Path, command: &[String], lab: &LabBlo
         }
     }
     export("IRQLAB_LAB", &serde_json::to_string(lab).unwrap_or_default());
-    let dir = share.display().to_string();
+    if place.power_off {
+        // The root's own irqlab (the build under test, copied in) first.
+        script.push_str("export PATH=/usr/local/bin:$PATH HOME=/root\n");
+    }
+    let dir = place.share.display().to_string();
     // First of all: the host knows the guest booted and started.
     script.push_str(&format!(": >{}/started\n", sh_quote(&dir)));
-    script.push_str(&format!("cd {} || exit 97\n", sh_quote(&cwd.display().to_string())));
+    script.push_str(&format!("cd {} || exit 97\n", sh_quote(&place.cwd.display().to_string())));
     let words: Vec<String> = command.iter().map(|w| sh_quote(w)).collect();
     script.push_str(&format!("{} >{q}/stdout 2>{q}/stderr </dev/null\n", words.join(" "), q = sh_quote(&dir)));
     script.push_str(&format!("echo $? >{q}/status.tmp && mv {q}/status.tmp {q}/status\n", q = sh_quote(&dir)));
+    if place.power_off {
+        // A clean shutdown, as a reboot makes: systemd stops every
+        // service (irqlab's installed unit restores what it held).
+        script.push_str("systemctl --no-block poweroff\n");
+    }
     let path = share.join("guest.sh");
     std::fs::write(&path, script).map_err(|e| Error::io("writing", &path, e))?;
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| Error::io("chmod", &path, e))
 }
 
-fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share: &Path, cwd: &Path) -> Command {
+fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, run_dir: &RunDir, place: &GuestPlace) -> Command {
     let mut command = Command::new(vng);
     // vng calls virtme-run by name: its own bin directory goes first.
     if let Some(bin) = vng.parent() {
@@ -303,12 +385,23 @@ fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share
     if accel == Accel::Tcg {
         command.arg("--disable-kvm");
     }
-    command.arg("--rwdir").arg(share);
-    if cwd != Path::new("/") {
-        command.arg("--rwdir").arg(cwd);
+    match run_dir {
+        // The run directory is inside the root, which the guest writes.
+        RunDir::InRoot(prepared) => {
+            command.arg("--root").arg(&prepared.dir).args(["--rw", "--systemd"]);
+        }
+        RunDir::Temporary(tmp) => {
+            command.arg("--rwdir").arg(tmp.path());
+            if place.cwd != Path::new("/") {
+                command.arg("--rwdir").arg(&place.cwd);
+            }
+            for dir in options.rw_dirs.iter().filter(|d| !d.starts_with(&place.cwd)) {
+                command.arg("--rwdir").arg(dir);
+            }
+        }
     }
-    for dir in options.rw_dirs.iter().filter(|d| !d.starts_with(cwd)) {
-        command.arg("--rwdir").arg(dir);
+    if options.loop_nics {
+        command.args(["--network", "loop", "--no-dhcp"]);
     }
     for disk in &options.disks {
         command.arg("--disk").arg(disk);
@@ -323,7 +416,10 @@ fn vng_command(vng: &Path, guest: &Guest, options: &Options, accel: Accel, share
     if let Some(dir) = guest.image.parent() {
         command.current_dir(dir);
     }
-    command.arg("--").arg(share.join("guest.sh"));
+    // Under systemd the root's unit runs the script (`root`).
+    if let RunDir::Temporary(tmp) = run_dir {
+        command.arg("--").arg(tmp.path().join("guest.sh"));
+    }
     command
 }
 

@@ -1,12 +1,14 @@
 //! One page with several kernels' surveys side by side (`irqlab lab
 //! compare`): which kernel, how it was run (KVM or an emulated CPU), each
-//! verdict and its findings, each kernel's interference curves, and the
-//! settings `irqlab doctor` read that differ between them.
+//! verdict and its findings, the local timer's rate on each CPU (the tick
+//! `nohz_full` stops), each kernel's interference curves, and the settings
+//! `irqlab doctor` read that differ between them.
 
+use crate::doc::Load;
 use crate::page::{self, PageError};
 use crate::Survey;
 use irqlab_report::html::{Page, Section, Table, Tone};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One kernel's column: its survey, its doctor document, its `lab` block.
 pub struct Column {
@@ -21,6 +23,7 @@ pub struct Column {
 pub fn render(columns: &[Column]) -> Result<String, PageError> {
     let mut page = Page::new("irqlab lab compare: kernels side by side")
         .section(overview(columns))
+        .section(local_timer(columns))
         .section(findings_side_by_side(columns))
         .section(settings(columns))
         .section(readiness(columns));
@@ -65,6 +68,31 @@ fn overview(columns: &[Column]) -> Section {
         );
     }
     section
+}
+
+/// The idle probe runs' local timer rate per CPU, one column per kernel:
+/// with `nohz_full` on a CPU its tick stops while the probe runs there
+/// alone, and the rate falls from HZ to about 1/s.
+fn local_timer(columns: &[Column]) -> Section {
+    let idle_rate = |c: &Column, cpu: usize| {
+        let probed = c.survey.as_ref()?.cpus.iter().find(|s| s.cpu == cpu)?;
+        probed.curves.iter().find(|l| l.load == Load::None)?.interrupts.as_ref().map(|r| r.local_timer_per_s)
+    };
+    let cpus: BTreeSet<usize> = columns.iter().filter_map(|c| c.survey.as_ref()).flat_map(|s| s.cpus.iter().map(|c| c.cpu)).collect();
+    let section = Section::new("Local timer interrupts per second during the probe, per CPU (idle)");
+    if !cpus.iter().any(|&cpu| columns.iter().any(|c| idle_rate(c, cpu).is_some())) {
+        return section.paragraph("No survey recorded its CPUs' interrupt counts during the idle probe (older surveys do not).");
+    }
+    let headers: Vec<String> = std::iter::once("CPU".to_string()).chain(columns.iter().map(|c| c.label.clone())).collect();
+    let mut table = Table::new(headers);
+    for cpu in cpus {
+        let cells = columns.iter().map(|c| idle_rate(c, cpu).map_or("-".to_string(), page::per_s));
+        table.push_row(std::iter::once(cpu.to_string()).chain(cells));
+    }
+    section.table(table).paragraph(
+        "Counted from /proc/interrupts (LOC) while the probe spun: under emulation (TCG) a rate or a count is meaningful, \
+         a latency is not.",
+    )
 }
 
 /// Every finding of any kernel, one row per finding (by its stable id),
@@ -130,4 +158,30 @@ fn readiness(columns: &[Column]) -> Section {
         table.push_row([c.label.clone(), if missing.is_empty() { "everything is ready".to_string() } else { missing.join("; ") }]);
     }
     Section::new("Commands").table(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doc::InterruptRates;
+
+    /// The page's survey fixture, its idle run on CPU 1 at `loc` local timer interrupts per second.
+    fn column(label: &str, loc: f64) -> Column {
+        let mut survey: Survey = serde_json::from_str(include_str!("../tests/fixtures/survey.json")).unwrap();
+        let cpu1 = survey.cpus.iter_mut().find(|c| c.cpu == 1).unwrap();
+        let idle = cpu1.curves.iter_mut().find(|l| l.load == Load::None).unwrap();
+        idle.interrupts = Some(InterruptRates { local_timer_per_s: loc, other_per_s: 3.0, window_ns: 1_900_000_000 });
+        Column { label: label.into(), survey: Some(survey), missing: None, doctor: None, lab: None }
+    }
+
+    #[test]
+    fn the_local_timer_row_has_each_kernels_rate() {
+        let columns = [column("debian:6.12-rt", 250.0), column("debian:6.12-rt nohz_full=1 rcu_nocbs=1", 1.0)];
+        let html = render(&columns).unwrap();
+        let start = html.find("Local timer interrupts per second during the probe").unwrap();
+        let section = &html[start..start + html[start..].find("</section>").unwrap()];
+        // CPU 0 recorded nothing in either survey; CPU 1: 250/s, then 1/s with nohz_full.
+        assert!(section.contains("<tr><td>0</td><td>-</td><td>-</td></tr>"), "{section}");
+        assert!(section.contains("<tr><td>1</td><td>250</td><td>1.0</td></tr>"), "{section}");
+    }
 }

@@ -220,6 +220,29 @@ pub struct LoadCurve {
     /// resolution); `None` in documents from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steal_ns: Option<u64>,
+    /// Interrupts the probed CPU took during the run (/proc/interrupts);
+    /// `None` in documents from before it was recorded, and when it could
+    /// not be (no `LOC:` row, nowhere off the CPU to read it from, a run
+    /// too short to hold two samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupts: Option<InterruptRates>,
+}
+
+/// Interrupts per second on one CPU over a probe run, from the counts of
+/// /proc/interrupts (`crate::interrupts`). Counts, unlike latencies, mean
+/// the same under emulation (TCG) as on hardware.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterruptRates {
+    /// The `LOC:` row, the local timer that carries the scheduler tick:
+    /// HZ while the tick runs, about 1/s with `nohz_full` on the CPU and
+    /// the probe its only runnable task.
+    pub local_timer_per_s: f64,
+    /// Every other row with a count per CPU (numbered IRQs, IPIs, NMIs,
+    /// ...), together; not ERR and MIS, which are the machine's.
+    pub other_per_s: f64,
+    /// The time between the two samples the rates are taken over (inside
+    /// the run, so a little shorter than it).
+    pub window_ns: u64,
 }
 
 impl LoadCurve {

@@ -7,6 +7,8 @@
 //!   and under load, timer and stimulus latency, BPF accounting), each
 //!   skipped with its reason when it cannot run here, all stopping cleanly
 //!   on Ctrl-C with what was measured kept.
+//! - [`interrupts`]: the probed CPU's interrupt counts during each probe
+//!   run (/proc/interrupts; the local timer apart).
 //! - [`findings`]: pure rules from measured numbers to findings and
 //!   recommendations (each shows its number and states its rule).
 //! - [`page`]: the one-page, self-contained HTML report.
@@ -16,6 +18,7 @@ pub mod before_after;
 pub mod compare;
 pub mod doc;
 pub mod findings;
+pub mod interrupts;
 pub mod loads;
 pub mod page;
 pub mod profile;

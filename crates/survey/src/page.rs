@@ -232,7 +232,35 @@ pub(crate) fn interference(survey: &Survey) -> Result<Section, PageError> {
             section = section.paragraph(note);
         }
     }
+    if let Some(table) = interrupt_table(survey) {
+        section = section.subheading("Interrupts during the probe").table(table).paragraph(
+            "Per second on the probed CPU while the probe spun (/proc/interrupts): the local timer (LOC, which carries \
+             the scheduler tick: HZ while the tick runs, about 1/s with nohz_full on the CPU and the probe alone on it), \
+             and every other interrupt together. Counts: they hold under emulation too.",
+        );
+    }
     Ok(section)
+}
+
+/// One row per probe run that recorded its CPU's interrupt counts; `None`
+/// when none did (surveys from before they were recorded).
+fn interrupt_table(survey: &Survey) -> Option<Table> {
+    let mut table = Table::new(["CPU", "load", "local timer /s", "other IRQs /s", "over"]).text_columns([1]);
+    let mut any = false;
+    for cpu in &survey.cpus {
+        for curve in &cpu.curves {
+            let Some(r) = &curve.interrupts else { continue };
+            any = true;
+            table.push_row([
+                cpu.cpu.to_string(),
+                curve.load.name().to_string(),
+                per_s(r.local_timer_per_s),
+                per_s(r.other_per_s),
+                short_ns(r.window_ns),
+            ]);
+        }
+    }
+    any.then_some(table)
 }
 
 fn cpu_plot(cpu: &CpuSurvey) -> Result<String, PlotError> {
@@ -607,6 +635,16 @@ pub(crate) fn pct(x: f64) -> String {
     }
 }
 
+/// A rate per second: whole numbers from 10 on, one decimal below (a
+/// stopped tick's 1/s shows as 1.0, not as 1 beside 250).
+pub(crate) fn per_s(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
 fn opt_ns(ns: Option<u64>) -> String {
     ns.map_or("-".into(), short_ns)
 }
@@ -642,6 +680,7 @@ pub(crate) fn utc(unix_s: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doc::InterruptRates;
 
     fn fixture() -> Survey {
         let text = include_str!("../tests/fixtures/survey.json");
@@ -680,6 +719,20 @@ mod tests {
         assert_eq!(section(&html, "Stimulus latency").matches("<svg").count(), 1);
         assert_eq!(html.matches("<svg").count(), 6);
         assert!(!html.contains("Other reports"));
+    }
+
+    #[test]
+    fn the_probe_runs_interrupt_rates_are_a_table() {
+        let mut survey = fixture();
+        // The fixture is from before the rates were recorded: no table.
+        assert!(!render(&survey, &[]).unwrap().contains("Interrupts during the probe"));
+        let rates = |loc, other| Some(InterruptRates { local_timer_per_s: loc, other_per_s: other, window_ns: 1_900_000_000 });
+        survey.cpus[0].curves[0].interrupts = rates(250.0, 31.6);
+        survey.cpus[1].curves[0].interrupts = rates(1.0, 4.0);
+        let html = render(&survey, &[]).unwrap();
+        let interference = section(&html, "Interference per CPU");
+        assert!(interference.contains("<tr><td>0</td><td class=\"text\">idle</td><td>250</td><td>32</td><td>1.9s</td></tr>"));
+        assert!(interference.contains("<tr><td>1</td><td class=\"text\">idle</td><td>1.0</td><td>4.0</td><td>1.9s</td></tr>"));
     }
 
     #[test]

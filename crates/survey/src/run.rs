@@ -13,6 +13,7 @@
 
 use crate::doc::*;
 use crate::findings;
+use crate::interrupts;
 use crate::loads::{self, RunningLoad};
 use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{fit_hyperbola, FitDocument};
@@ -322,8 +323,18 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
     // With its gaps' sources: the findings name who took the worst windows.
     let config = probe::Config { cpu: Some(cpu), priority: Some(PROBE_PRIORITY), duration_ns, sources: true, ..probe::Config::default() };
     let steal_before = irqlab_measure::accounting::procfs::cpu_steal_ns(cpu);
-    let measured = probe::measure(&config, stop, |_| {})?;
+    let sampler = interrupts::Sampler::start(cpu);
+    // The probe's first once-a-second report places its spin's start on
+    // this clock (the spin's length comes with the result): the interrupt
+    // counts are taken inside the spin, not over the setup around it.
+    let mut spin_start = None;
+    let measured = probe::measure(&config, stop, |tick| {
+        if spin_start.is_none() {
+            spin_start = Instant::now().checked_sub(Duration::from_nanos(tick.elapsed_ns));
+        }
+    })?;
     let steal_ns = irqlab_measure::accounting::procfs::cpu_steal_ns(cpu).saturating_sub(steal_before);
+    let interrupts = spin_start.and_then(|start| sampler.finish(start, start + Duration::from_nanos(measured.duration_ns)));
     let (driver_threads, driver_match) = running.as_ref().map(|r| (r.driver_threads.clone(), r.driver_match.clone())).unwrap_or_default();
     drop(running);
     let mut curve = LoadCurve {
@@ -341,6 +352,7 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
         driver_match,
         sources: Some(measured.sources.clone()),
         steal_ns: Some(steal_ns),
+        interrupts,
     };
     if load == Load::None {
         match fit_hyperbola(&curve.measured.points) {

@@ -380,6 +380,7 @@ fn run_of(load: Load, windows: [&[Row]; 3], driver_u: Option<f64>) -> LoadCurve 
         driver_match: driven.then(|| "napi:irqlab-b".to_string()),
         sources: Some(GapSources { available: true, note: "test".into(), segments: 100, lost_segments: 0, windows: composed }),
         steal_ns: Some(30_000_000),
+        interrupts: None,
     }
 }
 

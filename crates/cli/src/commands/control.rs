@@ -3,6 +3,7 @@
 //! the control layer is `irqlab_host::journal` (the journal and its
 //! objects) and `irqlab_control` (the controllers).
 
+use super::control_export;
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::{self, json_or_summary};
@@ -64,6 +65,10 @@ pub enum Command {
     /// Stop the installed profile's unit (its settings go back) and remove
     /// what `control install` wrote
     Uninstall,
+    /// Write a profile as a tuned profile, for a machine whose tuning lives
+    /// in tuned: tuned.conf (scheduler, irqbalance, sysfs, bootloader) and
+    /// script.sh for the IRQ affinities tuned 2.20 has no plugin for
+    Export(control_export::Args),
     /// What irqlab changed on this machine: old -> new, when, by which
     /// process, and whether that process is still there to undo it
     Status(StatusArgs),
@@ -411,6 +416,7 @@ pub fn run(command: Command) -> Result<Status, CliError> {
         Command::Apply(a) => apply(a),
         Command::Install(a) => install(a),
         Command::Uninstall => uninstall(),
+        Command::Export(a) => control_export::run(a),
         Command::Status(a) => status(a),
         Command::Revert(a) => revert(a),
     }
@@ -659,8 +665,10 @@ fn install(args: InstallArgs) -> Result<Status, CliError> {
         eprintln!("wrote {file} (journal entry {entry})");
     }
     eprintln!("started {}: it applies {} now and at every boot", installed.service, irqlab_control::install::PROFILE);
+    // Written from the installed copy: its header names that copy, which
+    // makes the drop-in part of the install (`uninstall` removes it).
     if !plan.boot.is_empty() {
-        apply_boot(&profile, &plan, &file, false)?;
+        apply_boot(&profile, &plan, irqlab_control::install::PROFILE, false)?;
     }
     Ok(Status::Success)
 }
@@ -669,6 +677,8 @@ fn uninstall() -> Result<Status, CliError> {
     for removed in irqlab_control::install::uninstall()? {
         eprintln!("removed {removed}");
     }
+    // A drop-in written by `control apply --boot` from another file is not
+    // the install's: it stays, and is named.
     if let Some(w) = boot::command_line().written {
         eprintln!("the boot options of {} stay (entry {}): `irqlab control revert {}` removes them", w.file, w.entry, w.entry);
     }

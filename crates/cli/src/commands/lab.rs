@@ -40,6 +40,13 @@ pub struct RunArgs {
     kernel: String,
     #[command(flatten)]
     guest: GuestArgs,
+    /// Boot this root file system with systemd as init instead of this
+    /// machine's root (`make lab-root` builds one): the guest's writes stay
+    /// there, so a second run is a reboot. The command runs from a unit
+    /// after `multi-user.target`, then the guest powers off cleanly; irqlab
+    /// itself is copied in as /usr/local/bin/irqlab
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
     /// The command to run inside, after `--`
     #[arg(last = true, required = true, num_args = 1..)]
     command: Vec<String>,
@@ -47,7 +54,9 @@ pub struct RunArgs {
 
 #[derive(clap::Args)]
 pub struct CompareArgs {
-    /// A kernel to compare (repeat: at least two)
+    /// A kernel to compare (repeat: at least two), optionally with kernel
+    /// command-line options of its own: 'debian:6.12-rt nohz_full=1
+    /// rcu_nocbs=1' (the same kernel with and without them, side by side)
     #[arg(long = "kernel", required = true, num_args = 1)]
     kernels: Vec<String>,
     /// Directory for the page (index.html) and each kernel's survey and doctor documents
@@ -89,6 +98,10 @@ struct GuestArgs {
     /// auto: KVM if a probe guest actually runs under it, emulation otherwise
     #[arg(long, value_enum, default_value_t = AccelFlag::Auto)]
     accel: AccelFlag,
+    /// Give the guest two virtio NICs wired to each other (no DHCP; no
+    /// traffic leaves the guest): network devices with NAPI to tune
+    #[arg(long)]
+    loop_nics: bool,
 }
 
 impl GuestArgs {
@@ -107,6 +120,8 @@ impl GuestArgs {
                 AccelFlag::Tcg => Choice::Tcg,
             },
             rw_dirs: Vec::new(),
+            root: None,
+            loop_nics: self.loop_nics,
         }
     }
 }
@@ -148,7 +163,10 @@ fn run_in_guest(args: RunArgs) -> Result<Status, CliError> {
     if let KernelSpec::Path(path) = &spec {
         irqlab_lab::image::inspect(path)?;
     }
-    let options = args.guest.options();
+    let mut options = args.guest.options();
+    if let Some(dir) = &args.root {
+        options.root = Some(irqlab_lab::root::check(dir)?);
+    }
     irqlab_lab::tools::check_all()?;
     let guest = run::resolve(&spec, &mut |step| eprintln!("lab: {step}"))?;
     let stop = crate::signal::stop_flag();
@@ -213,8 +231,13 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             "lab compare runs a survey in each kernel: -- survey [OPTIONS] (without --out: each kernel's goes to OUT/<kernel>/)".into(),
         ));
     }
-    let specs = args.kernels.iter().map(|k| KernelSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
-    for spec in &specs {
+    let columns_asked = args.kernels.iter().map(|k| ColumnSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
+    for (i, c) in columns_asked.iter().enumerate() {
+        if columns_asked[..i].iter().any(|o| o.label() == c.label()) {
+            return Err(CliError::Usage(format!("--kernel '{}': given twice (each column is a kernel and its command line)", c.label())));
+        }
+    }
+    for ColumnSpec { spec, .. } in &columns_asked {
         if let KernelSpec::Path(path) = spec {
             irqlab_lab::image::inspect(path)?;
         }
@@ -227,8 +250,12 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
     options.rw_dirs.push(out.clone());
     let stop = crate::signal::stop_flag();
     let mut columns = Vec::new();
-    for spec in &specs {
-        let dir = out.join(spec.label().replace([':', '/'], "-"));
+    for column_asked in &columns_asked {
+        let spec = &column_asked.spec;
+        let label = column_asked.label();
+        let dir = out.join(label.replace([':', '/', ' ', ','], "-"));
+        let mut options = options.clone();
+        options.append.extend(column_asked.append.iter().cloned());
         std::fs::create_dir_all(&dir).map_err(|e| CliError::io(&dir, e))?;
         let irqlab = run::sh_quote(&exe.display().to_string());
         let survey: Vec<String> = args.command.iter().map(|w| run::sh_quote(w)).collect();
@@ -252,7 +279,7 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
         // up --timeout.
         if let Err(irqlab_lab::Error::Failed(why)) = &outcome {
             if !stop.load(Ordering::SeqCst) && started.elapsed() < options.timeout {
-                eprintln!("lab: {}: the guest failed ({why}); surveying it once more in a fresh guest", spec.label());
+                eprintln!("lab: {label}: the guest failed ({why}); surveying it once more in a fresh guest");
                 outcome = survey_once();
             }
         }
@@ -260,7 +287,7 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             Err(e) => Some(e.to_string()),
             Ok(_) => None,
         };
-        let column = read_column(spec.label(), &dir, missing);
+        let column = read_column(label, &dir, missing);
         match (&column.missing, &outcome) {
             (Some(why), Ok(o)) => eprintln!("lab: {}: no survey: {why} (the guest's command exited {})", column.label, o.status),
             (Some(why), Err(_)) => eprintln!("lab: {}: no survey: {why}", column.label),
@@ -278,6 +305,37 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
     let complete = columns.iter().filter(|c| c.survey.is_some()).count();
     print(&format!("page: {}  ({complete} of {} kernels surveyed)\n", page.display(), args.kernels.len()))?;
     Ok(Status::from_ok(complete == args.kernels.len()))
+}
+
+/// A column of `lab compare`: a kernel, and kernel command-line options
+/// of its own (`--kernel 'debian:6.12-rt nohz_full=1'`): the same kernel
+/// booted with and without a recommendation, side by side.
+struct ColumnSpec {
+    spec: KernelSpec,
+    text: String,
+    append: Vec<String>,
+}
+
+impl ColumnSpec {
+    fn parse(text: &str) -> Result<ColumnSpec, CliError> {
+        let mut words = text.split_whitespace();
+        let kernel = words.next().ok_or_else(|| CliError::Usage("--kernel '': give a kernel (irqlab lab kernels)".into()))?;
+        let append: Vec<String> = words.map(str::to_string).collect();
+        if let Some(bad) = append.iter().find(|w| w.starts_with('-')) {
+            return Err(CliError::Usage(format!(
+                "--kernel '{text}': `{bad}` is not a kernel command-line option (the kernel first, then options such as nohz_full=1)"
+            )));
+        }
+        Ok(ColumnSpec { spec: KernelSpec::parse(kernel)?, text: text.split_whitespace().collect::<Vec<_>>().join(" "), append })
+    }
+
+    /// The kernel and its options, as the column is headed.
+    fn label(&self) -> String {
+        match self.append.is_empty() {
+            true => self.spec.label(),
+            false => self.text.clone(),
+        }
+    }
 }
 
 fn read_column(label: String, dir: &std::path::Path, missing: Option<String>) -> irqlab_survey::compare::Column {

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bound;
 pub mod completions;
 pub mod control;
+pub mod control_export;
 pub mod doctor;
 pub mod export;
 pub mod fit;

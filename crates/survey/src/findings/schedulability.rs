@@ -151,6 +151,7 @@ mod tests {
             driver_match: Some("napi:irqlab-b".into()),
             sources: None,
             steal_ns: None,
+            interrupts: None,
         }
     }
 
