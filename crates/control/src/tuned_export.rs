@@ -349,6 +349,9 @@ impl Out {
             let name = format!("irqlab-{}-{}", i + 1, slug(s.matched.get_ref()));
             section.lines.push(format!("group.{name}={:0width$}:{letter}:{priority}:{affinity}:{regex}", i + 1));
         }
+        if section.lines.iter().any(|l| l.starts_with("group.")) {
+            self.notes.push(SCHEDULER_NEEDS_PERF.to_string());
+        }
         self.push(section);
         Ok(())
     }
@@ -491,6 +494,14 @@ impl Out {
         text
     }
 }
+
+/// tuned's scheduler plugin imports Python's `perf` module, which Debian
+/// ships in linux-perf and its tuned package does not depend on: without
+/// it tuned 2.20 loads the profile and skips every thread rule (seen in a
+/// Debian 12 guest: the threads kept their policies, `tuned-adm verify`
+/// failed).
+const SCHEDULER_NEEDS_PERF: &str = "the [scheduler] rules need Python's perf module where tuned runs (Debian: \
+     apt install linux-perf; tuned does not pull it in): without it tuned skips them";
 
 /// What script.sh does about irqbalance (tried against Debian's tuned and
 /// irqbalance in a guest: without the bans irqbalance moved the IRQ the
@@ -836,6 +847,7 @@ cmdline = "nohz_full=1 rcu_nocbs=1"
         assert!(!e.tuned_conf.contains("4242="), "{}", e.tuned_conf);
         assert!(!e.tuned_conf.contains("comm-dl"), "{}", e.tuned_conf);
         assert!(e.notes.iter().any(|n| n.contains("--banirq=N in IRQBALANCE_ARGS")), "{:?}", e.notes);
+        assert!(e.notes.iter().any(|n| n.contains("linux-perf")), "{:?}", e.notes);
     }
 
     #[test]
