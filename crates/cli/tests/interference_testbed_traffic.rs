@@ -193,15 +193,25 @@ fn status_after_a_killed_testbed_up_tells_the_truth() {
     }
     let mut half_made_seen = 0;
     for delay_ms in [5u64, 15, 30, 60, 120, 250] {
-        let mut child = irqlab().args(["testbed", "up"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+        // In a process group of its own, so that the commands it started
+        // can be waited for below.
+        let mut child = std::os::unix::process::CommandExt::process_group(&mut irqlab(), 0)
+            .args(["testbed", "up"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let group = child.id().to_string();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let _ = child.kill();
         let _ = child.wait();
         // The `ip` commands it had started run on to their end: wait for
         // them, or what they add would change the testbed under the checks.
+        // By process group, not by the name `ip`: a child forked but not yet
+        // exec'd still has irqlab's name (a CI run saw `testbed status` find
+        // a half-made testbed and, a moment later, `control status` none).
         let start = std::time::Instant::now();
-        while std::process::Command::new("pgrep").args(["-x", "ip"]).output().is_ok_and(|o| o.status.success()) {
-            assert!(start.elapsed() < std::time::Duration::from_secs(5), "an `ip` command did not end");
+        while std::process::Command::new("pgrep").args(["-g", &group]).output().is_ok_and(|o| o.status.success()) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5), "a command of the killed testbed up did not end");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let out = irqlab().args(["testbed", "status", "--json"]).output().unwrap();
