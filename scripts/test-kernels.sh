@@ -14,8 +14,8 @@ mkdir -p "$OUT"
 
 # The live tests the suite runs inside, built here (the guest sees this
 # checkout read-only): name -> executable.
-# lab_live and reboot_live run on the host (below), not inside.
-tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live lab_live reboot_live)
+# lab_live, reboot_live and recommended_boot_live run on the host (below), not inside.
+tests=(accounting_live page_chromium control_idletime root_domain_live sched_knobs_live lab_live reboot_live recommended_boot_live)
 args=()
 for t in "${tests[@]}"; do args+=(--test "$t"); done
 $CARGO test --release --quiet -p irqlab-measure -p irqlab-survey -p irqlab-cli "${args[@]}" --no-run --message-format=json 2>/dev/null \
@@ -97,6 +97,17 @@ elif lab_root=$(scripts/install-lab-root.sh); then
     || { echo "error: the reboot test failed" >&2; status=1; }
 else
   echo "error: no lab root (scripts/install-lab-root.sh failed)" >&2; status=1
+fi
+# On the host: the survey's boot recommendation booted and its prediction
+# checked (`lab compare --recommended-boot`: two guests per kernel), on the
+# 6.12 kernels of the matrix. Only with the reboot test (REBOOT_TEST).
+if [ "${REBOOT_TEST:-1}" != 0 ]; then
+  recommended_boot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["recommended_boot_live"])' "$OUT/binaries.json")
+  for k in $KERNELS; do
+    [[ $k == debian:6.12* ]] || continue
+    echo "== the recommended boot options, booted ($k)" >&2
+    IRQLAB_LIVE_TESTS=1 IRQLAB_LAB_KERNEL="$k" "$recommended_boot" --nocapture || { echo "error: $k: the recommended boot test failed" >&2; status=1; }
+  done
 fi
 python3 scripts/kernel-table.py "$OUT" docs/kernel-support.md README.md || status=1
 exit $status

@@ -87,3 +87,10 @@ fn a_compare_column_takes_command_line_options_and_refuses_flags_and_repeats() {
     let out = compare("debian:6.12-rt", "debian:5.10 nohz_full=1");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn one_kernel_is_a_comparison_only_with_its_recommended_boot_options() {
+    let out = run(&["lab", "compare", "--kernel", "debian:6.12-rt", "--", "survey", "--quick"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--recommended-boot"), "{}", stderr(&out));
+}

@@ -634,7 +634,8 @@ fn threaded_irqs(m: &Machine) -> String {
 }
 
 fn isolation(m: &Machine) -> String {
-    let list = |path: &str| read(path).filter(|s| !s.is_empty()).unwrap_or_else(|| "none".into());
+    // An empty file, or "(null)" (nohz_full on a kernel booted without it), is none.
+    let list = |path: &str| read(path).filter(|s| !s.is_empty() && s != "(null)").unwrap_or_else(|| "none".into());
     let mut parts = vec![
         format!("isolated {}", list("/sys/devices/system/cpu/isolated")),
         format!("nohz_full {}", list("/sys/devices/system/cpu/nohz_full")),

@@ -4,7 +4,7 @@
 //! `nohz_full` stops), each kernel's interference curves, and the settings
 //! `irqlab doctor` read that differ between them.
 
-use crate::doc::Load;
+use crate::doc::{Declared, InterruptRates, Load};
 use crate::page::{self, PageError};
 use crate::Survey;
 use irqlab_report::html::{Page, Section, Table, Tone};
@@ -74,25 +74,43 @@ fn overview(columns: &[Column]) -> Section {
 /// with `nohz_full` on a CPU its tick stops while the probe runs there
 /// alone, and the rate falls from HZ to about 1/s.
 fn local_timer(columns: &[Column]) -> Section {
-    let idle_rate = |c: &Column, cpu: usize| {
+    fn idle_rate(c: &Column, cpu: usize) -> Option<&InterruptRates> {
         let probed = c.survey.as_ref()?.cpus.iter().find(|s| s.cpu == cpu)?;
-        probed.curves.iter().find(|l| l.load == Load::None)?.interrupts.as_ref().map(|r| r.local_timer_per_s)
-    };
+        probed.curves.iter().find(|l| l.load == Load::None)?.interrupts.as_ref()
+    }
     let cpus: BTreeSet<usize> = columns.iter().filter_map(|c| c.survey.as_ref()).flat_map(|s| s.cpus.iter().map(|c| c.cpu)).collect();
     let section = Section::new("Local timer interrupts per second during the probe, per CPU (idle)");
     if !cpus.iter().any(|&cpu| columns.iter().any(|c| idle_rate(c, cpu).is_some())) {
         return section.paragraph("No survey recorded its CPUs' interrupt counts during the idle probe (older surveys do not).");
     }
     let headers: Vec<String> = std::iter::once("CPU".to_string()).chain(columns.iter().map(|c| c.label.clone())).collect();
-    let mut table = Table::new(headers);
-    for cpu in cpus {
-        let cells = columns.iter().map(|c| idle_rate(c, cpu).map_or("-".to_string(), page::per_s));
+    let mut table = Table::new(headers.clone());
+    let mut others = Table::new(headers).text_columns(1..=columns.len());
+    for &cpu in &cpus {
+        let cells = columns.iter().map(|c| idle_rate(c, cpu).map_or("-".to_string(), |r| page::per_s(r.local_timer_per_s)));
         table.push_row(std::iter::once(cpu.to_string()).chain(cells));
+        let kinds = columns.iter().map(|c| idle_rate(c, cpu).map_or("-".to_string(), |r| page::top_rows(r, 3)));
+        others.push_row(std::iter::once(cpu.to_string()).chain(kinds));
     }
-    section.table(table).paragraph(
-        "Counted from /proc/interrupts (LOC) while the probe spun: under emulation (TCG) a rate or a count is meaningful, \
-         a latency is not.",
-    )
+    let mut section = section
+        .table(table)
+        .paragraph(
+            "Counted from /proc/interrupts (LOC) while the probe spun: under emulation (TCG) a rate or a count is meaningful, \
+             a latency is not.",
+        )
+        .subheading("The other interrupts, most first (per second, idle)")
+        .table(others)
+        .paragraph("What else the CPU took while the probe spun: RES rescheduling IPIs, CAL function calls, IWI irq work, a numbered IRQ by its handler.");
+    // What each survey predicted from these numbers for the next boot
+    // (`lab compare --recommended-boot` boots the kernel with it).
+    for c in columns {
+        let Some(survey) = &c.survey else { continue };
+        for r in survey.recommendations.iter().filter(|r| matches!(r.setting, Some(Declared::Boot { .. }))) {
+            let predicted = r.predicted.as_deref().map(|p| format!(": {p}")).unwrap_or_default();
+            section = section.callout(Tone::Note, format!("{} recommends {}{predicted}", c.label, r.command.as_deref().unwrap_or("-")));
+        }
+    }
+    section
 }
 
 /// Every finding of any kernel, one row per finding (by its stable id),
@@ -170,7 +188,8 @@ mod tests {
         let mut survey: Survey = serde_json::from_str(include_str!("../tests/fixtures/survey.json")).unwrap();
         let cpu1 = survey.cpus.iter_mut().find(|c| c.cpu == 1).unwrap();
         let idle = cpu1.curves.iter_mut().find(|l| l.load == Load::None).unwrap();
-        idle.interrupts = Some(InterruptRates { local_timer_per_s: loc, other_per_s: 3.0, window_ns: 1_900_000_000 });
+        idle.interrupts =
+            Some(InterruptRates { local_timer_per_s: loc, other_per_s: 3.0, other_by_row: Default::default(), window_ns: 1_900_000_000 });
         Column { label: label.into(), survey: Some(survey), missing: None, doctor: None, lab: None }
     }
 

@@ -240,6 +240,12 @@ pub struct InterruptRates {
     /// Every other row with a count per CPU (numbered IRQs, IPIs, NMIs,
     /// ...), together; not ERR and MIS, which are the machine's.
     pub other_per_s: f64,
+    /// The rows of `other` that counted anything, per second, by name:
+    /// `RES` (rescheduling IPIs), `CAL` (function calls), `IWI` (irq work),
+    /// `TLB`, a numbered IRQ as `24 virtio0-input.0`. Absent in older
+    /// documents.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_by_row: BTreeMap<String, f64>,
     /// The time between the two samples the rates are taken over (inside
     /// the run, so a little shorter than it).
     pub window_ns: u64,
@@ -553,6 +559,8 @@ pub enum Action {
     RunAsRoot,
     /// Fix the CPU frequency.
     Governor,
+    /// A kernel command-line option for the next boot (`nohz_full=`, `rcu_nocbs=`).
+    BootIsolation,
 }
 
 /// A recommendation as a setting: what `irqlab control irq` / `control
@@ -566,6 +574,9 @@ pub enum Declared {
     Threads { matched: String, policy: String, cpus: Option<String> },
     /// A network device's receive polled in a kernel thread (threaded NAPI).
     NapiThreaded { dev: String },
+    /// A kernel command-line option (`nohz_full=1`): the profile's `[boot]`,
+    /// in force from the next boot.
+    Boot { option: String },
 }
 
 impl Declared {
@@ -582,6 +593,9 @@ impl Declared {
                 format!("irqlab control threads {matched} --policy {policy}{pin}")
             }
             Declared::NapiThreaded { dev } => format!("irqlab control napi {dev} --threaded on"),
+            // Nothing applies it while the machine runs: the option itself,
+            // which `control apply PROFILE --boot` writes for the next boot.
+            Declared::Boot { option } => option.clone(),
         }
     }
 }

@@ -29,12 +29,24 @@ const MARGIN: Duration = Duration::from_millis(50);
 /// One CPU's counts at one moment, modulo 2^32: the kernel's per-CPU
 /// counters are `unsigned int` and wrap, and sums and differences taken
 /// modulo 2^32 stay exact while a window sees fewer than 2^32 interrupts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Counts {
     /// The `LOC:` row.
     pub local_timer: u32,
     /// Every other row with a count per CPU: numbered IRQs, IPIs, NMIs...
     pub other: u32,
+    /// Those rows one by one, by [`row_name`], for telling which kind rose.
+    pub rows: Vec<(String, u32)>,
+}
+
+/// A row's name in the rates: the system rows by their key (`RES`, `CAL`,
+/// `IWI`), a numbered IRQ by its number and the last word of its handlers
+/// (`24 virtio0-input.0`).
+fn row_name(name: &str, rest: &str) -> String {
+    match (name.parse::<u32>(), rest.split_whitespace().last()) {
+        (Ok(_), Some(handler)) => format!("{name} {handler}"),
+        _ => name.to_string(),
+    }
 }
 
 /// The counts of `cpu` in a /proc/interrupts text; `None` when the CPU has
@@ -46,6 +58,7 @@ pub fn cpu_counts(text: &str, cpu: usize) -> Option<Counts> {
     let column = header.iter().position(|h| *h == format!("CPU{cpu}"))?;
     let mut local_timer = None;
     let mut other = 0u32;
+    let mut rows = Vec::new();
     for line in lines {
         let Some((name, rest)) = line.split_once(':') else { continue };
         let name = name.trim();
@@ -63,17 +76,28 @@ pub fn cpu_counts(text: &str, cpu: usize) -> Option<Counts> {
             local_timer = Some(count);
         } else {
             other = other.wrapping_add(count);
+            rows.push((row_name(name, rest), count));
         }
     }
-    Some(Counts { local_timer: local_timer?, other })
+    Some(Counts { local_timer: local_timer?, other, rows })
 }
 
 /// The rates between two samples `window_ns` apart.
-pub fn rates(before: Counts, after: Counts, window_ns: u64) -> InterruptRates {
+pub fn rates(before: &Counts, after: &Counts, window_ns: u64) -> InterruptRates {
     let per_s = |a: u32, b: u32| f64::from(b.wrapping_sub(a)) * 1e9 / window_ns.max(1) as f64;
+    // A row in both samples that counted anything (an IRQ registered in
+    // between has no start and is left out of the rows, not of `other`).
+    let other_by_row = after
+        .rows
+        .iter()
+        .filter_map(|(name, b)| before.rows.iter().find(|(n, _)| n == name).map(|(_, a)| (name, per_s(*a, *b))))
+        .filter(|(_, rate)| *rate > 0.0)
+        .map(|(name, rate)| (name.clone(), rate))
+        .collect();
     InterruptRates {
         local_timer_per_s: per_s(before.local_timer, after.local_timer),
         other_per_s: per_s(before.other, after.other),
+        other_by_row,
         window_ns,
     }
 }
@@ -82,8 +106,8 @@ pub fn rates(before: Counts, after: Counts, window_ns: u64) -> InterruptRates {
 /// (less [`MARGIN`] at each end); `None` with fewer than two.
 pub fn rates_within(samples: &[(Instant, Counts)], start: Instant, end: Instant) -> Option<InterruptRates> {
     let inside: Vec<&(Instant, Counts)> = samples.iter().filter(|(t, _)| *t >= start + MARGIN && *t + MARGIN <= end).collect();
-    let (&&(t0, first), &&(t1, last)) = (inside.first()?, inside.last()?);
-    (t1 > t0).then(|| rates(first, last, (t1 - t0).as_nanos() as u64))
+    let ((t0, first), (t1, last)) = (inside.first()?, inside.last()?);
+    (t1 > t0).then(|| rates(first, last, (*t1 - *t0).as_nanos() as u64))
 }
 
 /// Reads /proc/interrupts every [`SAMPLE_EVERY`] from another CPU than
@@ -169,8 +193,12 @@ MIS:          0\n";
 
     #[test]
     fn counts_are_read_per_cpu_with_the_local_timer_apart() {
-        assert_eq!(cpu_counts(BEFORE, 0), Some(Counts { local_timer: 12345, other: 44 + 120 + 10 + 5 }));
-        assert_eq!(cpu_counts(BEFORE, 1), Some(Counts { local_timer: 23456, other: 33 + 912 + 20 + 7 }));
+        let cpu0 = cpu_counts(BEFORE, 0).unwrap();
+        assert_eq!((cpu0.local_timer, cpu0.other), (12345, 44 + 120 + 10 + 5));
+        let cpu1 = cpu_counts(BEFORE, 1).unwrap();
+        assert_eq!((cpu1.local_timer, cpu1.other), (23456, 33 + 912 + 20 + 7));
+        let rows: Vec<(&str, u32)> = cpu1.rows.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        assert_eq!(rows, [("0 timer", 0), ("11 virtio2", 33), ("24 virtio0-input.0", 912), ("NMI", 0), ("RES", 20), ("CAL", 7)]);
         // No column for an offline CPU, no LOC row off x86.
         assert_eq!(cpu_counts(BEFORE, 2), None);
         assert_eq!(cpu_counts("           CPU0\n  0:   44   IO-APIC   2-edge   timer\n", 0), None);
@@ -180,33 +208,36 @@ MIS:          0\n";
     fn columns_are_found_by_name_when_a_cpu_is_offline() {
         let text =
             "           CPU0       CPU2\n 11:   1   2   IO-APIC  11-fasteoi   eth0\nLOC:   100   200   Local timer interrupts\nERR:   7\n";
-        assert_eq!(cpu_counts(text, 2), Some(Counts { local_timer: 200, other: 2 }));
+        assert_eq!(cpu_counts(text, 2).map(|c| (c.local_timer, c.other)), Some((200, 2)));
         // On one CPU, ERR's single number is still not the CPU's.
         let one = "           CPU0\nLOC:   100   Local timer interrupts\nERR:   7\nMIS:   1\n";
-        assert_eq!(cpu_counts(one, 0), Some(Counts { local_timer: 100, other: 0 }));
+        assert_eq!(cpu_counts(one, 0).map(|c| (c.local_timer, c.other)), Some((100, 0)));
     }
 
     #[test]
     fn rates_over_two_seconds() {
         let two_s = 2_000_000_000;
-        let cpu0 = rates(cpu_counts(BEFORE, 0).unwrap(), cpu_counts(AFTER, 0).unwrap(), two_s);
+        let cpu0 = rates(&cpu_counts(BEFORE, 0).unwrap(), &cpu_counts(AFTER, 0).unwrap(), two_s);
         assert_eq!((cpu0.local_timer_per_s, cpu0.other_per_s, cpu0.window_ns), (250.0, 5.0, two_s));
-        let cpu1 = rates(cpu_counts(BEFORE, 1).unwrap(), cpu_counts(AFTER, 1).unwrap(), two_s);
+        let cpu1 = rates(&cpu_counts(BEFORE, 1).unwrap(), &cpu_counts(AFTER, 1).unwrap(), two_s);
         assert_eq!((cpu1.local_timer_per_s, cpu1.other_per_s), (1.0, 52.0));
+        // Which kinds rose: the NIC's queue and the rescheduling IPI.
+        let rows: Vec<(&str, f64)> = cpu1.other_by_row.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+        assert_eq!(rows, [("24 virtio0-input.0", 50.0), ("RES", 2.0)]);
     }
 
     #[test]
     fn a_counter_that_wraps_still_counts() {
-        let before = Counts { local_timer: u32::MAX - 1, other: u32::MAX };
-        let after = Counts { local_timer: 248, other: 9 };
-        let r = rates(before, after, 1_000_000_000);
-        assert_eq!((r.local_timer_per_s, r.other_per_s), (250.0, 10.0));
+        let before = Counts { local_timer: u32::MAX - 1, other: u32::MAX, rows: vec![("RES".into(), u32::MAX)] };
+        let after = Counts { local_timer: 248, other: 9, rows: vec![("RES".into(), 9)] };
+        let r = rates(&before, &after, 1_000_000_000);
+        assert_eq!((r.local_timer_per_s, r.other_per_s, r.other_by_row["RES"]), (250.0, 10.0, 10.0));
     }
 
     #[test]
     fn only_samples_inside_the_spin_count() {
         let t = Instant::now();
-        let at = |ms: u64, loc: u32| (t + Duration::from_millis(ms), Counts { local_timer: loc, other: 0 });
+        let at = |ms: u64, loc: u32| (t + Duration::from_millis(ms), Counts { local_timer: loc, ..Counts::default() });
         // Setup (idle, no ticks), the spin from 1000 to 3000 ms at 250/s, teardown.
         let samples = [at(0, 0), at(950, 0), at(1100, 0), at(2100, 250), at(2900, 450), at(3100, 460), at(4000, 460)];
         let r = rates_within(&samples, t + Duration::from_millis(1000), t + Duration::from_millis(3000)).unwrap();

@@ -236,7 +236,9 @@ pub(crate) fn interference(survey: &Survey) -> Result<Section, PageError> {
         section = section.subheading("Interrupts during the probe").table(table).paragraph(
             "Per second on the probed CPU while the probe spun (/proc/interrupts): the local timer (LOC, which carries \
              the scheduler tick: HZ while the tick runs, about 1/s with nohz_full on the CPU and the probe alone on it), \
-             and every other interrupt together. Counts: they hold under emulation too.",
+             and every other interrupt together, with the kinds that came most often (/proc/interrupts' rows: RES \
+             rescheduling IPIs, CAL function calls, IWI irq work, a numbered IRQ by its handler). Counts: they hold \
+             under emulation too.",
         );
     }
     Ok(section)
@@ -245,7 +247,7 @@ pub(crate) fn interference(survey: &Survey) -> Result<Section, PageError> {
 /// One row per probe run that recorded its CPU's interrupt counts; `None`
 /// when none did (surveys from before they were recorded).
 fn interrupt_table(survey: &Survey) -> Option<Table> {
-    let mut table = Table::new(["CPU", "load", "local timer /s", "other IRQs /s", "over"]).text_columns([1]);
+    let mut table = Table::new(["CPU", "load", "local timer /s", "other IRQs /s", "the others, most first", "over"]).text_columns([1, 4]);
     let mut any = false;
     for cpu in &survey.cpus {
         for curve in &cpu.curves {
@@ -256,11 +258,25 @@ fn interrupt_table(survey: &Survey) -> Option<Table> {
                 curve.load.name().to_string(),
                 per_s(r.local_timer_per_s),
                 per_s(r.other_per_s),
+                top_rows(r, 3),
                 short_ns(r.window_ns),
             ]);
         }
     }
     any.then_some(table)
+}
+
+/// The `n` kinds of other interrupts that came most often (`RES 60/s,
+/// IWI 40/s`); `-` when none was recorded.
+pub fn top_rows(rates: &crate::doc::InterruptRates, n: usize) -> String {
+    let mut rows: Vec<(&String, &f64)> = rates.other_by_row.iter().collect();
+    rows.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = rows.iter().take(n).map(|(name, rate)| format!("{name} {}/s", per_s(**rate))).collect();
+    if top.is_empty() {
+        "-".to_string()
+    } else {
+        top.join(", ")
+    }
 }
 
 fn cpu_plot(cpu: &CpuSurvey) -> Result<String, PlotError> {
@@ -726,13 +742,18 @@ mod tests {
         let mut survey = fixture();
         // The fixture is from before the rates were recorded: no table.
         assert!(!render(&survey, &[]).unwrap().contains("Interrupts during the probe"));
-        let rates = |loc, other| Some(InterruptRates { local_timer_per_s: loc, other_per_s: other, window_ns: 1_900_000_000 });
+        let rates = |loc, other| {
+            Some(InterruptRates { local_timer_per_s: loc, other_per_s: other, other_by_row: Default::default(), window_ns: 1_900_000_000 })
+        };
         survey.cpus[0].curves[0].interrupts = rates(250.0, 31.6);
+        let by_row = &mut survey.cpus[0].curves[0].interrupts.as_mut().unwrap().other_by_row;
+        by_row.extend([("RES".to_string(), 30.0), ("IWI".to_string(), 1.6)]);
         survey.cpus[1].curves[0].interrupts = rates(1.0, 4.0);
         let html = render(&survey, &[]).unwrap();
         let interference = section(&html, "Interference per CPU");
-        assert!(interference.contains("<tr><td>0</td><td class=\"text\">idle</td><td>250</td><td>32</td><td>1.9s</td></tr>"));
-        assert!(interference.contains("<tr><td>1</td><td class=\"text\">idle</td><td>1.0</td><td>4.0</td><td>1.9s</td></tr>"));
+        assert!(interference.contains("<tr><td>0</td><td class=\"text\">idle</td><td>250</td><td>32</td><td class=\"text\">RES 30&#x2f;s, IWI 1.6&#x2f;s</td><td>1.9s</td></tr>"), "{interference}");
+        assert!(interference
+            .contains("<tr><td>1</td><td class=\"text\">idle</td><td>1.0</td><td>4.0</td><td class=\"text\">-</td><td>1.9s</td></tr>"));
     }
 
     #[test]

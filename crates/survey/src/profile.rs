@@ -4,7 +4,7 @@
 //! as one change.
 
 use crate::doc::{Declared, Survey};
-use irqlab_control::profile::{unplaced, DefaultIrq, IrqSetting, NapiSetting, Profile, ThreadsSetting};
+use irqlab_control::profile::{unplaced, BootSetting, DefaultIrq, IrqSetting, NapiSetting, Profile, ThreadsSetting};
 
 /// The file's name beside survey.json.
 pub const FILE: &str = "profile.toml";
@@ -16,7 +16,8 @@ pub fn of(survey: &Survey) -> Profile {
     profile.boot_id = survey.boot_id.clone();
     for r in &survey.recommendations {
         let Some(setting) = &r.setting else { continue };
-        let because = Some(format!("{}: {}", r.answers().join(", "), r.title));
+        let reason = format!("{}: {}", r.answers().join(", "), r.title);
+        let because = Some(reason.clone());
         match setting {
             Declared::Irq { irqs, cpus } => {
                 for irq in irqs {
@@ -49,6 +50,17 @@ pub fn of(survey: &Survey) -> Profile {
                 gro_flush_timeout: None,
                 because,
             }),
+            Declared::Boot { option } => {
+                let boot =
+                    profile.boot.get_or_insert_with(|| BootSetting { cmdline: unplaced(String::new()), because: Default::default() });
+                let mut words: Vec<&str> = boot.cmdline.get_ref().split_whitespace().collect();
+                if !words.contains(&option.as_str()) {
+                    words.push(option);
+                }
+                boot.cmdline = unplaced(words.join(" "));
+                let key = option.split_once('=').map_or(option.as_str(), |(k, _)| k);
+                boot.because.insert(key.to_string(), reason);
+            }
         }
     }
     profile
@@ -68,6 +80,12 @@ pub fn text(survey: &Survey, dir: &std::path::Path) -> String {
         dir.join("survey.json").display()
     );
     let profile = of(survey);
+    if profile.boot.is_some() {
+        header.push_str(&format!(
+            "\nIts [boot] options take effect at a boot: irqlab control apply {} --boot writes them for the boot loader",
+            path.display()
+        ));
+    }
     if profile.is_empty() {
         header.push_str("\nThe survey recommended nothing irqlab applies: this profile declares no setting.");
     }

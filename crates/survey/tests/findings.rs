@@ -537,3 +537,99 @@ fn a_task_set_with_only_the_idle_runs_has_an_answer() {
     assert_eq!(r.len(), 1, "{r:#?}");
     assert_eq!((r[0].action, r[0].cpu), (Some(Action::MoveTaskset), Some(1)));
 }
+
+/// This VM's idle survey with the local timer's rate on each CPU during
+/// the probe's spin, as `/proc/interrupts` counted it.
+fn ticking(rates: [f64; 2]) -> Survey {
+    let mut survey = this_vm(false);
+    for (cpu, rate) in survey.cpus.iter_mut().zip(rates) {
+        cpu.curves[0].interrupts = Some(irqlab_survey::doc::InterruptRates {
+            local_timer_per_s: rate,
+            other_per_s: 4.0,
+            other_by_row: Default::default(),
+            window_ns: 2_000_000_000,
+        });
+    }
+    survey
+}
+
+fn boot_options(survey: &Survey) -> Vec<(&str, &Recommendation)> {
+    let options = survey.recommendations.iter().filter_map(|r| match &r.setting {
+        Some(Declared::Boot { option }) => Some((option.as_str(), r)),
+        _ => None,
+    });
+    options.collect()
+}
+
+/// Issue 51: the tick measured on a CPU running one task is answered by
+/// `nohz_full=` for that CPU, never for CPU 0 (the housekeeping CPU), and
+/// the profile carries it as `[boot] cmdline` with its reason; a rate of a
+/// tickless CPU recommends nothing.
+#[test]
+fn a_tick_measured_under_one_task_recommends_nohz_full_off_the_housekeeping_cpu() {
+    let mut survey = ticking([233.0, 223.0]);
+    findings::derive(&mut survey, None);
+    let options = boot_options(&survey);
+    assert_eq!(options.iter().map(|(o, _)| *o).collect::<Vec<_>>(), ["nohz_full=1"], "{:#?}", survey.recommendations);
+    let (_, rec) = options[0];
+    assert_eq!((rec.action, rec.cpu, rec.answers()), (Some(Action::BootIsolation), Some(1), vec!["tick-cpu1"]));
+    assert_eq!(rec.command.as_deref(), Some("nohz_full=1"));
+    let tick = finding(&survey, "tick-cpu1");
+    assert_eq!(tick.cpu, Some(1));
+    assert!(survey.findings.iter().all(|f| f.id != "tick-cpu0"));
+
+    let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
+    let profile = irqlab_control::profile::Profile::parse("profile.toml", &text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let boot = profile.boot.as_ref().expect("a [boot] section");
+    assert_eq!(boot.cmdline.get_ref(), "nohz_full=1");
+    assert!(boot.because.get("nohz_full").is_some_and(|b| b.starts_with("tick-cpu1: ")), "{:?}", boot.because);
+    // What control apply checks: options it knows, one CPU left.
+    let checked = irqlab_control::boot::check(boot.cmdline.get_ref(), &[0, 1]).unwrap();
+    assert_eq!(checked[0].cpus, [1]);
+
+    let mut tickless = ticking([233.0, 1.0]);
+    findings::derive(&mut tickless, None);
+    assert!(boot_options(&tickless).is_empty(), "{:#?}", tickless.recommendations);
+}
+
+/// A CPU already booted nohz_full whose tick still fired gets a finding
+/// that says so, not the same option again; RCU callbacks seen in a
+/// window (the RCU softirq, or rcuc/N on PREEMPT_RT) recommend rcu_nocbs.
+#[test]
+fn a_nohz_full_cpu_still_ticking_is_named_and_rcu_work_recommends_rcu_nocbs() {
+    let mut survey = ticking([233.0, 139.0]);
+    survey.machine.settings.insert("isolated CPUs".into(), "isolated none, nohz_full 1".into());
+    let rcuc =
+        Source { label: "rcuc/1/19 FIFO 1".into(), kind: SourceKind::Thread, pid: Some(19), policy: Some("fifo:1".into()), ns: 12_000 };
+    survey.cpus[1].curves[0].sources.as_mut().unwrap().windows[1].sources.push(rcuc);
+    findings::derive(&mut survey, None);
+    assert_eq!(finding(&survey, "tick-kept-cpu1").cpu, Some(1));
+    assert!(answering(&survey, "tick-kept-cpu1").is_empty());
+    let options: Vec<&str> = boot_options(&survey).iter().map(|(o, _)| *o).collect();
+    assert_eq!(options, ["rcu_nocbs=1"], "{:#?}", survey.recommendations);
+    assert_eq!(answering(&survey, "rcu-cpu1").len(), 1);
+
+    survey.machine.settings.insert("isolated CPUs".into(), "isolated none, nohz_full 1, rcu_nocbs 1".into());
+    findings::derive(&mut survey, None);
+    assert!(boot_options(&survey).is_empty(), "{:#?}", survey.recommendations);
+}
+
+/// The SCHED softirq (load balancing) on a CPU running one task is
+/// answered by `isolcpus=domain,` for it, and not once the running kernel
+/// already keeps the CPU out of the scheduler's domains.
+#[test]
+fn load_balancing_under_one_task_recommends_isolcpus_domain() {
+    let mut survey = ticking([233.0, 1.0]);
+    let sched = Source { label: "SCHED".into(), kind: SourceKind::Softirq, pid: None, policy: None, ns: 30_000 };
+    survey.cpus[1].curves[0].sources.as_mut().unwrap().windows[2].sources.push(sched);
+    findings::derive(&mut survey, None);
+    let options = boot_options(&survey);
+    assert_eq!(options.iter().map(|(o, _)| *o).collect::<Vec<_>>(), ["isolcpus=domain,1"], "{:#?}", survey.recommendations);
+    assert_eq!((options[0].1.cpu, options[0].1.answers()), (Some(1), vec!["balance-cpu1"]));
+    let checked = irqlab_control::boot::check("isolcpus=domain,1", &[0, 1]).unwrap();
+    assert_eq!(checked[0].cpus, [1]);
+
+    survey.machine.settings.insert("isolated CPUs".into(), "isolated 1, nohz_full none".into());
+    findings::derive(&mut survey, None);
+    assert!(boot_options(&survey).is_empty(), "{:#?}", survey.recommendations);
+}

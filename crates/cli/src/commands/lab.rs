@@ -59,6 +59,12 @@ pub struct CompareArgs {
     /// rcu_nocbs=1' (the same kernel with and without them, side by side)
     #[arg(long = "kernel", required = true, num_args = 1)]
     kernels: Vec<String>,
+    /// After each kernel, boot it again with the kernel command-line options
+    /// its survey recommended (the [boot] of its profile.toml: nohz_full=,
+    /// rcu_nocbs=) and survey it again: the prediction and its check side by
+    /// side. One --kernel is then enough
+    #[arg(long)]
+    recommended_boot: bool,
     /// Directory for the page (index.html) and each kernel's survey and doctor documents
     #[arg(long, default_value = "irqlab-lab-compare")]
     out: PathBuf,
@@ -223,15 +229,15 @@ fn kernels(json: bool) -> Result<Status, CliError> {
 /// guest into OUT/<kernel>/; then the page from what came back. A kernel
 /// whose guest failed keeps its column, saying why.
 fn compare(args: CompareArgs) -> Result<Status, CliError> {
-    if args.kernels.len() < 2 {
-        return Err(CliError::Usage("lab compare: give at least two --kernel".into()));
+    if args.kernels.len() < 2 && !args.recommended_boot {
+        return Err(CliError::Usage("lab compare: give at least two --kernel (or one with --recommended-boot)".into()));
     }
     if args.command.first().map(String::as_str) != Some("survey") || args.command.iter().any(|w| w == "--out" || w.starts_with("--out=")) {
         return Err(CliError::Usage(
             "lab compare runs a survey in each kernel: -- survey [OPTIONS] (without --out: each kernel's goes to OUT/<kernel>/)".into(),
         ));
     }
-    let columns_asked = args.kernels.iter().map(|k| ColumnSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
+    let mut columns_asked = args.kernels.iter().map(|k| ColumnSpec::parse(k)).collect::<Result<Vec<_>, _>>()?;
     for (i, c) in columns_asked.iter().enumerate() {
         if columns_asked[..i].iter().any(|o| o.label() == c.label()) {
             return Err(CliError::Usage(format!("--kernel '{}': given twice (each column is a kernel and its command line)", c.label())));
@@ -250,7 +256,10 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
     options.rw_dirs.push(out.clone());
     let stop = crate::signal::stop_flag();
     let mut columns = Vec::new();
-    for column_asked in &columns_asked {
+    let mut next = 0;
+    while next < columns_asked.len() {
+        let column_asked = &columns_asked[next];
+        next += 1;
         let spec = &column_asked.spec;
         let label = column_asked.label();
         let dir = out.join(label.replace([':', '/', ' ', ','], "-"));
@@ -294,17 +303,27 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             (None, Ok(o)) => eprintln!("lab: {} surveyed in {:.0} s (exit {})", column.label, o.elapsed.as_secs_f64(), o.status),
             (None, Err(_)) => {}
         }
+        let recommended = (args.recommended_boot && column_asked.append.is_empty() && column.survey.is_some())
+            .then(|| recommended_column(column_asked, &dir))
+            .transpose()?
+            .flatten();
         columns.push(column);
         if stop.load(Ordering::SeqCst) {
             break;
+        }
+        if let Some(with_options) = recommended {
+            if !columns_asked.iter().any(|c| c.label() == with_options.label()) {
+                eprintln!("lab: next, {} (its survey's recommended boot options)", with_options.label());
+                columns_asked.insert(next, with_options);
+            }
         }
     }
     let html = irqlab_survey::compare::render(&columns).map_err(|e| CliError::Failed(e.to_string()))?;
     let page = out.join("index.html");
     crate::output::write_text(&page, &html)?;
     let complete = columns.iter().filter(|c| c.survey.is_some()).count();
-    print(&format!("page: {}  ({complete} of {} kernels surveyed)\n", page.display(), args.kernels.len()))?;
-    Ok(Status::from_ok(complete == args.kernels.len()))
+    print(&format!("page: {}  ({complete} of {} kernels surveyed)\n", page.display(), columns_asked.len()))?;
+    Ok(Status::from_ok(complete == columns_asked.len()))
 }
 
 /// A column of `lab compare`: a kernel, and kernel command-line options
@@ -336,6 +355,20 @@ impl ColumnSpec {
             false => self.text.clone(),
         }
     }
+}
+
+/// The column of `kernel` booted with the `[boot]` options its survey's
+/// profile (DIR/profile.toml) recommends; `None`, said on stderr, when it
+/// recommended none.
+fn recommended_column(kernel: &ColumnSpec, dir: &std::path::Path) -> Result<Option<ColumnSpec>, CliError> {
+    let path = dir.join(irqlab_survey::profile::FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| CliError::io(&path, e))?;
+    let profile = irqlab_control::profile::Profile::parse(&path.display().to_string(), &text)?;
+    let Some(boot) = profile.boot.as_ref().filter(|b| !b.cmdline.get_ref().trim().is_empty()) else {
+        eprintln!("lab: {}: its survey recommended no boot option; no column with them", kernel.label());
+        return Ok(None);
+    };
+    Ok(Some(ColumnSpec::parse(&format!("{} {}", kernel.text, boot.cmdline.get_ref()))?))
 }
 
 fn read_column(label: String, dir: &std::path::Path, missing: Option<String>) -> irqlab_survey::compare::Column {

@@ -5,6 +5,7 @@
 //! the finding it answers and, where irqlab can apply it, the exact
 //! `irqlab control` command.
 
+mod boot;
 pub mod quiet;
 pub mod schedulability;
 
@@ -39,6 +40,7 @@ pub fn derive(survey: &mut Survey, taskset: Option<&TaskSet>) {
     stimulus(survey, &mut out);
     accounting(survey, &mut out);
     settings(survey, &mut out);
+    boot::isolation(survey, &mut out);
     skipped(survey, &mut out);
     out.findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     survey.verdict = verdict(&out.findings, survey.complete);

@@ -1,0 +1,285 @@
+//! Boot-time isolation, recommended from what the probe measured on each
+//! CPU while it ran there alone (issue 51): `nohz_full=` where the local
+//! timer kept firing, `rcu_nocbs=` where RCU callbacks ran in the probe's
+//! windows, `isolcpus=domain,` where the scheduler's load balancing (the
+//! SCHED softirq) did. Each becomes a `[boot]` option of the survey's profile, with
+//! the number behind it; `control apply --boot` writes them for the next
+//! boot, and `lab compare` boots a guest with them to check the prediction.
+//!
+//! CPU 0 is never recommended: the kernel needs a housekeeping CPU (the
+//! timekeeping tick, the offloaded RCU callbacks, unbound work) and takes
+//! the boot CPU by default, so no layout made here isolates every CPU.
+//! Not recommended from measurements yet: `isolcpus=managed_irq` (the
+//! survey does not tell managed IRQs apart without debugfs) and
+//! `kthread_cpus=`.
+
+use super::{pct, short_ns, Out, Rec, MS};
+use crate::doc::*;
+
+/// A CPU with one task running and its tick stopped (nohz_full) takes
+/// about one local timer interrupt per second or fewer (the residual 1 Hz
+/// tick, offloaded to a housekeeping CPU since Linux 4.17); the slowest
+/// periodic tick, HZ=100, takes 100. A rate at or above this is the tick.
+const TICKING_PER_S: f64 = 10.0;
+/// The label the gap-source monitor gives the local timer's system vector.
+const LOCAL_TIMER: &str = "irq LOC timer";
+
+/// The boot CPU: kept for housekeeping, never recommended for isolation.
+const HOUSEKEEPING_CPU: usize = 0;
+
+/// Adds a finding for each CPU whose tick or RCU callbacks the probe saw,
+/// and one recommendation per boot option answering them all.
+pub fn isolation(survey: &Survey, out: &mut Out) {
+    let isolated = Isolated::of(survey);
+    let mut nohz = Vec::new();
+    let mut nocbs = Vec::new();
+    let mut balanced = Vec::new();
+    for cpu in survey.cpus.iter().filter(|c| c.cpu != HOUSEKEEPING_CPU) {
+        if let Some(tick) = Tick::of(cpu) {
+            if let Some(id) = tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
+                nohz.push((cpu.cpu, id, tick));
+            }
+        }
+        if let Some(rcu) = Seen::of(cpu, is_rcu_callbacks) {
+            if !isolated.rcu_nocbs.contains(&cpu.cpu) {
+                nocbs.push(rcu_finding(cpu.cpu, &rcu, out));
+            }
+        }
+        if let Some(balance) = Seen::of(cpu, is_load_balancing) {
+            if !isolated.domain.contains(&cpu.cpu) {
+                balanced.push(balance_finding(cpu, &balance, out));
+            }
+        }
+    }
+    if !nohz.is_empty() {
+        let cpus: Vec<usize> = nohz.iter().map(|(c, _, _)| *c).collect();
+        let list = irqlab_host::rt::format_cpu_list(&cpus);
+        let rates: Vec<String> = nohz.iter().map(|(c, _, t)| format!("CPU {c}: {}", t.figure())).collect();
+        let predicted = format!(
+            "with one task running on CPU {list}, its local timer falls toward 1/s or fewer ({}), at the next boot",
+            rates.join("; ")
+        );
+        let rec = || {
+            Rec::new(
+                Action::BootIsolation,
+                cpus.first().copied(),
+                format!("Stop the timer tick on CPU {list} at boot (nohz_full={list})"),
+                format!(
+                    "the tick stops on a CPU with one runnable task; CPU {HOUSEKEEPING_CPU} keeps the timekeeping tick and takes the \
+                     offloaded work, and every kernel entry and exit on CPU {list} costs a little more (context tracking)"
+                ),
+            )
+            .setting(Declared::Boot { option: format!("nohz_full={list}") })
+            .predicted(predicted.clone())
+        };
+        for (_, id, _) in &nohz {
+            out.recommend(id, rec());
+        }
+    }
+    recommend_for_all(out, &nocbs, |list| {
+        Rec::new(
+            Action::BootIsolation,
+            None,
+            format!("Run CPU {list}'s RCU callbacks elsewhere at boot (rcu_nocbs={list})"),
+            format!("the callbacks then run in rcuo kthreads that can be kept on CPU {HOUSEKEEPING_CPU}; that CPU takes their load"),
+        )
+        .setting(Declared::Boot { option: format!("rcu_nocbs={list}") })
+        .predicted(format!("no RCU callback work in CPU {list}'s windows, at the next boot"))
+    });
+    recommend_for_all(out, &balanced, |list| {
+        Rec::new(
+            Action::BootIsolation,
+            None,
+            format!("Keep CPU {list} out of the scheduler's load balancing at boot (isolcpus=domain,{list})"),
+            format!(
+                "no SCHED softirq on CPU {list}, and on PREEMPT_RT no ksoftirqd woken to run it (a second runnable task, \
+                 which keeps the tick on under nohz_full); the scheduler then never moves a task onto or off CPU {list}: \
+                 the time-critical task must be placed there by its affinity"
+            ),
+        )
+        .setting(Declared::Boot { option: format!("isolcpus=domain,{list}") })
+        .predicted(format!("no SCHED softirq in CPU {list}'s windows, at the next boot"))
+    });
+}
+
+/// One recommendation, made by `rec` from the CPU list, answering each
+/// of `found` (a CPU and its finding's id).
+fn recommend_for_all(out: &mut Out, found: &[(usize, String)], rec: impl Fn(&str) -> Rec) {
+    let cpus: Vec<usize> = found.iter().map(|(c, _)| *c).collect();
+    let Some(&first) = cpus.first() else { return };
+    let list = irqlab_host::rt::format_cpu_list(&cpus);
+    for (_, id) in found {
+        let mut r = rec(&list);
+        r.cpu = Some(first);
+        out.recommend(id, r);
+    }
+}
+
+/// The running kernel's isolation, from the survey's "isolated CPUs"
+/// setting (`isolated 2-3, nohz_full 1, rcu_nocbs 1`).
+#[derive(Default)]
+struct Isolated {
+    /// `/sys/devices/system/cpu/isolated`: out of the scheduler's domains.
+    domain: Vec<usize>,
+    nohz_full: Vec<usize>,
+    rcu_nocbs: Vec<usize>,
+}
+
+impl Isolated {
+    fn of(survey: &Survey) -> Isolated {
+        let mut isolated = Isolated::default();
+        let Some(text) = super::setting(survey, "isolated CPUs") else { return isolated };
+        for part in text.split(", ") {
+            let Some((key, list)) = part.split_once(' ') else { continue };
+            let cpus = irqlab_host::rt::parse_cpu_list(list).unwrap_or_default();
+            match key {
+                "isolated" => isolated.domain = cpus,
+                "nohz_full" => isolated.nohz_full = cpus,
+                "rcu_nocbs" => isolated.rcu_nocbs = cpus,
+                _ => {}
+            }
+        }
+        isolated
+    }
+}
+
+/// The tick as the probe saw it on one CPU: its rate (from
+/// `/proc/interrupts`, over the probe's spin), and its share of the
+/// worst window near 1 ms (from the gap sources).
+struct Tick {
+    per_s: Option<f64>,
+    /// The load whose curve the figures come from.
+    load: Load,
+    /// The local timer's time in the worst window near 1 ms, and that window.
+    in_window: Option<(u64, u64)>,
+}
+
+impl Tick {
+    /// The idle run's figures when there is one (the tick does not depend
+    /// on the load), else the first run's; `None` when neither a rate nor
+    /// a source was recorded.
+    fn of(cpu: &CpuSurvey) -> Option<Tick> {
+        let curve = cpu.curves.iter().find(|c| c.load == Load::None).or(cpu.curves.first())?;
+        let per_s = curve.interrupts.as_ref().map(|i| i.local_timer_per_s);
+        let in_window = curve
+            .sources
+            .as_ref()
+            .and_then(|s| s.nearest(MS))
+            .and_then(|w| w.sources.iter().find(|s| s.label == LOCAL_TIMER).map(|s| (s.ns, w.window_ns)));
+        (per_s.is_some() || in_window.is_some()).then_some(Tick { per_s, load: curve.load, in_window })
+    }
+
+    /// The rate, or where no rate was recorded, the timer seen in a window.
+    fn ticking(&self) -> bool {
+        match self.per_s {
+            Some(rate) => rate >= TICKING_PER_S,
+            None => self.in_window.is_some(),
+        }
+    }
+
+    fn figure(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(rate) = self.per_s {
+            parts.push(format!("{rate:.0} local timer interrupts/s"));
+        }
+        if let Some((ns, window)) = self.in_window {
+            parts.push(format!("{} ({}) of the worst {} window", short_ns(ns), pct(ns as f64 / window.max(1) as f64), short_ns(window)));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The finding for a CPU whose tick kept firing under one task; its id
+/// when the tick can be stopped at boot (the CPU is not nohz_full yet).
+fn tick_finding(cpu: usize, tick: &Tick, nohz_full: bool, out: &mut Out) -> Option<String> {
+    if !tick.ticking() {
+        return None;
+    }
+    let measured = format!("{} while the probe ran alone on CPU {cpu} ({} load)", tick.figure(), tick.load.name());
+    let rule = "≥ 10 local timer interrupts/s with one task on the CPU is the periodic tick (HZ ≥ 100); a nohz_full CPU takes about 1/s";
+    if nohz_full {
+        // Already asked for at boot: the kernel kept the tick on for a reason
+        // of its own (a second runnable task, a timer, RCU, irq_work, perf).
+        out.find(
+            format!("tick-kept-cpu{cpu}"),
+            Severity::Note,
+            Some(cpu),
+            format!("CPU {cpu} is nohz_full, yet its timer tick kept firing while one task ran"),
+            measured,
+            rule,
+        );
+        return None;
+    }
+    Some(out.find(
+        format!("tick-cpu{cpu}"),
+        Severity::Note,
+        Some(cpu),
+        format!("CPU {cpu}: the timer tick interrupts a task running alone"),
+        measured,
+        rule,
+    ))
+}
+
+/// Work of one kind the probe saw on one CPU: the most a source of that
+/// kind took of any worst window, and which source it was.
+struct Seen {
+    label: String,
+    ns: u64,
+    window_ns: u64,
+}
+
+impl Seen {
+    fn of(cpu: &CpuSurvey, kind: impl Fn(&Source) -> bool) -> Option<Seen> {
+        let windows = cpu.curves.iter().filter_map(|c| c.sources.as_ref()).flat_map(|s| &s.windows);
+        let seen = windows.flat_map(|w| w.sources.iter().map(move |s| (s, w.window_ns))).filter(|(s, _)| kind(s));
+        seen.max_by_key(|(s, _)| s.ns).map(|(s, window_ns)| Seen { label: s.label.clone(), ns: s.ns, window_ns })
+    }
+
+    fn figure(&self) -> String {
+        format!("{} took {} of a worst {} window", self.label, short_ns(self.ns), short_ns(self.window_ns))
+    }
+}
+
+/// The scheduler's load balancing: the SCHED softirq, raised by the tick.
+fn is_load_balancing(source: &Source) -> bool {
+    source.kind == SourceKind::Softirq && source.label == "SCHED"
+}
+
+/// The RCU softirq, or RCU's per-CPU callback thread (`rcuc/N`, where
+/// the kernel runs callbacks in threads: PREEMPT_RT).
+fn is_rcu_callbacks(source: &Source) -> bool {
+    match source.kind {
+        SourceKind::Softirq => source.label == "RCU",
+        SourceKind::Thread => super::thread_comm(&source.label).is_some_and(|c| c.starts_with("rcuc/")),
+        _ => false,
+    }
+}
+
+fn rcu_finding(cpu: usize, rcu: &Seen, out: &mut Out) -> (usize, String) {
+    let id = out.find(
+        format!("rcu-cpu{cpu}"),
+        Severity::Note,
+        Some(cpu),
+        format!("CPU {cpu}: RCU callbacks ran in the probe's windows"),
+        rcu.figure(),
+        "RCU callback work (the RCU softirq, or rcuc/N threads) seen among a worst window's sources",
+    );
+    (cpu, id)
+}
+
+/// Load balancing on a CPU running one task; the CPU's ksoftirqd, which
+/// runs the SCHED softirq on PREEMPT_RT, is named beside it when it ran.
+fn balance_finding(cpu: &CpuSurvey, balance: &Seen, out: &mut Out) -> (usize, String) {
+    let ksoftirqd = format!("ksoftirqd/{}", cpu.cpu);
+    let is_ksoftirqd = |s: &Source| s.kind == SourceKind::Thread && super::thread_comm(&s.label) == Some(ksoftirqd.as_str());
+    let beside = Seen::of(cpu, is_ksoftirqd).map(|t| format!("; {}", t.figure())).unwrap_or_default();
+    let id = out.find(
+        format!("balance-cpu{}", cpu.cpu),
+        Severity::Note,
+        Some(cpu.cpu),
+        format!("CPU {}: the scheduler's load balancing ran while one task ran alone", cpu.cpu),
+        format!("{}{beside}", balance.figure()),
+        "the SCHED softirq (load balancing, raised by the tick) among a worst window's sources",
+    );
+    (cpu.cpu, id)
+}
