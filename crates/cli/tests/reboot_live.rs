@@ -16,7 +16,8 @@
 //! does that); the drop-in is read. The guest runs irqbalance and tuned
 //! under systemd, as Debian starts them.
 //!
-//! It boots three guests (about three minutes each under emulation), so
+//! (The third test, doctor beside Debian's tuned and irqbalance, is issue
+//! 54's.) It boots three guests (about three minutes each under emulation), so
 //! `scripts/test-kernels.sh` runs it on the host with `IRQLAB_LAB_KERNEL`
 //! (a PREEMPT_RT kernel: its IRQ threads are what the profile sets) and
 //! `IRQLAB_LAB_ROOT` (`make lab-root`) set.
@@ -189,4 +190,53 @@ fn an_exported_profile_loads_in_debians_tuned_and_verifies() {
     expect("rtc0_thread", "FF:70");
     let napi: Vec<_> = read.iter().filter(|(k, _)| k.starts_with("napi/eth0-")).collect();
     assert!(!napi.is_empty() && napi.iter().all(|(_, v)| v.as_str() == "FF:55"), "the NAPI threads under tuned: {read:?}");
+}
+
+/// Issue 54, with Debian's own daemons: in the systemd root, where Debian
+/// starts irqbalance and tuned, `doctor` names both running, tuned with
+/// its active profile, and warns when that profile writes
+/// `kernel.sched_rt_runtime_us` on a kernel with fair servers (6.12 and
+/// later: the write makes the kernel forget their bandwidth). The profile
+/// here is one of the test's, writing the sysctl as the realtime profiles
+/// do; the fields are asserted, not the words.
+#[test]
+fn doctor_names_debians_tuned_and_irqbalance_and_a_profile_writing_rt_runtime() {
+    let Some((kernel, pristine)) = setup("doctor_names_debians_tuned_and_irqbalance_and_a_profile_writing_rt_runtime") else {
+        return;
+    };
+    let (_dir, root) = copy_of(&pristine);
+    let profile_dir = root.join("etc/tuned/irqlab-rt-runtime");
+    std::fs::create_dir_all(&profile_dir).unwrap();
+    std::fs::write(
+        profile_dir.join("tuned.conf"),
+        "[main]\nsummary=writes kernel.sched_rt_runtime_us, as the realtime profiles do\n\n[sysctl]\nkernel.sched_rt_runtime_us=950000\n",
+    )
+    .unwrap();
+    let read = boot(
+        &kernel,
+        &root,
+        "tuned with a profile writing sched_rt_runtime_us",
+        "tuned-adm profile irqlab-rt-runtime >&2; echo tuned_profile=$?; irqlab doctor --json /root/doctor.json >/dev/null; \
+         echo doctor=$?; echo release=$(uname -r)",
+    );
+    assert_eq!(read.get("tuned_profile").map(String::as_str), Some("0"), "{read:?}");
+    assert_eq!(read.get("doctor").map(String::as_str), Some("0"), "{read:?}");
+    let doctor = json(&root.join("root/doctor.json"));
+    let tool = |name: &str| {
+        doctor["other_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {doctor:#}"))
+    };
+    let tuned = tool("tuned");
+    assert!(!tuned["running"].as_array().unwrap().is_empty(), "tuned runs under systemd: {tuned:#}");
+    assert_eq!(tuned["detail"], "active profile: irqlab-rt-runtime", "{tuned:#}");
+    let release = read["release"].split(['.', '-']).take(2).map(|p| p.parse::<u32>().unwrap()).collect::<Vec<_>>();
+    let fair_servers = (release[0], release[1]) >= (6, 12);
+    assert_eq!(tuned.get("warning").is_some(), fair_servers, "the warning on {}: {tuned:#}", read["release"]);
+    let irqbalance = tool("irqbalance");
+    assert!(!irqbalance["running"].as_array().unwrap().is_empty(), "irqbalance runs under systemd: {irqbalance:#}");
 }
