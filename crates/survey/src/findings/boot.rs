@@ -27,17 +27,19 @@ const LOCAL_TIMER: &str = "irq LOC timer";
 /// The boot CPU: kept for housekeeping, never recommended for isolation.
 const HOUSEKEEPING_CPU: usize = 0;
 
-/// Adds a finding for each CPU whose tick or RCU callbacks the probe saw,
-/// and one recommendation per boot option answering them all.
+/// Adds a finding for each CPU whose tick, RCU callbacks or load balancing
+/// the probe saw, and one recommendation per boot option answering them all.
 pub fn isolation(survey: &Survey, out: &mut Out) {
     let isolated = Isolated::of(survey);
     let mut nohz = Vec::new();
+    let mut rates = Vec::new();
     let mut nocbs = Vec::new();
     let mut balanced = Vec::new();
     for cpu in survey.cpus.iter().filter(|c| c.cpu != HOUSEKEEPING_CPU) {
         if let Some(tick) = Tick::of(cpu) {
             if let Some(id) = tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
-                nohz.push((cpu.cpu, id, tick));
+                nohz.push((cpu.cpu, id));
+                rates.push(format!("CPU {}: {}", cpu.cpu, tick.figure()));
             }
         }
         if let Some(rcu) = Seen::of(cpu, is_rcu_callbacks) {
@@ -51,31 +53,22 @@ pub fn isolation(survey: &Survey, out: &mut Out) {
             }
         }
     }
-    if !nohz.is_empty() {
-        let cpus: Vec<usize> = nohz.iter().map(|(c, _, _)| *c).collect();
-        let list = irqlab_host::rt::format_cpu_list(&cpus);
-        let rates: Vec<String> = nohz.iter().map(|(c, _, t)| format!("CPU {c}: {}", t.figure())).collect();
-        let predicted = format!(
+    recommend_for_all(out, &nohz, |list| {
+        Rec::new(
+            Action::BootIsolation,
+            None,
+            format!("Stop the timer tick on CPU {list} at boot (nohz_full={list})"),
+            format!(
+                "the tick stops on a CPU with one runnable task; CPU {HOUSEKEEPING_CPU} keeps the timekeeping tick and takes the \
+                 offloaded work, and every kernel entry and exit on CPU {list} costs a little more (context tracking)"
+            ),
+        )
+        .setting(Declared::Boot { option: format!("nohz_full={list}") })
+        .predicted(format!(
             "with one task running on CPU {list}, its local timer falls toward 1/s or fewer ({}), at the next boot",
             rates.join("; ")
-        );
-        let rec = || {
-            Rec::new(
-                Action::BootIsolation,
-                cpus.first().copied(),
-                format!("Stop the timer tick on CPU {list} at boot (nohz_full={list})"),
-                format!(
-                    "the tick stops on a CPU with one runnable task; CPU {HOUSEKEEPING_CPU} keeps the timekeeping tick and takes the \
-                     offloaded work, and every kernel entry and exit on CPU {list} costs a little more (context tracking)"
-                ),
-            )
-            .setting(Declared::Boot { option: format!("nohz_full={list}") })
-            .predicted(predicted.clone())
-        };
-        for (_, id, _) in &nohz {
-            out.recommend(id, rec());
-        }
-    }
+        ))
+    });
     recommend_for_all(out, &nocbs, |list| {
         Rec::new(
             Action::BootIsolation,
