@@ -57,6 +57,8 @@ impl SimWorld {
             irq_time_accounting: false,
             netdev_max_backlog: 1000,
             hrtimer: None,
+            defer_to_running_ksoftirqd: false,
+            ipi: 0,
         };
         assert_eq!(cfg.tick_ns(), tick_ns, "a tick the simulator's HZ can express");
         let mut sim = Sim::new(cfg, FairKind::Cfs, Box::new(softirq::Linux26), 1);

@@ -4,7 +4,8 @@
 //! - [`engine`]: integer-ns event queue with deterministic tie-breaking and
 //!   one seeded random stream per named source.
 //! - [`kernel`]: the CPU (hard IRQ > softirq > task contexts), the main
-//!   loop, accounting.
+//!   loop, accounting; [`machine`]: several CPUs stepped together (RPS,
+//!   IPIs).
 //! - [`softirq`]: softirq models (linux-2.4, linux-2.6, linux-modern,
 //!   threaded) and the [`softirq::BottomHalfPolicy`] plug point;
 //!   [`policy`] is the registry of policies.
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod idletime;
 pub mod irq_source;
 pub mod kernel;
+pub mod machine;
 pub mod metrics;
 pub mod net;
 pub mod net_tx;
@@ -74,6 +76,22 @@ pub fn run_scenario(
     let result = sim.result(&sc.name(), sc.description(), p.duration, p.warmup, complete);
     let trace = sim.trace.as_ref().map(|t| t.to_json());
     Ok(RunOutput { result, trace })
+}
+
+/// Runs a scenario of several CPUs (`cores > 1`; any count works) as
+/// [`run_scenario`] runs one.
+pub fn run_machine(
+    sc: &Scenario,
+    p: RunParams,
+    stop: &AtomicBool,
+    progress: impl FnMut(Nanos),
+) -> Result<machine::MachineResult, RunError> {
+    let mut m = sc.build_machine(p)?;
+    if p.warmup > 0 {
+        m.warmup_until(p.warmup);
+    }
+    let complete = m.run(p.duration, stop, progress)?;
+    Ok(m.result(&sc.name(), sc.description(), p.duration, p.warmup, complete))
 }
 
 #[derive(Debug, thiserror::Error)]

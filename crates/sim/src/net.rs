@@ -40,6 +40,9 @@ pub struct NicCosts {
     pub icmp_no_reply: Nanos,
     /// UDP receive up to the socket queue.
     pub udp: Nanos,
+    /// RPS: the receiving CPU's per-packet share when the packet goes to
+    /// another CPU's backlog (driver poll, flow hash, enqueue_to_backlog).
+    pub rps_enqueue: Nanos,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -74,6 +77,8 @@ pub struct Nic {
     pub line: usize,
     /// NAPI_STATE_SCHED: on the poll list, device interrupt disabled.
     pub napi_scheduled: bool,
+    /// RPS: the CPU whose backlog takes its packets.
+    pub rps_cpu: Option<usize>,
     pub costs: NicCosts,
     /// Interrupt coalescing: raise after this many frames ...
     pub coalesce_frames: u32,

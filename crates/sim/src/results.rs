@@ -46,6 +46,9 @@ pub struct SimResult {
     pub irq_lines: Vec<LineResult>,
     pub softirq: SoftirqStats,
     pub servers: Vec<serde_json::Value>,
+    /// RT throttling or the fair server (kernel presets), with how often it acted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bottom_half_policy: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,6 +60,9 @@ pub struct SimResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct MachineInfo {
     pub hz: u32,
+    /// The `[machine] kernel` preset, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<&'static str>,
     pub softirq_model: String,
     pub scheduler: String,
     pub bottom_half_policy: String,
@@ -78,6 +84,12 @@ pub struct Conservation {
     pub dropped_socket_full: u64,
     pub in_flight_at_start: u64,
     pub in_flight_at_end: u64,
+    /// RPS: packets this CPU put on other CPUs' backlogs, and those other
+    /// CPUs put on its backlog (0 on one CPU).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rps_packets_sent: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rps_packets_received: u64,
     /// Every device's requests: submitted + inside at start == completed +
     /// inside at end.
     pub devices_ok: bool,
@@ -141,6 +153,10 @@ pub struct LineResult {
     pub time_ns: Nanos,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 pub fn policy_name(p: Policy) -> String {
     match p {
         Policy::Fifo(x) => format!("fifo:{x}"),
@@ -198,6 +214,7 @@ impl Sim {
             measured_ns: measured,
             machine: MachineInfo {
                 hz: self.cfg.hz,
+                kernel: self.kernel_preset,
                 softirq_model: self.model.name().to_string(),
                 scheduler: self.sched.fair.name().to_string(),
                 bottom_half_policy: self.bh_policy.as_ref().map_or("none", |p| p.name()).to_string(),
@@ -233,6 +250,7 @@ impl Sim {
                 st
             },
             servers: self.servers.iter().map(|s| s.report()).collect(),
+            bandwidth: self.sched.bandwidth.report(),
             bottom_half_policy: self.bh_policy.as_ref().and_then(|p| p.report()),
             bh_time: self.bh_series.clone(),
             probe: self.probe.as_mut().map(|p| p.finish(probe_end)),
@@ -263,10 +281,11 @@ impl Sim {
         let sock = sum(|s| s.dropped_socket_full);
         let delivered: u64 = self.sockets.iter().map(|s| s.stats.delivered).sum();
         let in_flight = self.packets_in_flight();
+        let (rps_out, rps_in) = (self.cross.stats.rps_packets_sent, self.cross.stats.rps_packets_received);
         Conservation {
             cpu_time_ok: self.times.total() == measured,
             cpu_accounted_ns: self.times.total(),
-            packets_ok: offered + self.in_flight_at_start == icmp + delivered + ring + backlog + sock + in_flight,
+            packets_ok: offered + self.in_flight_at_start + rps_in == icmp + delivered + ring + backlog + sock + in_flight + rps_out,
             packets_offered: offered,
             icmp_handled: icmp,
             udp_delivered_to_app: delivered,
@@ -275,6 +294,8 @@ impl Sim {
             dropped_socket_full: sock,
             in_flight_at_start: self.in_flight_at_start,
             in_flight_at_end: in_flight,
+            rps_packets_sent: rps_out,
+            rps_packets_received: rps_in,
             devices_ok: self.devices.iter().flatten().all(|d| d.conserved()),
         }
     }

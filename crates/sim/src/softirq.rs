@@ -276,5 +276,8 @@ pub struct SoftirqStats {
     pub handoff_rounds_max: Option<u32>,
     pub jobs: u64,
     pub deferred_by_policy: u64,
+    /// IRQ exits that left pending softirqs to a runnable ksoftirqd
+    /// (`linux-6.1`'s "let ksoftirqd do its job").
+    pub left_to_running_ksoftirqd: u64,
     pub per_vector_ns: std::collections::BTreeMap<String, Nanos>,
 }

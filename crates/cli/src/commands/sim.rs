@@ -1,13 +1,16 @@
 //! `irqlab sim SCENARIO.toml`: runs a simulation scenario and writes the
 //! `irqlab/sim/v2` document (and optionally a Chrome trace, the probe's
-//! curve and an HTML page).
+//! curve and an HTML page); a scenario of several CPUs (`cores = N`)
+//! writes `irqlab/sim-machine/v1`, each CPU's document with what crossed
+//! between them.
 
 use crate::error::{CliError, Status};
 use crate::output::{file_only, json_or_summary, read_text, write_json, write_text};
 use irqlab_analysis::{format_ns, InputError, Nanos};
 use irqlab_report::html::{Page, Section, Table};
 use irqlab_report::plot::{LinePlot, Series};
-use irqlab_sim::{run_scenario, RunError, Scenario, SimResult};
+use irqlab_sim::machine::MachineResult;
+use irqlab_sim::{run_machine, run_scenario, RunError, Scenario, SimResult};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -64,16 +67,29 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let stop = crate::signal::stop_flag();
     let bar = crate::progress::bar(params.duration / 1_000_000, "simulating");
     let started = std::time::Instant::now();
-    let out = run_scenario(&sc, params, args.trace.is_some(), &stop, |now| {
+    let progress = |now: Nanos| {
         // Only worth drawing for runs longer than a couple of seconds.
         if started.elapsed().as_millis() > 1500 {
             bar.set_position(now / 1_000_000);
         }
-    })
-    .map_err(|e| match e {
+    };
+    let run_error = |e: RunError| match e {
         RunError::Input(e) => CliError::Input(e),
         RunError::Sim(e) => CliError::Failed(e.to_string()),
-    })?;
+    };
+    if sc.cores() > 1 {
+        let one_cpu_only = [("--trace", args.trace.is_some()), ("--curve", args.curve.is_some()), ("--html", args.html.is_some())];
+        if let Some((flag, _)) = one_cpu_only.iter().find(|(_, given)| *given) {
+            return Err(CliError::Usage(format!(
+                "{flag} is for one CPU so far; {file} has cores = {} (its JSON has each CPU's figures)",
+                sc.cores()
+            )));
+        }
+        let result = run_machine(&sc, params, &stop, progress).map_err(run_error)?;
+        bar.finish_and_clear();
+        return machine_outputs(args.json.as_deref(), &result);
+    }
+    let out = run_scenario(&sc, params, args.trace.is_some(), &stop, progress).map_err(run_error)?;
     bar.finish_and_clear();
     let result = out.result;
     json_or_summary(args.json.as_deref(), &result, summary)?;
@@ -99,10 +115,35 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     Ok(Status::Success)
 }
 
+/// The document of a machine of several CPUs, or its summary: each CPU's
+/// tables under its number, with what crossed between them.
+fn machine_outputs(json: Option<&std::path::Path>, result: &MachineResult) -> Result<Status, CliError> {
+    json_or_summary(json, result, |m| {
+        let mut out = String::new();
+        for c in &m.cpus {
+            let x = &c.cross_cpu;
+            out.push_str(&format!(
+                "CPU {}: RPS packets sent {}, received {}; IPIs sent {}, received {}\n",
+                c.cpu, x.rps_packets_sent, x.rps_packets_received, x.ipis_sent, x.ipis_received
+            ));
+            out.push_str(&summary(&c.sim));
+        }
+        out
+    })?;
+    if !result.conservation.ok() {
+        return Err(CliError::Failed("conservation check failed (see \"conservation\" in the result)".into()));
+    }
+    if !result.complete {
+        eprintln!("stopped early: result marked \"complete\": false");
+    }
+    Ok(Status::Success)
+}
+
 /// One line on what was simulated: models, seed, length, events.
 fn run_line(r: &SimResult) -> String {
+    let kernel = r.machine.kernel.map(|k| format!("{k}: ")).unwrap_or_default();
     let line = format!(
-        "{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
+        "{kernel}{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
         r.machine.softirq_model,
         r.machine.scheduler,
         r.machine.hz,

@@ -71,6 +71,9 @@ impl Sim {
                     }
                     return Some(job);
                 }
+                if self.cross.ipi_due != 0 {
+                    self.send_rps_ipis();
+                }
                 run.handler = None;
             }
             if run.round_left != 0 {
@@ -156,7 +159,10 @@ impl Sim {
                 if let Some(pkt) = pkt {
                     *quota -= 1;
                     *budget -= 1;
-                    let (cost, owner) = self.packet_job_cost(&pkt);
+                    let (cost, owner) = match self.rps_target(dev) {
+                        Some(_) => (self.nics[self.sources[pkt.source as usize].nic].costs.rps_enqueue, None),
+                        None => self.packet_job_cost(&pkt),
+                    };
                     return Some(Job { vector: NET_RX, cost, what: JobWhat::Packet { from: dev, pkt }, owner });
                 }
             }
@@ -194,10 +200,13 @@ impl Sim {
     /// A bottom-half job finished wherever it ran.
     pub(super) fn bh_job_done(&mut self, loc: Loc, job: Job) {
         match job.what {
-            JobWhat::Packet { pkt, .. } => {
+            JobWhat::Packet { pkt, from } => {
                 let n = self.sources[pkt.source as usize].nic;
                 self.nics[n].stats.softirq_ns += job.cost;
-                self.deliver(pkt);
+                match self.rps_target(from) {
+                    Some(to) => self.send_to_backlog(to, pkt),
+                    None => self.deliver(pkt),
+                }
             }
             JobWhat::Device { dev, token } => {
                 self.with_device(dev, |d, sim| d.bh_done(sim, token));

@@ -15,6 +15,8 @@ pub enum IrqKind {
     Nic(usize),
     /// A device implementing [`crate::device::Device`].
     Device(usize),
+    /// The function-call IPI another CPU sends (RPS).
+    Ipi,
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +93,7 @@ impl Sim {
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
             IrqKind::HrTimer => self.cfg.hrtimer.unwrap_or(0),
+            IrqKind::Ipi => self.cfg.ipi,
         };
         let cost = self.cfg.irq_entry + handler + self.cfg.irq_exit;
         self.cpu.hardirq = Some(HardIrq { line, left: cost, packets });
@@ -115,6 +118,7 @@ impl Sim {
                 }
                 IrqKind::Nic(n) => self.nic_isr_effect(n, h.packets, false),
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
+                IrqKind::Ipi => self.rps_ipi_handled(),
             }
             self.lines[h.line].in_service = false;
         }
@@ -133,6 +137,10 @@ impl Sim {
                 return;
             }
         }
+        if self.cfg.defer_to_running_ksoftirqd && self.ksoftirqd_running() {
+            self.softirq_stats.left_to_running_ksoftirqd += 1;
+            return;
+        }
         if let Some(mut p) = self.bh_policy.take() {
             let now = p.run_on_irq_exit(self);
             self.bh_policy = Some(p);
@@ -142,6 +150,17 @@ impl Sim {
         }
         self.softirq_stats.irq_exit_runs += 1;
         self.cpu.softirq = Some(SoftirqRun::new(self.now, u32::MAX));
+    }
+
+    /// 6.1's `ksoftirqd_running(pending)` (kernel/softirq.c): ksoftirqd is
+    /// TASK_RUNNING (running or preempted on the run queue) and no vector
+    /// of `SOFTIRQ_NOW_MASK` (HI, TASKLET) is pending.
+    fn ksoftirqd_running(&self) -> bool {
+        const NOW_MASK: u32 = (1 << crate::softirq::HI) | (1 << crate::softirq::TASKLET);
+        self.pending & NOW_MASK == 0
+            && self
+                .ksoftirqd
+                .is_some_and(|k| matches!(self.tasks[k].state, crate::task::RunState::Running | crate::task::RunState::Runnable))
     }
 
     /// Marks a softirq vector pending. Raised outside interrupt context
@@ -289,7 +308,7 @@ impl Sim {
                     }
                 }
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
-                IrqKind::Timer | IrqKind::HrTimer => 0,
+                IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi => 0,
             };
             self.tasks[t].chunk = Some(cost);
             self.tasks[t].chunk_kernel = true;
@@ -305,7 +324,7 @@ impl Sim {
                 self.nic_isr_effect(n, p, true);
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
-            IrqKind::Timer | IrqKind::HrTimer => {}
+            IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi => {}
         }
         self.lines[line].in_service = false;
     }

@@ -9,6 +9,7 @@
 //! (`cpu.done_at`), so preemption never leaves stale events behind.
 
 mod bh;
+mod cross_cpu;
 mod irq;
 mod sched_glue;
 
@@ -27,6 +28,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use cross_cpu::{CrossCpu, CrossCpuStats, Remote};
 pub use irq::{IrqKind, IrqLine};
 
 /// Costs and constants of the machine; every scenario states where its
@@ -51,6 +53,12 @@ pub struct MachineConfig {
     /// `None`: expiries wake the task at no CPU cost (the model before this
     /// existed, which the calibrated reproductions assume).
     pub hrtimer: Option<Nanos>,
+    /// Linux 4.9 to 6.4 ("softirq: Let ksoftirqd do its job", 4cd13c21b207;
+    /// reverted in 6.5 by d15121be7485): IRQ exit leaves pending softirqs
+    /// (but HI and TASKLET) to ksoftirqd while it is runnable.
+    pub defer_to_running_ksoftirqd: bool,
+    /// The function-call IPI's handler, on the CPU it is sent to.
+    pub ipi: Nanos,
 }
 
 impl MachineConfig {
@@ -86,6 +94,8 @@ pub enum Ev {
     DlReplenish {
         task: u32,
     },
+    /// RT throttling's period, or the fair server's zero laxity or period.
+    Bandwidth,
     /// A device's own event (disk completion, ...).
     Device {
         dev: u32,
@@ -189,6 +199,11 @@ pub struct Sim {
     /// Sleepers whose timer expired, woken when the hrtimer IRQ handler
     /// completes.
     pub expired_timers: Vec<TaskId>,
+    /// Which CPU of a multi-core machine this is, and what it exchanges
+    /// with the others (`crate::machine`); idle on one core.
+    pub cross: CrossCpu,
+    /// The `[machine] kernel` preset this CPU was built with, for the results.
+    pub kernel_preset: Option<&'static str>,
 }
 
 /// Why a run could not proceed (a scenario that makes the model spin).
@@ -238,6 +253,8 @@ impl Sim {
             seed,
             hrtimer_line: None,
             expired_timers: Vec::new(),
+            cross: CrossCpu::default(),
+            kernel_preset: None,
         };
         sim.lines.push(IrqLine::new("timer", IrqKind::Timer));
         if sim.cfg.hrtimer.is_some() {
@@ -276,9 +293,33 @@ impl Sim {
     /// Runs until `end` (or the stop flag), calling `progress(now)` now and
     /// then. Returns false when stopped early.
     pub fn run(&mut self, end: Nanos, stop: &AtomicBool, mut progress: impl FnMut(Nanos)) -> Result<bool, SimError> {
+        self.begin()?;
+        let mut n: u64 = 0;
+        loop {
+            if self.next_time() >= end {
+                self.finish_at(end);
+                return Ok(true);
+            }
+            self.step()?;
+            n += 1;
+            if n & 0xffff == 0 {
+                progress(self.now);
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// The first events of a run (once): the tick, the servers' timers,
+    /// the traffic.
+    pub(crate) fn begin(&mut self) -> Result<(), SimError> {
         if self.events == 0 {
             // The tick charges the jiffy that just ended: first one at 1/HZ.
             self.q.schedule_at(self.cfg.tick_ns(), Ev::Tick);
+            if let Some(at) = self.sched.bandwidth.first_timer() {
+                self.q.schedule_at(at, Ev::Bandwidth);
+            }
             for s in 0..self.servers.len() {
                 let mut timers = Vec::new();
                 self.servers[s].start(0, &mut timers);
@@ -293,39 +334,55 @@ impl Sim {
             self.settle()?;
             self.reprogram();
         }
-        let mut n: u64 = 0;
-        loop {
-            let t_ev = self.q.peek_time().unwrap_or(Nanos::MAX);
-            let t_cpu = self.cpu.done_at;
-            let t = t_ev.min(t_cpu);
-            // The run covers [0, end): nothing happens at `end` itself.
-            if t >= end {
-                self.advance(end);
-                self.now = end;
-                return Ok(true);
-            }
-            if t_cpu <= t_ev {
-                self.advance(t_cpu);
-                self.now = t_cpu;
-                self.q.advance_to(t_cpu);
-                self.cpu_done();
-            } else {
-                let (t, ev) = self.q.pop().expect("peeked");
-                self.advance(t);
-                self.now = t;
-                self.handle(ev);
-            }
-            self.settle()?;
-            self.reprogram();
-            self.events += 1;
-            n += 1;
-            if n & 0xffff == 0 {
-                progress(self.now);
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(false);
-                }
-            }
+        Ok(())
+    }
+
+    /// When the next thing happens: an event or the top work's end.
+    #[inline]
+    pub(crate) fn next_time(&mut self) -> Nanos {
+        self.q.peek_time().unwrap_or(Nanos::MAX).min(self.cpu.done_at)
+    }
+
+    /// Handles what happens next (see [`Sim::next_time`]).
+    #[inline]
+    pub(crate) fn step(&mut self) -> Result<(), SimError> {
+        let t_ev = self.q.peek_time().unwrap_or(Nanos::MAX);
+        let t_cpu = self.cpu.done_at;
+        if t_cpu <= t_ev {
+            self.advance(t_cpu);
+            self.now = t_cpu;
+            self.q.advance_to(t_cpu);
+            self.cpu_done();
+        } else {
+            let (t, ev) = self.q.pop().expect("peeked");
+            self.advance(t);
+            self.now = t;
+            self.handle(ev);
         }
+        self.settle()?;
+        self.reprogram();
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Ends the run at `end`: the run covers [0, end), nothing happens at
+    /// `end` itself.
+    pub(crate) fn finish_at(&mut self, end: Nanos) {
+        self.advance(end);
+        self.now = end;
+    }
+
+    /// Something another CPU did reaches this one at `now` (not before
+    /// anything of this CPU's own: the machine steps the CPUs in time
+    /// order).
+    pub(crate) fn receive(&mut self, now: Nanos, what: impl FnOnce(&mut Sim)) -> Result<(), SimError> {
+        self.advance(now);
+        self.now = now;
+        self.q.advance_to(now);
+        what(self);
+        self.settle()?;
+        self.reprogram();
+        Ok(())
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -359,6 +416,7 @@ impl Sim {
             }
             Ev::Server { server, token } => self.server_timer(server as usize, token),
             Ev::DlReplenish { task } => self.dl_replenish(task as usize),
+            Ev::Bandwidth => self.bandwidth_timer(),
             Ev::Device { dev, token } => self.with_device(dev as usize, |d, sim| d.on_event(sim, token)),
             Ev::WarmupEnd => self.reset_statistics(),
         }
@@ -592,6 +650,8 @@ impl Sim {
             l.ns = 0;
         }
         self.softirq_stats = Default::default();
+        self.cross.stats = Default::default();
+        self.sched.bandwidth.reset_stats();
         self.bh_vector_ns = [0; crate::softirq::NR_VECTORS];
         if let Some(p) = &mut self.probe {
             p.reset(self.now);

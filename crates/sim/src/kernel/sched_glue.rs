@@ -188,11 +188,32 @@ impl Sim {
         if let Policy::Deadline { .. } = self.tasks[c].policy {
             return Some(self.sched.dl.budget_left(c));
         }
-        let s = self.tasks[c].server?;
-        self.servers[s].budget_left(self.now)
+        let bandwidth = self.sched.bandwidth_left(c, &self.tasks);
+        let server = self.tasks[c].server.and_then(|s| self.servers[s].budget_left(self.now));
+        match (bandwidth, server) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// RT throttling's or the fair server's timer.
+    pub(super) fn bandwidth_timer(&mut self) {
+        let fair_waiting =
+            self.sched.fair.has_runnable() || self.cpu.current.is_some_and(|c| !crate::sched::Scheduler::is_rt_or_dl(&self.tasks, c));
+        let t = self.sched.bandwidth.timer(self.now, fair_waiting);
+        if t.resched {
+            self.cpu.need_resched = true;
+        }
+        self.q.schedule_at(t.next, Ev::Bandwidth);
     }
 
     pub(super) fn enforce_budget(&mut self, c: TaskId) {
+        if self.sched.bandwidth_left(c, &self.tasks) == Some(0) && self.sched.bandwidth.exhausted() {
+            // Throttled RT, or the fair server's boost over: the task stays
+            // runnable, the pick decides.
+            self.cpu.need_resched = true;
+            return;
+        }
         if let Policy::Deadline { .. } = self.tasks[c].policy {
             let at = self.sched.dl.throttle(c, self.tasks[c].policy);
             self.q.schedule_at(at.max(self.now), Ev::DlReplenish { task: c as u32 });

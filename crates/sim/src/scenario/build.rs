@@ -14,23 +14,53 @@ use crate::server::{Periodic as PeriodicServer, Server, Sporadic};
 use crate::softirq::{self, SoftirqModel};
 use crate::task::{Behavior, Policy, Task, TaskKind};
 use crate::workload::{CpuLoop, DiskReader, MediaPlayer, Periodic, UdpServer};
-use irqlab_analysis::InputError;
+use irqlab_analysis::{InputError, Nanos};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// Builds a fresh simulator for one run of `sc`.
-pub(super) fn build(sc: &Scenario, p: RunParams) -> Result<Sim, InputError> {
+/// Builds a fresh simulator of CPU `cpu` for one run of `sc`. On a
+/// machine of several CPUs each CPU is a simulator of its own with the
+/// same tables (NICs, sources, sockets: so a packet's indices mean the
+/// same on every CPU) and its own tasks, kernel threads and interrupts:
+/// what is placed on another CPU is left out, and a source whose NIC
+/// interrupts another CPU never sends here.
+pub(super) fn build(sc: &Scenario, p: RunParams, cpu: usize) -> Result<Sim, InputError> {
     let spec = sc.spec();
-    let mut b = Builder { sc, spec, seed: p.seed, sim: machine(&spec.machine, p.seed), servers: Vec::new(), sockets: BTreeMap::new() };
+    let cores = spec.machine.cores;
+    let mut sim = machine(&spec.machine, p.seed);
+    sim.cross.cpu = cpu;
+    sim.kernel_preset = spec.machine.kernel.map(KernelPreset::name);
+    if let Some(k) = spec.machine.kernel {
+        sim.sched.bandwidth = k.bandwidth();
+    }
+    let mut b = Builder { sc, spec, seed: p.seed, cpu, sim, servers: Vec::new(), sockets: BTreeMap::new() };
     b.kernel_threads();
+    if cores > 1 {
+        // Device vectors sit below the IPIs' on x86: the line goes first.
+        b.sim.cross.ipi_line = Some(b.sim.add_line(IrqLine::new("ipi", IrqKind::Ipi)));
+    }
     for s in &spec.sockets {
         b.sockets.insert(s.name.clone(), b.sim.sockets.len());
         b.sim.sockets.push(Socket::new(s.name.clone(), s.rcvbuf));
     }
+    if cores > 1 {
+        // Every socket on every CPU, in one order, whichever CPU reads it.
+        let traffic = spec.traffic.iter().filter_map(|t| match &t.proto {
+            TrafficProto::Udp { socket } => Some(&socket.name),
+            TrafficProto::IcmpEcho { .. } => None,
+        });
+        let names: Vec<String> = spec.tasks.iter().filter_map(|t| t.work.read_socket()).map(|s| &s.name).chain(traffic).cloned().collect();
+        for name in names {
+            b.socket(&name);
+        }
+    }
     if let Some(nic) = &spec.nic {
         b.nic(nic);
     }
-    for irq in &spec.irqs {
-        b.irq(irq);
+    if cpu == 0 {
+        // Device interrupts of `[[irq]]` go to CPU 0 (no `cpu` key yet).
+        for irq in &spec.irqs {
+            b.irq(irq);
+        }
     }
     let disk = spec.disk.as_ref().map(|d| b.disk(d));
     let probe_task = b.tasks(disk)?;
@@ -62,6 +92,8 @@ fn machine(m: &MachineSpec, seed: u64) -> Sim {
         hrtimer: m.hrtimer,
         irq_time_accounting: m.irq_time_accounting,
         netdev_max_backlog: m.netdev_max_backlog,
+        defer_to_running_ksoftirqd: m.kernel.is_some_and(|k| k.defers_to_running_ksoftirqd()),
+        ipi: m.ipi,
     };
     let model: Box<dyn SoftirqModel> = match m.softirq {
         SoftirqKind::Linux24 => Box::new(softirq::Linux24),
@@ -86,6 +118,8 @@ struct Builder<'a> {
     sc: &'a Scenario,
     spec: &'a Spec,
     seed: u64,
+    /// The CPU being built.
+    cpu: usize,
     sim: Sim,
     /// Servers to attach once every task exists, in the order they were
     /// met (which numbers them).
@@ -118,11 +152,13 @@ impl Builder<'_> {
 
     fn kernel_threads(&mut self) {
         let th = &self.spec.threads;
-        self.thread("ksoftirqd/0".into(), &th.ksoftirqd, Policy::Other(self.spec.machine.ksoftirqd_nice), TaskKind::Ksoftirqd);
+        let cpu = self.cpu;
+        self.thread(format!("ksoftirqd/{cpu}"), &th.ksoftirqd, Policy::Other(self.spec.machine.ksoftirqd_nice), TaskKind::Ksoftirqd);
         if self.spec.machine.softirq == SoftirqKind::Threaded {
             // Default priorities as PREEMPT_RT gives its IRQ threads (FIFO 50).
             for (sched, name, vector) in [(&th.net_rx, "net-rx", softirq::NET_RX), (&th.net_tx, "net-tx", softirq::NET_TX)] {
-                let id = self.thread(name.into(), sched, Policy::Fifo(50), TaskKind::SoftirqThread { vectors: 1 << vector });
+                let name = if self.spec.machine.cores > 1 { format!("{name}/{cpu}") } else { name.to_string() };
+                let id = self.thread(name, sched, Policy::Fifo(50), TaskKind::SoftirqThread { vectors: 1 << vector });
                 self.sim.vector_thread[vector as usize] = Some(id);
             }
         }
@@ -139,6 +175,7 @@ impl Builder<'_> {
             weight: r.weight,
             line,
             napi_scheduled: false,
+            rps_cpu: r.rps_cpu,
             costs: r.costs,
             coalesce_frames: r.coalesce_frames,
             coalesce_ns: r.coalesce_ns,
@@ -149,7 +186,7 @@ impl Builder<'_> {
             tx_dev: None,
             stats: Default::default(),
         });
-        if self.spec.machine.softirq == SoftirqKind::Threaded {
+        if self.spec.machine.softirq == SoftirqKind::Threaded && r.cpu == self.cpu {
             let id = self.thread(format!("irq/{line}-{name}"), &self.spec.threads.nic_irq, Policy::Fifo(50), TaskKind::IrqThread { line });
             self.sim.lines[line].thread = Some(id);
         }
@@ -189,6 +226,9 @@ impl Builder<'_> {
         for t in &self.spec.tasks {
             if !names.insert(t.name.clone()) {
                 return Err(self.sc.err(t.at.clone(), format!("task name `{}` is used twice", t.name)));
+            }
+            if t.cpu != self.cpu {
+                continue;
             }
             let behavior = self.behavior(t, disk);
             let policy = t.sched.policy;
@@ -244,6 +284,9 @@ impl Builder<'_> {
             TrafficProto::IcmpEcho { reply } => Proto::IcmpEcho { reply: *reply },
             TrafficProto::Udp { socket } => Proto::Udp { socket: self.socket(&socket.name) as u16 },
         };
+        // Packets arrive where the NIC interrupts; the source is here
+        // only so that its index means the same on every CPU.
+        let here = self.spec.nic.as_ref().is_none_or(|n| n.cpu == self.cpu);
         self.sim.sources.push(Source {
             rng: rng_stream(self.seed, &format!("traffic/{}", t.name)),
             name: t.name.clone(),
@@ -252,7 +295,7 @@ impl Builder<'_> {
             proto,
             size: t.size,
             wire_ns: wire_ns(t.size, t.link),
-            start: t.start,
+            start: if here { t.start } else { Nanos::MAX },
             stop: t.stop,
             sent: 0,
         });
@@ -308,6 +351,10 @@ impl Builder<'_> {
             match m {
                 MetricSpec::BhTime { interval } => self.sim.bh_series = Some(crate::metrics::Series::new(*interval, 0)),
                 MetricSpec::Probe { task, windows, at } => {
+                    let Some(spec) = self.spec.task(task) else { return Err(self.sc.err(at.clone(), format!("no task named `{task}`"))) };
+                    if spec.cpu != self.cpu {
+                        continue; // measured on its own CPU
+                    }
                     let id = self.sim.task_id(task).ok_or_else(|| self.sc.err(at.clone(), format!("no task named `{task}`")))?;
                     self.sim.probe = Some(Probe::new(id, windows.clone(), 0));
                 }

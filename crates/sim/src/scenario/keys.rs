@@ -16,6 +16,7 @@ const TOP: &[&str] =
 const MACHINE: &[&str] = &[
     "hz",
     "cores",
+    "kernel",
     "softirq",
     "scheduler",
     "ksoftirqd_nice",
@@ -25,9 +26,9 @@ const MACHINE: &[&str] = &[
     "netdev_budget_usecs",
     "costs",
 ];
-const MACHINE_COSTS: &[&str] = &["irq_entry", "irq_exit", "tick", "context_switch", "irq_primary", "hrtimer"];
-const NIC: &[&str] = &["name", "ring", "napi", "weight", "coalesce_frames", "coalesce_usecs", "costs", "tx"];
-const NIC_COSTS: &[&str] = &["irq", "irq_per_packet", "icmp_echo", "icmp_no_reply", "udp"];
+const MACHINE_COSTS: &[&str] = &["irq_entry", "irq_exit", "tick", "context_switch", "irq_primary", "hrtimer", "ipi"];
+const NIC: &[&str] = &["name", "ring", "napi", "weight", "coalesce_frames", "coalesce_usecs", "cpu", "rps_cpu", "costs", "tx"];
+const NIC_COSTS: &[&str] = &["irq", "irq_per_packet", "icmp_echo", "icmp_no_reply", "udp", "rps_enqueue"];
 const NIC_TX: &[&str] = &["queue", "link", "irq", "complete"];
 const DISK: &[&str] = &["name", "rpm", "seek_min", "seek_full", "overhead", "sectors_per_track", "costs"];
 const DISK_COSTS: &[&str] = &["irq", "block_softirq"];
@@ -38,7 +39,7 @@ const RUN: &[&str] = &["duration", "seed", "warmup"];
 
 /// Scheduling keys every task and kernel thread has.
 const SCHED: &[&str] = &["policy", "priority", "nice", "runtime", "deadline", "period", "server"];
-const TASK_COMMON: &[&str] = &["name", "kind"];
+const TASK_COMMON: &[&str] = &["name", "kind", "cpu"];
 const EXEC: &[&str] = &["exec", "exec_max", "exec_dist"];
 
 /// The keys of one task kind, besides [`TASK_COMMON`] and [`SCHED`].

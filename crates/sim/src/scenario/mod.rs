@@ -41,6 +41,10 @@ pub const MAX_DURATION_NS: Nanos = 1_000_000 * 1_000_000_000;
 /// (2^20: Linux's largest NIC rings hold 2^15 descriptors).
 pub const MAX_QUEUE: u64 = 1 << 20;
 
+/// The most CPUs a scenario may simulate (each is a simulated kernel of
+/// its own; the survey's machines have up to a few dozen).
+pub const MAX_CORES: u32 = 64;
+
 /// Run parameters after overrides.
 #[derive(Debug, Clone, Copy)]
 pub struct RunParams {
@@ -66,7 +70,7 @@ impl Scenario {
     /// whether it still holds together.
     pub fn check(&self) -> Result<(), InputError> {
         let p = self.run_params(None, None)?;
-        self.build(p).map(|_| ())
+        self.build_machine(p).map(|_| ())
     }
 
     /// The validated contents.
@@ -111,9 +115,21 @@ impl Scenario {
         Ok(RunParams { duration, warmup: r.warmup, seed: seed.or(r.seed).unwrap_or(1) })
     }
 
-    /// Builds a fresh simulator for one run.
+    /// Builds a fresh simulator for one run (of CPU 0, on a machine of
+    /// several: [`Scenario::build_machine`] builds them all).
     pub fn build(&self, p: RunParams) -> Result<crate::Sim, InputError> {
-        build::build(self, p)
+        build::build(self, p, 0)
+    }
+
+    /// Builds every CPU of the machine for one run.
+    pub fn build_machine(&self, p: RunParams) -> Result<crate::machine::Machine, InputError> {
+        let cpus = (0..self.spec.machine.cores).map(|cpu| build::build(self, p, cpu)).collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::machine::Machine::new(cpus))
+    }
+
+    /// CPUs simulated.
+    pub fn cores(&self) -> usize {
+        self.spec.machine.cores
     }
 }
 

@@ -36,7 +36,10 @@ pub(super) struct Raw {
 pub(super) struct RawMachine {
     pub(super) hz: Spanned<u32>,
     pub(super) cores: Option<Spanned<u32>>,
-    pub(super) softirq: Spanned<String>,
+    /// A kernel preset (`linux-6.1`, `linux-6.12`): the version's own
+    /// mechanisms on top of the `linux-modern` softirq loop.
+    pub(super) kernel: Option<Spanned<String>>,
+    pub(super) softirq: Option<Spanned<String>>,
     pub(super) scheduler: Option<Spanned<String>>,
     pub(super) ksoftirqd_nice: Option<Spanned<i64>>,
     pub(super) irq_time_accounting: Option<bool>,
@@ -57,6 +60,8 @@ pub(super) struct RawCosts {
     /// hrtimer interrupt handler per sleeping task's timer expiry; omitted,
     /// expiries cost nothing (see [`MachineConfig::hrtimer`]).
     pub(super) hrtimer: Option<Dur>,
+    /// The function-call IPI's handler (RPS: it schedules the backlog).
+    pub(super) ipi: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +73,10 @@ pub(super) struct RawNic {
     pub(super) weight: Option<Spanned<u64>>,
     pub(super) coalesce_frames: Option<Spanned<u64>>,
     pub(super) coalesce_usecs: Option<Dur>,
+    /// The CPU its interrupt is routed to (smp_affinity).
+    pub(super) cpu: Option<Spanned<u64>>,
+    /// RPS: the CPU whose backlog gets the received packets.
+    pub(super) rps_cpu: Option<Spanned<u64>>,
     pub(super) costs: Spanned<RawNicCosts>,
     /// The transmit side; without it replies cost only their share of
     /// `icmp_echo` and are never queued.
@@ -92,6 +101,7 @@ pub(super) struct RawNicCosts {
     pub(super) icmp_echo: Dur,
     pub(super) icmp_no_reply: Option<Dur>,
     pub(super) udp: Dur,
+    pub(super) rps_enqueue: Option<Dur>,
 }
 
 /// `[disk]`: the drive (defaults: the idletime dissertation's WD Caviar
@@ -163,6 +173,7 @@ pub(super) struct RawServer {
 pub(super) struct RawTask {
     pub(super) name: Spanned<String>,
     pub(super) kind: Spanned<String>,
+    pub(super) cpu: Option<Spanned<u64>>,
     pub(super) policy: Option<Spanned<String>>,
     pub(super) priority: Option<Spanned<i64>>,
     pub(super) nice: Option<Spanned<i64>>,

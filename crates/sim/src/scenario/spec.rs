@@ -78,9 +78,47 @@ pub enum SoftirqKind {
     Threaded,
 }
 
+/// `[machine] kernel`: the mechanisms a kernel version has beyond the
+/// `linux-modern` softirq loop (`docs/sim-multicore.md` cites the source
+/// of each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPreset {
+    /// Linux 6.1: "softirq: Let ksoftirqd do its job" (4.9 to its revert
+    /// in 6.5): no softirq on IRQ exit while ksoftirqd is runnable.
+    Linux61,
+    /// Linux 6.12: that deferral reverted (6.5, d15121be7485).
+    Linux612,
+}
+
+impl KernelPreset {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPreset::Linux61 => "linux-6.1",
+            KernelPreset::Linux612 => "linux-6.12",
+        }
+    }
+
+    /// Whether IRQ exit leaves softirqs to a runnable ksoftirqd.
+    pub fn defers_to_running_ksoftirqd(self) -> bool {
+        self == KernelPreset::Linux61
+    }
+
+    /// How the version keeps RT tasks from starving fair ones: RT
+    /// throttling on 6.1, the fair server on 6.12.
+    pub fn bandwidth(self) -> crate::sched::bandwidth::Bandwidth {
+        match self {
+            KernelPreset::Linux61 => crate::sched::bandwidth::Bandwidth::rt_throttle(),
+            KernelPreset::Linux612 => crate::sched::bandwidth::Bandwidth::fair_server(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct MachineSpec {
     pub hz: u32,
+    /// CPUs simulated; tasks and interrupts name theirs (`cpu`).
+    pub cores: usize,
+    pub kernel: Option<KernelPreset>,
     pub softirq: SoftirqKind,
     pub scheduler: FairKind,
     pub ksoftirqd_nice: i8,
@@ -90,6 +128,8 @@ pub struct MachineSpec {
     pub context_switch: Nanos,
     pub irq_primary: Nanos,
     pub hrtimer: Option<Nanos>,
+    /// The function-call IPI's handler (x86 `sysvec_call_function_single`).
+    pub ipi: Nanos,
     pub irq_time_accounting: bool,
     pub netdev_max_backlog: usize,
 }
@@ -102,8 +142,20 @@ pub struct NicSpec {
     pub weight: u32,
     pub coalesce_frames: u32,
     pub coalesce_ns: Nanos,
+    /// The CPU its interrupt goes to.
+    pub cpu: usize,
+    /// RPS: the CPU whose backlog takes its packets (None: no RPS).
+    pub rps_cpu: Option<usize>,
     pub costs: NicCosts,
     pub tx: Option<NicTxSpec>,
+}
+
+impl NicSpec {
+    /// The CPU that runs the protocol for its packets (and so wakes
+    /// their readers): RPS's target, else the interrupt's CPU.
+    pub fn protocol_cpu(&self) -> usize {
+        self.rps_cpu.unwrap_or(self.cpu)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -182,6 +234,8 @@ pub const DEFAULT_RCVBUF: u64 = 212_992;
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub name: String,
+    /// The CPU it is pinned to (no load balancer is modelled).
+    pub cpu: usize,
     pub sched: SchedSpec,
     pub work: Work,
     /// The span of the name (for a name used twice).

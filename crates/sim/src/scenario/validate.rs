@@ -4,7 +4,7 @@
 
 use super::raw::*;
 use super::spec::*;
-use super::{parse_link, MAX_DURATION_NS, MAX_QUEUE};
+use super::{parse_link, MAX_CORES, MAX_DURATION_NS, MAX_QUEUE};
 use crate::net::{wire_ns, Arrivals, NicCosts};
 use crate::probe::log_windows;
 use crate::sched::FairKind;
@@ -35,6 +35,7 @@ pub(super) fn spec(file: &str, text: &str, raw: Raw) -> Result<Spec, InputError>
     let traffic = raw.traffic.iter().enumerate().map(|(i, t)| v.traffic(i, t)).collect::<Result<Vec<_>, _>>()?;
     let metrics = raw.metric.iter().map(|m| v.metric(m)).collect::<Result<Vec<_>, _>>()?;
     let policy = raw.policy.as_ref().map(|p| v.bh_policy(p)).transpose()?;
+    v.placement(&raw, &machine, nic.as_ref(), &tasks)?;
     Ok(Spec {
         name: raw.name,
         description: raw.description,
@@ -125,19 +126,36 @@ impl V<'_> {
         Ok(RunSpec { duration, seed: r.seed, warmup, warmup_at })
     }
 
-    fn machine(&self, m: &Spanned<RawMachine>) -> Result<MachineSpec, InputError> {
-        let m = m.get_ref();
+    fn machine(&self, machine: &Spanned<RawMachine>) -> Result<MachineSpec, InputError> {
+        let m = machine.get_ref();
         let hz = *m.hz.get_ref();
         if ![100, 250, 300, 1000].contains(&hz) {
             return Err(self.err(m.hz.span(), "hz must be 100, 250, 300 or 1000"));
         }
-        if let Some(c) = &m.cores {
-            if *c.get_ref() != 1 {
-                return Err(self.err(c.span(), "only cores = 1 is modelled so far"));
+        let cores = match &m.cores {
+            None => 1,
+            Some(c) if (1..=MAX_CORES).contains(c.get_ref()) => *c.get_ref() as usize,
+            Some(c) => return Err(self.err(c.span(), format!("cores must be 1..={MAX_CORES}"))),
+        };
+        let kernel = match &m.kernel {
+            None => None,
+            Some(k) => Some(match k.get_ref().as_str() {
+                "linux-6.1" => KernelPreset::Linux61,
+                "linux-6.12" => KernelPreset::Linux612,
+                other => return Err(self.err(k.span(), format!("unknown kernel `{other}` (linux-6.1, linux-6.12)"))),
+            }),
+        };
+        // A preset runs the linux-modern softirq loop; `softirq` may say so.
+        let model_name = match (&m.softirq, &m.kernel) {
+            (Some(s), Some(_)) if s.get_ref() != "linux-modern" => {
+                return Err(self.err(s.span(), "a kernel preset runs softirq = \"linux-modern\"; leave `softirq` out or set it so"))
             }
-        }
+            (Some(s), _) => s.get_ref().as_str(),
+            (None, Some(_)) => "linux-modern",
+            (None, None) => return Err(self.err(machine.span(), "missing `softirq` (or a `kernel` preset)")),
+        };
+        let softirq_span = m.softirq.as_ref().or(m.kernel.as_ref()).map_or(machine.span(), |s| s.span());
         let costs = m.costs.get_ref();
-        let model_name = m.softirq.get_ref().as_str();
         let (irq_entry, irq_exit, tick) = (self.dur(&costs.irq_entry)?, self.dur(&costs.irq_exit)?, self.dur(&costs.tick)?);
         let context_switch = self.dur(&costs.context_switch)?;
         let irq_primary = self.dur_or(&costs.irq_primary, 0)?;
@@ -153,8 +171,9 @@ impl V<'_> {
             },
             "threaded" => SoftirqKind::Threaded,
             _ => {
-                return Err(self
-                    .err(m.softirq.span(), format!("unknown softirq model `{model_name}` (linux-2.4, linux-2.6, linux-modern, threaded)")))
+                return Err(
+                    self.err(softirq_span, format!("unknown softirq model `{model_name}` (linux-2.4, linux-2.6, linux-modern, threaded)"))
+                )
             }
         };
         let scheduler = match m.scheduler.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
@@ -171,6 +190,12 @@ impl V<'_> {
         };
         Ok(MachineSpec {
             hz,
+            cores,
+            kernel,
+            // x86's CALL_FUNCTION_SINGLE handler with rps_trigger_softirq:
+            // a few hundred ns on a 2020s core (assumed; the scenario's
+            // `costs.ipi` overrides it).
+            ipi: self.dur_or(&costs.ipi, 500)?,
             softirq,
             scheduler,
             ksoftirqd_nice,
@@ -236,6 +261,7 @@ impl V<'_> {
                 None => self.dur(&c.icmp_echo)?,
             },
             udp: self.dur(&c.udp)?,
+            rps_enqueue: self.dur_or(&c.rps_enqueue, 0)?,
         };
         let tx = match &r.tx {
             Some(tx) => {
@@ -254,6 +280,13 @@ impl V<'_> {
             weight: self.count(&r.weight, "weight", 64, 1..=MAX_QUEUE)? as u32,
             coalesce_frames: self.count(&r.coalesce_frames, "coalesce_frames", 1, 1..=MAX_QUEUE)? as u32,
             coalesce_ns: self.dur_or(&r.coalesce_usecs, 0)?,
+            cpu: self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)? as usize,
+            rps_cpu: r
+                .rps_cpu
+                .as_ref()
+                .map(|c| self.count(&Some(c.clone()), "rps_cpu", 0, 0..=MAX_CORES as u64 - 1))
+                .transpose()?
+                .map(|c| c as usize),
             costs,
             tx,
         })
@@ -406,6 +439,65 @@ impl V<'_> {
 }
 
 impl V<'_> {
+    /// Where things run: every `cpu` within `cores`, and what the
+    /// multi-core model does not have yet refused by name.
+    fn placement(&self, raw: &Raw, machine: &MachineSpec, nic: Option<&NicSpec>, tasks: &[TaskSpec]) -> Result<(), InputError> {
+        let cores = machine.cores;
+        let out_of_range = |span: Span, key: &str, cpu: usize| {
+            let max = cores - 1;
+            self.err(span, format!("{key} = {cpu}, but the machine has cores = {cores} (CPUs 0..={max})"))
+        };
+        if let (Some(nic), Some(r)) = (nic, &raw.nic) {
+            let r = r.get_ref();
+            for (key, cpu, span) in [("cpu", Some(nic.cpu), &r.cpu), ("rps_cpu", nic.rps_cpu, &r.rps_cpu)] {
+                if let (Some(cpu), Some(span)) = (cpu, span) {
+                    if cpu >= cores {
+                        return Err(out_of_range(span.span(), key, cpu));
+                    }
+                }
+            }
+            if let (Some(span), false) = (&r.rps_cpu, nic.napi) {
+                return Err(self.err(span.span(), "rps_cpu needs napi = true (RPS from a non-NAPI driver's netif_rx is not modelled yet)"));
+            }
+        }
+        for (t, r) in tasks.iter().zip(&raw.task) {
+            if t.cpu >= cores {
+                let span = r.get_ref().cpu.as_ref().map_or(t.at.clone(), |c| c.span());
+                return Err(out_of_range(span, "cpu", t.cpu));
+            }
+            // A reader is woken by the CPU that runs the protocol for its
+            // packets; a wake-up from another CPU (an IPI and the remote
+            // run queue) is not modelled yet.
+            if let (Some(nic), Some(_)) = (nic, t.work.read_socket()) {
+                if cores > 1 && t.cpu != nic.protocol_cpu() {
+                    let span = r.get_ref().cpu.as_ref().map_or(t.at.clone(), |c| c.span());
+                    return Err(self.err(
+                        span,
+                        format!(
+                            "task `{}` reads a socket on CPU {}, but its packets' protocol runs on CPU {} (the NIC's rps_cpu, else its cpu); \
+                             wake-ups across CPUs are not modelled yet: put it on CPU {}",
+                            t.name,
+                            t.cpu,
+                            nic.protocol_cpu(),
+                            nic.protocol_cpu()
+                        ),
+                    ));
+                }
+            }
+        }
+        if cores > 1 {
+            let not_yet =
+                |span: Span, what: &str| self.err(span, format!("{what} with cores > 1 is not modelled yet (docs/sim-multicore.md)"));
+            if let Some(d) = &raw.disk {
+                return Err(not_yet(d.span(), "a [disk]"));
+            }
+            if let Some(p) = &raw.policy {
+                return Err(not_yet(p.span(), "a bottom-half [policy]"));
+            }
+        }
+        Ok(())
+    }
+
     fn task(&self, t: &Spanned<RawTask>, ctx: &TaskContext) -> Result<TaskSpec, InputError> {
         let r = t.get_ref();
         let sched =
@@ -429,7 +521,8 @@ impl V<'_> {
                 ))
             }
         };
-        Ok(TaskSpec { name: r.name.get_ref().clone(), sched, work, at: r.name.span() })
+        let cpu = self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)? as usize;
+        Ok(TaskSpec { name: r.name.get_ref().clone(), cpu, sched, work, at: r.name.span() })
     }
 
     fn exec(&self, t: &Spanned<RawTask>) -> Result<Dist, InputError> {

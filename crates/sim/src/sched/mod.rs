@@ -7,6 +7,7 @@
 //! the scenario parser. Servers (sporadic, polling, deferrable) sit on top:
 //! they change a task's priority or throttle it (see [`crate::server`]).
 
+pub mod bandwidth;
 pub mod cfs;
 pub mod deadline;
 pub mod epoch;
@@ -50,6 +51,8 @@ pub struct Scheduler {
     pub rt: rt::RtClass,
     pub dl: deadline::DlClass,
     pub fair: Box<dyn FairClass>,
+    /// RT throttling or the fair server, as the kernel preset has it.
+    pub bandwidth: bandwidth::Bandwidth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,7 +76,7 @@ impl Scheduler {
             FairKind::Cfs => Box::new(cfs::Cfs::new()),
             FairKind::Linux24 => Box::new(epoch::Epoch24::new(hz)),
         };
-        Scheduler { rt: rt::RtClass::new(), dl: deadline::DlClass::default(), fair }
+        Scheduler { rt: rt::RtClass::new(), dl: deadline::DlClass::default(), fair, bandwidth: bandwidth::Bandwidth::Unlimited }
     }
 
     /// A task became runnable (wake-up or creation).
@@ -108,25 +111,55 @@ impl Scheduler {
         if let Some(t) = self.dl.pick() {
             return Some(t);
         }
-        if let Some(t) = self.rt.pick() {
-            return Some(t);
+        if self.bandwidth.fair_boosted() && self.fair.has_runnable() {
+            return self.fair.pick(tasks, now);
+        }
+        if !self.bandwidth.rt_held_back() {
+            if let Some(t) = self.rt.pick() {
+                return Some(t);
+            }
         }
         self.fair.pick(tasks, now)
     }
 
     /// The task `pick_next` would return now, leaving every queue as it is.
     pub fn peek_next(&self, tasks: &[Task]) -> Option<TaskId> {
-        self.dl.peek().or_else(|| self.rt.peek()).or_else(|| self.fair.peek(tasks))
+        if let Some(t) = self.dl.peek() {
+            return Some(t);
+        }
+        if self.bandwidth.fair_boosted() && self.fair.has_runnable() {
+            return self.fair.peek(tasks);
+        }
+        let rt = if self.bandwidth.rt_held_back() { None } else { self.rt.peek() };
+        rt.or_else(|| self.fair.peek(tasks))
     }
 
+    /// Whether a task could be picked (a throttled RT class's cannot).
     pub fn has_runnable(&self) -> bool {
-        self.dl.has_runnable() || self.rt.has_runnable() || self.fair.has_runnable()
+        self.dl.has_runnable() || (self.rt.has_runnable() && !self.bandwidth.rt_held_back()) || self.fair.has_runnable()
+    }
+
+    /// How long `cur` may run before RT throttling or the end of the fair
+    /// server's boost acts (None: no such limit).
+    #[inline]
+    pub fn bandwidth_left(&self, cur: TaskId, tasks: &[Task]) -> Option<Nanos> {
+        match class_of(tasks[cur].policy) {
+            ClassRank::Rt => self.bandwidth.left(true),
+            ClassRank::Fair => self.bandwidth.left(false),
+            ClassRank::Dl => None,
+        }
     }
 
     /// Should the woken task preempt the current one?
     pub fn should_preempt(&self, cur: TaskId, woken: TaskId, tasks: &[Task]) -> bool {
         let (pc, pw) = (tasks[cur].policy, tasks[woken].policy);
         let (cc, cw) = (class_of(pc), class_of(pw));
+        if cw == ClassRank::Rt && self.bandwidth.rt_held_back() {
+            return false;
+        }
+        if (cc, cw) == (ClassRank::Fair, ClassRank::Rt) && self.bandwidth.fair_boosted() {
+            return false; // the fair server, a deadline entity, runs it
+        }
         if cw != cc {
             return cw > cc;
         }
@@ -140,8 +173,12 @@ impl Scheduler {
     /// The current task ran (or was charged) `ns`.
     pub fn charge(&mut self, cur: TaskId, tasks: &mut [Task], ns: Nanos) {
         match class_of(tasks[cur].policy) {
-            ClassRank::Fair => self.fair.charge(cur, tasks, ns),
+            ClassRank::Fair => {
+                self.bandwidth.fair_ran(ns);
+                self.fair.charge(cur, tasks, ns)
+            }
             ClassRank::Rt => {
+                self.bandwidth.rt_ran(ns);
                 if let Policy::Rr(_) = tasks[cur].policy {
                     tasks[cur].rr_left = tasks[cur].rr_left.saturating_sub(ns);
                 }

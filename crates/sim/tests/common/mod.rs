@@ -55,3 +55,20 @@ pub fn machine(hz: u32, softirq: &str, costs: &str) -> String {
     }
     s
 }
+
+/// A scenario of the repository (`scenarios/...`), parsed.
+#[allow(dead_code)]
+pub fn repo_scenario(path: &str) -> irqlab_sim::Scenario {
+    let file = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    irqlab_sim::Scenario::parse(&file, &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs every CPU of `sc`; the machine's books must balance.
+#[allow(dead_code)]
+pub fn run_machine(sc: &irqlab_sim::Scenario) -> irqlab_sim::machine::MachineResult {
+    let p = sc.run_params(None, None).unwrap();
+    let r = irqlab_sim::run_machine(sc, p, &Default::default(), |_| {}).unwrap();
+    assert!(r.conservation.ok(), "{:?}", r.conservation);
+    r
+}

@@ -1,0 +1,72 @@
+//! A machine of several CPUs (issue 53): RPS steering and its IPI, and a
+//! one-CPU placement on a machine of two giving that CPU the one-CPU
+//! simulator's figures.
+
+use irqlab_sim::machine::MachineResult;
+mod common;
+use common::{repo_scenario as scenario, run_machine as run};
+
+fn net_rx_ns(r: &MachineResult, cpu: usize) -> u64 {
+    r.cpus[cpu].sim.softirq.per_vector_ns.get("net_rx").copied().unwrap_or(0)
+}
+
+#[test]
+fn rps_puts_the_protocol_on_the_target_cpu_and_the_sender_sends_the_ipi() {
+    let sc = scenario("scenarios/kernels/rps-6.12.toml");
+    let r = run(&sc);
+    let (cpu0, cpu1) = (&r.cpus[0], &r.cpus[1]);
+    let delivered = cpu1.sim.conservation.udp_delivered_to_app;
+    assert!(delivered > 50_000, "the server on CPU 1 got {delivered} datagrams");
+    // Every datagram crossed: CPU 0 polled the NIC and steered it.
+    assert_eq!(cpu0.cross_cpu.rps_packets_sent, cpu1.cross_cpu.rps_packets_received);
+    assert_eq!(cpu0.sim.conservation.udp_delivered_to_app, 0);
+    // NET_RX on both CPUs, each at its own per-packet cost: the steering
+    // (0.4 us) on CPU 0, the protocol (1.2 us) on CPU 1.
+    let per_packet = |ns: u64, n: u64| ns as f64 / n as f64;
+    let sent = cpu0.cross_cpu.rps_packets_sent;
+    assert!((per_packet(net_rx_ns(&r, 0), sent) - 400.0).abs() < 1.0, "CPU 0 NET_RX {} ns for {sent}", net_rx_ns(&r, 0));
+    assert!((per_packet(net_rx_ns(&r, 1), delivered) - 1200.0).abs() < 50.0, "CPU 1 NET_RX {} ns for {delivered}", net_rx_ns(&r, 1));
+    // The IPIs: sent by CPU 0, taken by CPU 1 on its IPI line.
+    let ipi_line = |c: &irqlab_sim::machine::CpuRun| c.sim.irq_lines.iter().find(|l| l.name == "ipi").map_or(0, |l| l.count);
+    assert!(cpu0.cross_cpu.ipis_sent > 0);
+    assert_eq!(cpu0.cross_cpu.ipis_sent, cpu1.cross_cpu.ipis_received);
+    assert_eq!(ipi_line(cpu1), cpu1.cross_cpu.ipis_received);
+    assert_eq!(ipi_line(cpu0), 0);
+    // At most one IPI per datagram (one per NET_RX run of CPU 0 that found
+    // CPU 1's backlog idle).
+    assert!(cpu0.cross_cpu.ipis_sent <= sent);
+}
+
+#[test]
+fn without_rps_the_protocol_stays_on_the_interrupted_cpu() {
+    let mut sc = scenario("scenarios/kernels/rps-6.12.toml");
+    sc.spec_mut().nic.as_mut().unwrap().rps_cpu = None;
+    sc.spec_mut().task_mut("server").unwrap().cpu = 0;
+    sc.check().unwrap();
+    let r = run(&sc);
+    assert!(r.cpus[0].sim.conservation.udp_delivered_to_app > 50_000);
+    assert_eq!(net_rx_ns(&r, 1), 0);
+    assert_eq!(r.cpus[0].cross_cpu.ipis_sent, 0);
+    assert_eq!(r.cpus[1].sim.cpu.time.run_ns, 0, "nothing runs on CPU 1");
+}
+
+#[test]
+fn a_machine_of_two_with_everything_on_cpu_0_gives_cpu_0_the_one_cpu_figures() {
+    let one = scenario("scenarios/examples/udp-poisson.toml");
+    let p = one.run_params(None, None).unwrap();
+    let single = irqlab_sim::run_scenario(&one, p, false, &Default::default(), |_| {}).unwrap().result;
+    let mut two = one.clone();
+    two.spec_mut().machine.cores = 2;
+    let r = run(&two);
+    let cpu0 = &r.cpus[0].sim;
+    // The same work on the same CPU: times, tasks and packets agree (the
+    // IPI line exists but never fires, and the kernel threads are named
+    // per CPU).
+    assert_eq!(serde_json::to_value(&cpu0.cpu).unwrap(), serde_json::to_value(&single.cpu).unwrap());
+    assert_eq!(serde_json::to_value(&cpu0.conservation).unwrap(), serde_json::to_value(&single.conservation).unwrap());
+    let run_ns = |r: &irqlab_sim::SimResult| r.tasks.iter().map(|t| (t.time.run_ns, t.jobs)).collect::<Vec<_>>();
+    assert_eq!(run_ns(cpu0), run_ns(&single));
+    let cpu1 = &r.cpus[1].sim;
+    assert_eq!(cpu1.cpu.time.run_ns + cpu1.cpu.time.softirq_ns, 0, "CPU 1 only ticks");
+    assert_eq!(cpu1.cpu.time.hardirq_ns, cpu1.cpu.ticks * 1000, "CPU 1's hard IRQ time is its ticks' (0.3 + 0.5 + 0.2 us each)");
+}
