@@ -63,13 +63,17 @@ fn a_reader_away_from_its_packets_cpu_is_refused_with_the_cpu_to_use() {
 }
 
 #[test]
-fn a_preset_with_another_softirq_model_and_an_unknown_preset_are_located() {
+fn a_preset_with_a_softirq_model_and_an_unknown_preset_are_located() {
     let (code, err, line) = sim_with("kernel = \"linux-6.12\"", "kernel = \"linux-6.12\"\nsoftirq = \"linux-2.6\"", "softirq");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains(&format!("mc.toml:{line}:11")), "{err}");
+    assert!(err.contains("sets the softirq model; leave `softirq` out") && err.contains(&format!("mc.toml:{line}:11")), "{err}");
     let (code, err, line) = sim_with("kernel = \"linux-6.12\"", "kernel = \"linux-5.4\"", "kernel");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("unknown kernel `linux-5.4` (linux-6.1, linux-6.12)") && err.contains(&format!("mc.toml:{line}:10")), "{err}");
+    assert!(
+        err.contains("unknown kernel `linux-5.4` (linux-6.1, linux-6.12, linux-6.1-rt, linux-6.12-rt)")
+            && err.contains(&format!("mc.toml:{line}:10")),
+        "{err}"
+    );
 }
 
 #[test]

@@ -70,6 +70,11 @@ pub trait SoftirqModel {
     fn threaded(&self) -> bool {
         false
     }
+    /// PREEMPT_RT: a softirq raised in a (forced-threaded) IRQ handler runs
+    /// in that handler's thread, at its priority, when the handler ends.
+    fn runs_in_raising_thread(&self) -> bool {
+        false
+    }
 }
 
 /// Linux 2.4.20 `do_softirq`: restart only for vectors raised during the
@@ -140,6 +145,35 @@ impl SoftirqModel for Threaded {
         NetRxBudget { packets: 300, jiffies: 2 }
     }
     fn threaded(&self) -> bool {
+        true
+    }
+}
+
+/// PREEMPT_RT (6.1-rt, 6.12-rt): IRQ handlers forced into threads
+/// (`force_irqthreads`); no softirq runs at IRQ exit. A softirq raised in
+/// an IRQ thread runs at the end of its handler in that thread
+/// (`irq_forced_thread_fn` → `local_bh_enable` → `__do_softirq`, with the
+/// thread's priority), restarting as [`LinuxModern`] does; what is left,
+/// and what is raised in hard IRQ context, goes to ksoftirqd
+/// (`kernel/softirq.c` under `CONFIG_PREEMPT_RT`).
+pub struct PreemptRt {
+    pub budget_packets: u32,
+    pub budget_ns: Nanos,
+}
+impl SoftirqModel for PreemptRt {
+    fn name(&self) -> &'static str {
+        "preempt-rt"
+    }
+    fn restart(&self, r: &RoundInfo) -> bool {
+        LinuxModern { budget_packets: self.budget_packets, budget_ns: self.budget_ns }.restart(r)
+    }
+    fn net_rx_budget(&self, tick_ns: Nanos) -> NetRxBudget {
+        LinuxModern { budget_packets: self.budget_packets, budget_ns: self.budget_ns }.net_rx_budget(tick_ns)
+    }
+    fn threaded(&self) -> bool {
+        true
+    }
+    fn runs_in_raising_thread(&self) -> bool {
         true
     }
 }

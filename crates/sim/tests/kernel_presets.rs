@@ -78,3 +78,34 @@ fn with_no_fair_task_6_1_idles_the_throttled_cpu_and_6_12_lets_the_rt_task_run()
     assert!((hog - 4750.0).abs() < 0.01, "6.1: hog {hog} ms");
     assert!(idle > 248.0 && idle < 250.0, "6.1: idle {idle} ms");
 }
+
+#[test]
+fn on_6_12_rt_the_softirq_runs_in_the_irq_thread_at_its_priority() {
+    let mut sc = scenario("scenarios/kernels/flood-6.12-rt.toml");
+    let rt = run(&sc);
+    let s = &rt.cpus[0].sim;
+    let task = |s: &irqlab_sim::SimResult, name: &str| s.tasks.iter().find(|t| t.name == name).cloned().unwrap();
+    let thread = task(s, "irq/1-eth0");
+    assert_eq!(thread.policy, "fifo:50", "the kernel's forced-threaded handlers run at FIFO 50");
+    // Every bottom-half job ran in the thread whose handler raised it,
+    // none in softirq context or in ksoftirqd.
+    assert!(s.cpu.bottom_half_ns > 100_000_000, "{:?}", s.cpu);
+    assert_eq!(thread.bottom_half_work_ns, s.cpu.bottom_half_ns);
+    assert_eq!(s.cpu.time.softirq_ns, 0);
+    assert_eq!(task(s, "ksoftirqd/0").time.run_ns, 0);
+    // At FIFO 50: the FIFO 60 task loses no time to NET_RX, the FIFO 40
+    // task waits for it.
+    let control = task(s, "control");
+    assert_eq!(control.time.stolen_softirq_ns, 0);
+    let rt_max = control.response.as_ref().unwrap().max_ns;
+    // Without PREEMPT_RT the same NET_RX runs at IRQ exit, in whatever
+    // it interrupted: the FIFO 60 task included.
+    sc.spec_mut().machine.kernel = Some(KernelPreset::Linux612);
+    sc.spec_mut().machine.softirq = KernelPreset::Linux612.softirq(300, 2_000_000);
+    let plain = run(&sc);
+    let s = &plain.cpus[0].sim;
+    assert_eq!(s.cpu.time.softirq_ns, s.cpu.bottom_half_ns);
+    let control = task(s, "control");
+    assert!(control.time.stolen_softirq_ns > 10_000_000, "{:?}", control.time);
+    assert!(control.response.as_ref().unwrap().max_ns > rt_max, "the FIFO 60 task's worst response grows without PREEMPT_RT");
+}

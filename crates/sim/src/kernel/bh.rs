@@ -110,10 +110,15 @@ impl Sim {
         }
     }
 
-    /// The run is over. In softirq context, work left pending goes to
-    /// ksoftirqd (or the softirq threads).
+    /// The run is over. In softirq context, or in the IRQ thread that
+    /// raised it (PREEMPT_RT), work left pending goes to ksoftirqd (or the
+    /// softirq threads).
     fn end_run(&mut self, run: &SoftirqRun, loc: Loc, handoff: bool) {
-        if loc == Loc::Cpu && handoff && self.pending != 0 {
+        let hands_off = match loc {
+            Loc::Cpu => true,
+            Loc::Task(t) => matches!(self.tasks[t].kind, crate::task::TaskKind::IrqThread { .. }),
+        };
+        if hands_off && handoff && self.pending != 0 {
             let st = &mut self.softirq_stats;
             st.handoff_rounds_min = Some(st.handoff_rounds_min.map_or(run.rounds, |m| m.min(run.rounds)));
             st.handoff_rounds_max = Some(st.handoff_rounds_max.map_or(run.rounds, |m| m.max(run.rounds)));

@@ -4,7 +4,7 @@
 use super::{HardIrq, Sim};
 use crate::net::{Packet, Proto};
 use crate::softirq::{Loc, PollDev, SoftirqRun, NET_RX};
-use crate::task::TaskId;
+use crate::task::{TaskId, TaskKind};
 use irqlab_analysis::Nanos;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +168,12 @@ impl Sim {
     /// serves it.
     pub fn raise_softirq(&mut self, vector: u32, from_task: bool) {
         self.pending |= 1 << vector;
+        if self.softirq_in_irq_thread
+            && from_task
+            && self.cpu.current.is_some_and(|c| matches!(self.tasks[c].kind, TaskKind::IrqThread { .. }))
+        {
+            return; // PREEMPT_RT: the IRQ thread runs it when its handler ends
+        }
         if self.threaded {
             self.wake_bh_thread(vector);
         } else if from_task {
@@ -294,6 +300,13 @@ impl Sim {
     /// The threaded IRQ handler's step: run the driver ISR once per
     /// interrupt, then unmask the line and sleep.
     pub(super) fn irq_thread_step(&mut self, t: TaskId, line: usize) {
+        if self.task_runs[t].is_some() {
+            // PREEMPT_RT: the softirqs its handler raised, in this thread.
+            self.bh_step(Loc::Task(t));
+            if self.tasks[t].chunk.is_some() {
+                return;
+            }
+        }
         if self.lines[line].thread_pending {
             self.lines[line].thread_pending = false;
             let cost = match self.lines[line].kind {
@@ -317,7 +330,12 @@ impl Sim {
         }
     }
 
-    pub(super) fn irq_thread_done(&mut self, line: usize) {
+    /// The IRQ thread's step finished: its handler, or (PREEMPT_RT) a
+    /// softirq job it runs after the handler.
+    pub(super) fn irq_thread_done(&mut self, t: TaskId, line: usize) {
+        if self.task_runs[t].is_some() {
+            return self.bh_thread_chunk_done(t);
+        }
         match self.lines[line].kind {
             IrqKind::Nic(n) => {
                 let p = std::mem::take(&mut self.lines[line].thread_packets);
@@ -327,6 +345,12 @@ impl Sim {
             IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi => {}
         }
         self.lines[line].in_service = false;
+        if self.softirq_in_irq_thread && self.pending != 0 {
+            // irq_forced_thread_fn's local_bh_enable: one __do_softirq run
+            // here; what it leaves goes to ksoftirqd (end of the run).
+            self.softirq_stats.thread_runs += 1;
+            self.task_runs[t] = Some(SoftirqRun::new(self.now, u32::MAX));
+        }
     }
 
     /// Where a NIC's packet goes once the protocol handled it.

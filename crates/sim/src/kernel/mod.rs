@@ -163,6 +163,8 @@ pub struct Sim {
     /// `model.threaded()`, asked at every IRQ exit and raise: kept here
     /// instead of a virtual call each time.
     threaded: bool,
+    /// `model.runs_in_raising_thread()`, likewise.
+    softirq_in_irq_thread: bool,
     pub pending: u32,
     /// Jobs of queue-style vectors (BLOCK, TASKLET, ...).
     pub bh_queues: Vec<VecDeque<crate::softirq::Job>>,
@@ -217,6 +219,7 @@ impl Sim {
     pub fn new(cfg: MachineConfig, fair: FairKind, model: Box<dyn SoftirqModel>, seed: u64) -> Self {
         let sched = Scheduler::new(fair, cfg.hz);
         let threaded = model.threaded();
+        let softirq_in_irq_thread = model.runs_in_raising_thread();
         let mut sim = Sim {
             cfg,
             q: EventQueue::new(),
@@ -226,6 +229,7 @@ impl Sim {
             sched,
             model,
             threaded,
+            softirq_in_irq_thread,
             pending: 0,
             bh_queues: (0..crate::softirq::NR_VECTORS).map(|_| VecDeque::new()).collect(),
             task_runs: Vec::new(),

@@ -67,7 +67,7 @@ impl Sim {
     pub(super) fn task_chunk_done(&mut self, c: TaskId) {
         match self.tasks[c].kind {
             TaskKind::Ksoftirqd | TaskKind::SoftirqThread { .. } => self.bh_thread_chunk_done(c),
-            TaskKind::IrqThread { line } => self.irq_thread_done(line),
+            TaskKind::IrqThread { line } => self.irq_thread_done(c, line),
             TaskKind::User(_) => {}
         }
     }

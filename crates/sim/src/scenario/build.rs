@@ -100,6 +100,7 @@ fn machine(m: &MachineSpec, seed: u64) -> Sim {
         SoftirqKind::Linux26 => Box::new(softirq::Linux26),
         SoftirqKind::LinuxModern { budget_packets, budget_ns } => Box::new(softirq::LinuxModern { budget_packets, budget_ns }),
         SoftirqKind::Threaded => Box::new(softirq::Threaded),
+        SoftirqKind::PreemptRt { budget_packets, budget_ns } => Box::new(softirq::PreemptRt { budget_packets, budget_ns }),
     };
     Sim::new(cfg, m.scheduler, model, seed)
 }
@@ -186,7 +187,7 @@ impl Builder<'_> {
             tx_dev: None,
             stats: Default::default(),
         });
-        if self.spec.machine.softirq == SoftirqKind::Threaded && r.cpu == self.cpu {
+        if self.spec.machine.softirq.threads_irqs() && r.cpu == self.cpu {
             let id = self.thread(format!("irq/{line}-{name}"), &self.spec.threads.nic_irq, Policy::Fifo(50), TaskKind::IrqThread { line });
             self.sim.lines[line].thread = Some(id);
         }

@@ -76,6 +76,18 @@ pub enum SoftirqKind {
         budget_ns: Nanos,
     },
     Threaded,
+    /// The PREEMPT_RT presets' model ([`crate::softirq::PreemptRt`]).
+    PreemptRt {
+        budget_packets: u32,
+        budget_ns: Nanos,
+    },
+}
+
+impl SoftirqKind {
+    /// IRQ handlers run in threads (one per line).
+    pub fn threads_irqs(self) -> bool {
+        matches!(self, SoftirqKind::Threaded | SoftirqKind::PreemptRt { .. })
+    }
 }
 
 /// `[machine] kernel`: the mechanisms a kernel version has beyond the
@@ -88,6 +100,10 @@ pub enum KernelPreset {
     Linux61,
     /// Linux 6.12: that deferral reverted (6.5, d15121be7485).
     Linux612,
+    /// Their PREEMPT_RT builds (Debian's `-rt` kernels): forced-threaded
+    /// IRQ handlers, softirqs in the thread that raised them.
+    Linux61Rt,
+    Linux612Rt,
 }
 
 impl KernelPreset {
@@ -95,6 +111,24 @@ impl KernelPreset {
         match self {
             KernelPreset::Linux61 => "linux-6.1",
             KernelPreset::Linux612 => "linux-6.12",
+            KernelPreset::Linux61Rt => "linux-6.1-rt",
+            KernelPreset::Linux612Rt => "linux-6.12-rt",
+        }
+    }
+
+    pub const ALL: [KernelPreset; 4] = [KernelPreset::Linux61, KernelPreset::Linux612, KernelPreset::Linux61Rt, KernelPreset::Linux612Rt];
+
+    pub fn preempt_rt(self) -> bool {
+        matches!(self, KernelPreset::Linux61Rt | KernelPreset::Linux612Rt)
+    }
+
+    /// The softirq model, with `netdev_budget` packets and
+    /// `netdev_budget_usecs` per NET_RX run.
+    pub fn softirq(self, budget_packets: u32, budget_ns: Nanos) -> SoftirqKind {
+        if self.preempt_rt() {
+            SoftirqKind::PreemptRt { budget_packets, budget_ns }
+        } else {
+            SoftirqKind::LinuxModern { budget_packets, budget_ns }
         }
     }
 
@@ -107,8 +141,8 @@ impl KernelPreset {
     /// throttling on 6.1, the fair server on 6.12.
     pub fn bandwidth(self) -> crate::sched::bandwidth::Bandwidth {
         match self {
-            KernelPreset::Linux61 => crate::sched::bandwidth::Bandwidth::rt_throttle(),
-            KernelPreset::Linux612 => crate::sched::bandwidth::Bandwidth::fair_server(),
+            KernelPreset::Linux61 | KernelPreset::Linux61Rt => crate::sched::bandwidth::Bandwidth::rt_throttle(),
+            KernelPreset::Linux612 | KernelPreset::Linux612Rt => crate::sched::bandwidth::Bandwidth::fair_server(),
         }
     }
 }

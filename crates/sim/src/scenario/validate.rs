@@ -22,7 +22,7 @@ pub(super) fn spec(file: &str, text: &str, raw: Raw) -> Result<Spec, InputError>
     let v = V { file, text };
     let run = v.run(&raw.run)?;
     let machine = v.machine(&raw.machine)?;
-    let threads = v.threads(&raw.threads, machine.softirq == SoftirqKind::Threaded, machine.hz)?;
+    let threads = v.threads(&raw.threads, machine.softirq, machine.hz)?;
     let sockets = v.sockets(&raw.socket)?;
     let nic = raw.nic.as_ref().map(|n| v.nic(n)).transpose()?;
     let irqs = raw.irq.iter().map(|i| v.irq(i)).collect::<Result<Vec<_>, _>>()?;
@@ -139,18 +139,17 @@ impl V<'_> {
         };
         let kernel = match &m.kernel {
             None => None,
-            Some(k) => Some(match k.get_ref().as_str() {
-                "linux-6.1" => KernelPreset::Linux61,
-                "linux-6.12" => KernelPreset::Linux612,
-                other => return Err(self.err(k.span(), format!("unknown kernel `{other}` (linux-6.1, linux-6.12)"))),
-            }),
+            Some(k) => Some(KernelPreset::ALL.into_iter().find(|p| p.name() == k.get_ref()).ok_or_else(|| {
+                let names: Vec<&str> = KernelPreset::ALL.iter().map(|p| p.name()).collect();
+                self.err(k.span(), format!("unknown kernel `{}` ({})", k.get_ref(), names.join(", ")))
+            })?),
         };
-        // A preset runs the linux-modern softirq loop; `softirq` may say so.
-        let model_name = match (&m.softirq, &m.kernel) {
-            (Some(s), Some(_)) if s.get_ref() != "linux-modern" => {
-                return Err(self.err(s.span(), "a kernel preset runs softirq = \"linux-modern\"; leave `softirq` out or set it so"))
+        // A preset sets the softirq model (its budgets still apply).
+        let model_name = match (&m.softirq, kernel) {
+            (Some(s), Some(k)) => {
+                return Err(self.err(s.span(), format!("kernel = \"{}\" sets the softirq model; leave `softirq` out", k.name())))
             }
-            (Some(s), _) => s.get_ref().as_str(),
+            (Some(s), None) => s.get_ref().as_str(),
             (None, Some(_)) => "linux-modern",
             (None, None) => return Err(self.err(machine.span(), "missing `softirq` (or a `kernel` preset)")),
         };
@@ -165,10 +164,14 @@ impl V<'_> {
         let softirq = match model_name {
             "linux-2.4" => SoftirqKind::Linux24,
             "linux-2.6" => SoftirqKind::Linux26,
-            "linux-modern" => SoftirqKind::LinuxModern {
-                budget_packets: self.count(&m.netdev_budget, "netdev_budget", 300, 1..=MAX_QUEUE)? as u32,
-                budget_ns: self.dur_or(&m.netdev_budget_usecs, 2_000_000)?,
-            },
+            "linux-modern" => {
+                let budget_packets = self.count(&m.netdev_budget, "netdev_budget", 300, 1..=MAX_QUEUE)? as u32;
+                let budget_ns = self.dur_or(&m.netdev_budget_usecs, 2_000_000)?;
+                match kernel {
+                    Some(k) => k.softirq(budget_packets, budget_ns),
+                    None => SoftirqKind::LinuxModern { budget_packets, budget_ns },
+                }
+            }
             "threaded" => SoftirqKind::Threaded,
             _ => {
                 return Err(
@@ -205,12 +208,13 @@ impl V<'_> {
             context_switch,
             irq_primary,
             hrtimer,
+            // On in Debian's 6.x kernels (CONFIG_IRQ_TIME_ACCOUNTING=y).
             irq_time_accounting: m.irq_time_accounting.unwrap_or(model_name == "linux-modern"),
             netdev_max_backlog,
         })
     }
 
-    fn threads(&self, raw: &BTreeMap<String, Spanned<RawThread>>, threaded: bool, hz: u32) -> Result<ThreadsSpec, InputError> {
+    fn threads(&self, raw: &BTreeMap<String, Spanned<RawThread>>, model: SoftirqKind, hz: u32) -> Result<ThreadsSpec, InputError> {
         let mut threads = ThreadsSpec::default();
         for (name, t) in raw {
             let r = t.get_ref();
@@ -219,7 +223,10 @@ impl V<'_> {
                 _ if !["net_rx", "net_tx", "nic_irq"].contains(&name.as_str()) => {
                     return Err(self.err(t.span(), format!("unknown thread `{name}` (net_rx, net_tx, nic_irq, ksoftirqd)")))
                 }
-                _ if !threaded => return Err(self.err(t.span(), format!("thread `{name}` exists only under the threaded softirq model"))),
+                "nic_irq" if model.threads_irqs() => &mut threads.nic_irq,
+                _ if model != SoftirqKind::Threaded => {
+                    return Err(self.err(t.span(), format!("thread `{name}` exists only under the threaded softirq model")))
+                }
                 "net_rx" => &mut threads.net_rx,
                 "net_tx" => &mut threads.net_tx,
                 _ => &mut threads.nic_irq,
