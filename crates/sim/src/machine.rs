@@ -41,10 +41,13 @@ impl Machine {
         for cpu in &mut self.cpus {
             cpu.begin()?;
         }
+        // Each CPU's next event time, kept up to date for the CPUs a step
+        // changed (the stepped one and those it sent to).
+        let mut next: Vec<Nanos> = self.cpus.iter_mut().map(|c| c.next_time()).collect();
         let mut n: u64 = 0;
         loop {
             // The CPU whose next event is earliest (the lowest number on a tie).
-            let (i, t) = self.cpus.iter_mut().enumerate().map(|(i, c)| (i, c.next_time())).min_by_key(|&(i, t)| (t, i)).expect("a CPU");
+            let (i, t) = next.iter().copied().enumerate().min_by_key(|&(i, t)| (t, i)).expect("a CPU");
             if t >= end {
                 for cpu in &mut self.cpus {
                     cpu.finish_at(end);
@@ -53,8 +56,9 @@ impl Machine {
             }
             self.cpus[i].step()?;
             if !self.cpus[i].cross.outbox.is_empty() {
-                self.deliver(i)?;
+                self.deliver(i, &mut next)?;
             }
+            next[i] = self.cpus[i].next_time();
             n += 1;
             if n & 0xffff == 0 {
                 progress(t);
@@ -65,20 +69,26 @@ impl Machine {
         }
     }
 
-    /// Hands CPU `from`'s messages to their CPUs, at its time.
-    fn deliver(&mut self, from: usize) -> Result<(), SimError> {
+    /// Hands CPU `from`'s messages to their CPUs, at its time, and
+    /// updates their next event times.
+    fn deliver(&mut self, from: usize, next: &mut [Nanos]) -> Result<(), SimError> {
         let now = self.cpus[from].now;
         for msg in std::mem::take(&mut self.cpus[from].cross.outbox) {
-            match msg {
-                Remote::Backlog { to, pkt } => self.cpus[to].receive(now, |sim| sim.take_remote_packet(pkt))?,
+            let to = match msg {
+                Remote::Backlog { to, pkt } => {
+                    self.cpus[to].receive(now, |sim| sim.take_remote_packet(pkt))?;
+                    to
+                }
                 Remote::Ipi { to } => {
                     let mut sent = false;
                     self.cpus[to].receive(now, |sim| sent = sim.take_remote_ipi())?;
                     if sent {
                         self.cpus[from].cross.stats.ipis_sent += 1;
                     }
+                    to
                 }
-            }
+            };
+            next[to] = self.cpus[to].next_time();
         }
         Ok(())
     }

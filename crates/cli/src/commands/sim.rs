@@ -141,7 +141,7 @@ fn machine_outputs(json: Option<&std::path::Path>, result: &MachineResult) -> Re
 
 /// One line on what was simulated: models, seed, length, events.
 fn run_line(r: &SimResult) -> String {
-    let kernel = r.machine.kernel.map(|k| format!("{k}: ")).unwrap_or_default();
+    let kernel = r.machine.kernel.map(|k| format!("kernel {k}, ")).unwrap_or_default();
     let line = format!(
         "{kernel}{} softirq model, {} scheduler, HZ={}, seed {}, {} simulated ({} events).",
         r.machine.softirq_model,

@@ -300,11 +300,10 @@ impl Sim {
         self.begin()?;
         let mut n: u64 = 0;
         loop {
-            if self.next_time() >= end {
+            if !self.step_before(end)? {
                 self.finish_at(end);
                 return Ok(true);
             }
-            self.step()?;
             n += 1;
             if n & 0xffff == 0 {
                 progress(self.now);
@@ -350,8 +349,18 @@ impl Sim {
     /// Handles what happens next (see [`Sim::next_time`]).
     #[inline]
     pub(crate) fn step(&mut self) -> Result<(), SimError> {
+        self.step_before(Nanos::MAX).map(|_| ())
+    }
+
+    /// Handles what happens next if it happens before `end`; false when
+    /// nothing does.
+    #[inline]
+    fn step_before(&mut self, end: Nanos) -> Result<bool, SimError> {
         let t_ev = self.q.peek_time().unwrap_or(Nanos::MAX);
         let t_cpu = self.cpu.done_at;
+        if t_ev.min(t_cpu) >= end {
+            return Ok(false);
+        }
         if t_cpu <= t_ev {
             self.advance(t_cpu);
             self.now = t_cpu;
@@ -366,7 +375,7 @@ impl Sim {
         self.settle()?;
         self.reprogram();
         self.events += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Ends the run at `end`: the run covers [0, end), nothing happens at
