@@ -87,6 +87,15 @@ impl Machine {
                     }
                     to
                 }
+                Remote::Irq { to, line } => {
+                    self.cpus[to].receive(now, |sim| sim.raise_irq(line))?;
+                    to
+                }
+                Remote::NapiWake { to, nic } => {
+                    self.cpus[to].receive(now, |sim| sim.take_remote_napi_wake(nic))?;
+                    self.cpus[from].cross.stats.ipis_sent += 1;
+                    to
+                }
             };
             next[to] = self.cpus[to].next_time();
         }

@@ -45,6 +45,15 @@ pub struct NicCosts {
     pub rps_enqueue: Nanos,
 }
 
+/// Threaded NAPI (`/sys/class/net/DEV/threaded` = 1).
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadedNapi {
+    pub cpu: usize,
+    pub thread: Option<crate::task::TaskId>,
+    /// Packets left in the current poll (`weight` at its start).
+    pub quota: u32,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct NicStats {
     pub packets_offered: u64,
@@ -79,6 +88,12 @@ pub struct Nic {
     pub napi_scheduled: bool,
     /// RPS: the CPU whose backlog takes its packets.
     pub rps_cpu: Option<usize>,
+    /// The CPU its interrupt goes to (a packet arriving on another CPU's
+    /// copy of the NIC raises it there).
+    pub irq_cpu: usize,
+    /// Threaded NAPI: the CPU of its kernel thread, and the thread on
+    /// that CPU's copy.
+    pub threaded: Option<ThreadedNapi>,
     pub costs: NicCosts,
     /// Interrupt coalescing: raise after this many frames ...
     pub coalesce_frames: u32,

@@ -115,6 +115,11 @@ pub enum TaskKind {
     IrqThread {
         line: usize,
     },
+    /// Threaded NAPI's kernel thread of one NIC (`napi/DEV-N`): polls it
+    /// in task context instead of NET_RX.
+    NapiThread {
+        nic: usize,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -70,3 +70,52 @@ fn a_machine_of_two_with_everything_on_cpu_0_gives_cpu_0_the_one_cpu_figures() {
     assert_eq!(cpu1.cpu.time.run_ns + cpu1.cpu.time.softirq_ns, 0, "CPU 1 only ticks");
     assert_eq!(cpu1.cpu.time.hardirq_ns, cpu1.cpu.ticks * 1000, "CPU 1's hard IRQ time is its ticks' (0.3 + 0.5 + 0.2 us each)");
 }
+
+fn task<'a>(r: &'a MachineResult, cpu: usize, name: &str) -> &'a irqlab_sim::results::TaskResult {
+    r.cpus[cpu].sim.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no {name} on CPU {cpu}"))
+}
+
+#[test]
+fn a_napi_thread_on_another_cpu_polls_there_woken_by_a_reschedule_ipi() {
+    let sc = scenario("scenarios/kernels/napi-thread-6.12.toml");
+    let r = run(&sc);
+    let (cpu0, cpu1) = (&r.cpus[0], &r.cpus[1]);
+    let delivered = cpu1.sim.conservation.udp_delivered_to_app;
+    assert!(delivered > 40_000, "{delivered}");
+    // CPU 0 takes the interrupts and nothing else of the network.
+    assert_eq!(cpu0.sim.cpu.bottom_half_ns, 0);
+    let irqs = cpu0.sim.nics[0].stats.hardirqs;
+    assert!(irqs > 10_000);
+    let probe = task(&r, 0, "probe");
+    assert_eq!(probe.time.stolen_softirq_ns, 0);
+    // The thread polls on CPU 1: 1.2 us of NET_RX per datagram, in a task.
+    let napi = task(&r, 1, "napi/eth0-0");
+    assert_eq!(napi.policy, "other:nice0");
+    assert_eq!(napi.bottom_half_work_ns, cpu1.sim.cpu.bottom_half_ns);
+    assert_eq!(cpu1.sim.cpu.time.softirq_ns, 0);
+    assert!((napi.bottom_half_work_ns as f64 / delivered as f64 - 1200.0).abs() < 50.0, "{} ns for {delivered}", napi.bottom_half_work_ns);
+    // One wake-up per interrupt (a poll ends before the next packet at
+    // 50 kpps), each a reschedule IPI on CPU 1.
+    let resched = cpu1.sim.irq_lines.iter().find(|l| l.name == "resched").unwrap().count;
+    assert_eq!(cpu0.cross_cpu.ipis_sent, cpu1.cross_cpu.ipis_received);
+    assert_eq!(resched, cpu1.cross_cpu.ipis_received);
+    assert!(resched as f64 > 0.9 * irqs as f64, "{resched} IPIs for {irqs} interrupts");
+}
+
+#[test]
+fn a_napi_thread_beside_a_fifo_busy_loop_gets_only_the_fair_servers_time() {
+    // The layout before the survey's move: the SCHED_OTHER NAPI thread on
+    // the CPU of a FIFO busy loop, its reader there too.
+    let mut sc = scenario("scenarios/kernels/napi-thread-6.12.toml");
+    sc.spec_mut().nic.as_mut().unwrap().napi_thread_cpu = Some(0);
+    sc.spec_mut().task_mut("server").unwrap().cpu = 0;
+    sc.check().unwrap();
+    let r = run(&sc);
+    let napi = task(&r, 0, "napi/eth0-0");
+    let server = task(&r, 0, "server");
+    // 0.9 s measured: at most the fair server's 50 ms per second for the
+    // NAPI thread and the server together.
+    assert!(napi.time.run_ns + server.time.run_ns <= 50_000_000, "napi {} server {}", napi.time.run_ns, server.time.run_ns);
+    let nic = &r.cpus[0].sim.nics[0].stats;
+    assert!(nic.dropped_ring_full > nic.packets_received, "{nic:?}");
+}

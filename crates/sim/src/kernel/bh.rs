@@ -308,3 +308,45 @@ impl Sim {
         }
     }
 }
+
+impl Sim {
+    /// Threaded NAPI's kernel thread (`napi_threaded_poll`): polls its NIC
+    /// a packet per step, `weight` packets per poll with bottom halves (so
+    /// preemption, on a non-RT kernel) off, a reschedule point between
+    /// polls; `napi_complete` and sleep when the ring is empty.
+    pub(super) fn napi_thread_step(&mut self, t: TaskId, n: usize) {
+        let weight = self.nics[n].weight;
+        let quota = self.nics[n].threaded.as_ref().expect("threaded NAPI").quota;
+        if quota == 0 {
+            // Between polls: cond_resched() (the settle loop switches).
+            self.tasks[t].preempt_disabled = false;
+            if self.cpu.need_resched {
+                return;
+            }
+        }
+        let Some(pkt) = self.nics[n].ring.pop_front() else {
+            // napi_complete_done: the device interrupt back on.
+            let nic = &mut self.nics[n];
+            nic.napi_scheduled = false;
+            nic.stats.napi_polls_completed += 1;
+            if let Some(th) = &mut nic.threaded {
+                th.quota = 0;
+            }
+            self.task_runs[t] = None;
+            self.tasks[t].preempt_disabled = false;
+            return self.block_current(t);
+        };
+        let th = self.nics[n].threaded.as_mut().expect("threaded NAPI");
+        th.quota = if quota == 0 { weight } else { quota } - 1;
+        self.tasks[t].preempt_disabled = !self.threaded;
+        let (cost, owner) = self.packet_job_cost(&pkt);
+        let job = Job { vector: NET_RX, cost, what: JobWhat::Packet { from: PollDev::Nic(n), pkt }, owner };
+        let mut run = SoftirqRun::new(self.now, 0);
+        run.job = Some(job);
+        run.job_left = cost;
+        self.task_runs[t] = Some(run);
+        self.softirq_stats.jobs += 1;
+        self.tasks[t].chunk = Some(cost);
+        self.tasks[t].chunk_kernel = true;
+    }
+}

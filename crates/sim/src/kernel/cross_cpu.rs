@@ -24,6 +24,12 @@ pub enum Remote {
     Backlog { to: usize, pkt: Packet },
     /// `net_rps_send_ipi` to CPU `to`.
     Ipi { to: usize },
+    /// A device interrupt routed to CPU `to` (its `smp_affinity`), raised
+    /// by a packet arriving in a NIC ring polled from another CPU.
+    Irq { to: usize, line: usize },
+    /// `napi_schedule` of a NIC whose NAPI thread is on CPU `to`: the
+    /// wake-up reaches it as a reschedule IPI (`ttwu_queue_wakelist`).
+    NapiWake { to: usize, nic: usize },
 }
 
 /// A CPU's part in the machine.
@@ -40,6 +46,10 @@ pub struct CrossCpu {
     /// This CPU's backlog scheduled by another CPU's enqueue, its IPI not
     /// yet handled.
     pub backlog_scheduled_remotely: bool,
+    /// The reschedule IPI's line (only when cores > 1), and the NICs whose
+    /// NAPI thread it is to wake.
+    pub resched_line: Option<usize>,
+    pub napi_wakes: Vec<usize>,
     pub stats: CrossCpuStats,
 }
 
@@ -107,6 +117,54 @@ impl Sim {
         self.cross.stats.ipis_received += 1;
         self.raise_irq(line);
         true
+    }
+
+    /// A NIC's interrupt: here, or on the CPU it is routed to.
+    pub(super) fn raise_nic_irq(&mut self, n: usize) {
+        let (line, to) = (self.nics[n].line, self.nics[n].irq_cpu);
+        if to == self.cross.cpu {
+            self.raise_irq(line);
+        } else {
+            self.cross.outbox.push(Remote::Irq { to, line });
+        }
+    }
+
+    /// Threaded NAPI's `napi_schedule`: wake the NIC's thread, here or on
+    /// its CPU.
+    pub(super) fn napi_schedule_thread(&mut self, n: usize) {
+        let to = self.nics[n].threaded.expect("threaded NAPI").cpu;
+        if to == self.cross.cpu {
+            self.napi_wake(n);
+        } else {
+            self.cross.outbox.push(Remote::NapiWake { to, nic: n });
+        }
+    }
+
+    /// NAPI_STATE_SCHED set and the thread woken, unless already polling.
+    fn napi_wake(&mut self, n: usize) {
+        let nic = &mut self.nics[n];
+        if nic.napi_scheduled {
+            return;
+        }
+        nic.napi_scheduled = true;
+        if let Some(t) = nic.threaded.and_then(|th| th.thread) {
+            self.wake(t);
+        }
+    }
+
+    /// Another CPU's wake-up of a NAPI thread here: a reschedule IPI.
+    pub fn take_remote_napi_wake(&mut self, n: usize) {
+        let Some(line) = self.cross.resched_line else { return };
+        self.cross.napi_wakes.push(n);
+        self.cross.stats.ipis_received += 1;
+        self.raise_irq(line);
+    }
+
+    /// The reschedule IPI's handler (`sched_ttwu_pending`).
+    pub(super) fn remote_wakes_handled(&mut self) {
+        for n in std::mem::take(&mut self.cross.napi_wakes) {
+            self.napi_wake(n);
+        }
     }
 
     /// The IPI's handler (`rps_trigger_softirq`): the backlog on the poll

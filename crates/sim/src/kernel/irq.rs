@@ -17,6 +17,8 @@ pub enum IrqKind {
     Device(usize),
     /// The function-call IPI another CPU sends (RPS).
     Ipi,
+    /// The reschedule IPI of a wake-up from another CPU.
+    Resched,
 }
 
 #[derive(Debug, Clone)]
@@ -93,7 +95,7 @@ impl Sim {
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
             IrqKind::HrTimer => self.cfg.hrtimer.unwrap_or(0),
-            IrqKind::Ipi => self.cfg.ipi,
+            IrqKind::Ipi | IrqKind::Resched => self.cfg.ipi,
         };
         let cost = self.cfg.irq_entry + handler + self.cfg.irq_exit;
         self.cpu.hardirq = Some(HardIrq { line, left: cost, packets });
@@ -119,6 +121,7 @@ impl Sim {
                 IrqKind::Nic(n) => self.nic_isr_effect(n, h.packets, false),
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
                 IrqKind::Ipi => self.rps_ipi_handled(),
+                IrqKind::Resched => self.remote_wakes_handled(),
             }
             self.lines[h.line].in_service = false;
         }
@@ -185,6 +188,11 @@ impl Sim {
     /// interrupt; without NAPI the packets go to the per-CPU backlog
     /// (netif_rx), dropped when it is full.
     pub(super) fn nic_isr_effect(&mut self, n: usize, packets: u32, from_task: bool) {
+        if self.nics[n].threaded.is_some() {
+            let line = self.nics[n].line;
+            self.lines[line].pending = false;
+            return self.napi_schedule_thread(n);
+        }
         let nic = &mut self.nics[n];
         if nic.napi {
             if !nic.napi_scheduled {
@@ -293,8 +301,7 @@ impl Sim {
                 return;
             }
         }
-        let line = self.nics[n].line;
-        self.raise_irq(line);
+        self.raise_nic_irq(n);
     }
 
     /// The threaded IRQ handler's step: run the driver ISR once per
@@ -321,7 +328,7 @@ impl Sim {
                     }
                 }
                 IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_cost(sim)),
-                IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi => 0,
+                IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi | IrqKind::Resched => 0,
             };
             self.tasks[t].chunk = Some(cost);
             self.tasks[t].chunk_kernel = true;
@@ -342,7 +349,7 @@ impl Sim {
                 self.nic_isr_effect(n, p, true);
             }
             IrqKind::Device(d) => self.with_device(d, |dev, sim| dev.hardirq_done(sim)),
-            IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi => {}
+            IrqKind::Timer | IrqKind::HrTimer | IrqKind::Ipi | IrqKind::Resched => {}
         }
         self.lines[line].in_service = false;
         if self.softirq_in_irq_thread && self.pending != 0 {

@@ -274,7 +274,7 @@ impl Sim {
         self.sched.fair.init_task(&mut task);
         task.state = RunState::Runnable;
         let is_ksoftirqd = matches!(task.kind, TaskKind::Ksoftirqd);
-        let idle_thread = matches!(task.kind, TaskKind::SoftirqThread { .. } | TaskKind::IrqThread { .. });
+        let idle_thread = matches!(task.kind, TaskKind::SoftirqThread { .. } | TaskKind::IrqThread { .. } | TaskKind::NapiThread { .. });
         self.tasks.push(task);
         self.task_runs.push(None);
         if is_ksoftirqd || idle_thread {
@@ -423,8 +423,7 @@ impl Sim {
                 if n.coalesce_armed && n.coalesce_gen == gen {
                     n.coalesce_armed = false;
                     n.unsignalled = 0;
-                    let line = n.line;
-                    self.raise_irq(line);
+                    self.raise_nic_irq(nic as usize);
                 }
             }
             Ev::Server { server, token } => self.server_timer(server as usize, token),

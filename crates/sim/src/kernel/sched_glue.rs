@@ -13,6 +13,7 @@ impl Sim {
         match self.tasks[c].kind {
             TaskKind::Ksoftirqd | TaskKind::SoftirqThread { .. } => return self.bh_thread_step(c),
             TaskKind::IrqThread { line } => return self.irq_thread_step(c, line),
+            TaskKind::NapiThread { nic } => return self.napi_thread_step(c, nic),
             TaskKind::User(_) => {}
         }
         let received = std::mem::take(&mut self.tasks[c].received);
@@ -68,6 +69,7 @@ impl Sim {
         match self.tasks[c].kind {
             TaskKind::Ksoftirqd | TaskKind::SoftirqThread { .. } => self.bh_thread_chunk_done(c),
             TaskKind::IrqThread { line } => self.irq_thread_done(c, line),
+            TaskKind::NapiThread { .. } => self.bh_thread_chunk_done(c),
             TaskKind::User(_) => {}
         }
     }

@@ -35,8 +35,9 @@ pub(super) fn build(sc: &Scenario, p: RunParams, cpu: usize) -> Result<Sim, Inpu
     let mut b = Builder { sc, spec, seed: p.seed, cpu, sim, servers: Vec::new(), sockets: BTreeMap::new() };
     b.kernel_threads();
     if cores > 1 {
-        // Device vectors sit below the IPIs' on x86: the line goes first.
+        // Device vectors sit below the IPIs' on x86: the lines go first.
         b.sim.cross.ipi_line = Some(b.sim.add_line(IrqLine::new("ipi", IrqKind::Ipi)));
+        b.sim.cross.resched_line = Some(b.sim.add_line(IrqLine::new("resched", IrqKind::Resched)));
     }
     for s in &spec.sockets {
         b.sockets.insert(s.name.clone(), b.sim.sockets.len());
@@ -177,6 +178,8 @@ impl Builder<'_> {
             line,
             napi_scheduled: false,
             rps_cpu: r.rps_cpu,
+            irq_cpu: r.cpu,
+            threaded: r.napi_thread_cpu.map(|cpu| crate::net::ThreadedNapi { cpu, thread: None, quota: 0 }),
             costs: r.costs,
             coalesce_frames: r.coalesce_frames,
             coalesce_ns: r.coalesce_ns,
@@ -187,6 +190,13 @@ impl Builder<'_> {
             tx_dev: None,
             stats: Default::default(),
         });
+        if r.napi_thread_cpu == Some(self.cpu) {
+            // napi_kthread_create: SCHED_OTHER, bound where it is pinned.
+            let id = self.thread(format!("napi/{name}-0"), &self.spec.threads.napi, Policy::Other(0), TaskKind::NapiThread { nic: 0 });
+            if let Some(th) = &mut self.sim.nics[0].threaded {
+                th.thread = Some(id);
+            }
+        }
         if self.spec.machine.softirq.threads_irqs() && r.cpu == self.cpu {
             let id = self.thread(format!("irq/{line}-{name}"), &self.spec.threads.nic_irq, Policy::Fifo(50), TaskKind::IrqThread { line });
             self.sim.lines[line].thread = Some(id);
@@ -287,7 +297,7 @@ impl Builder<'_> {
         };
         // Packets arrive where the NIC interrupts; the source is here
         // only so that its index means the same on every CPU.
-        let here = self.spec.nic.as_ref().is_none_or(|n| n.cpu == self.cpu);
+        let here = self.spec.nic.as_ref().is_none_or(|n| n.ring_cpu() == self.cpu);
         self.sim.sources.push(Source {
             rng: rng_stream(self.seed, &format!("traffic/{}", t.name)),
             name: t.name.clone(),

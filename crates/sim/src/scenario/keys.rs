@@ -27,12 +27,13 @@ const MACHINE: &[&str] = &[
     "costs",
 ];
 const MACHINE_COSTS: &[&str] = &["irq_entry", "irq_exit", "tick", "context_switch", "irq_primary", "hrtimer", "ipi"];
-const NIC: &[&str] = &["name", "ring", "napi", "weight", "coalesce_frames", "coalesce_usecs", "cpu", "rps_cpu", "costs", "tx"];
+const NIC: &[&str] =
+    &["name", "ring", "napi", "weight", "coalesce_frames", "coalesce_usecs", "cpu", "rps_cpu", "threaded", "napi_cpu", "costs", "tx"];
 const NIC_COSTS: &[&str] = &["irq", "irq_per_packet", "icmp_echo", "icmp_no_reply", "udp", "rps_enqueue"];
 const NIC_TX: &[&str] = &["queue", "link", "irq", "complete"];
 const DISK: &[&str] = &["name", "rpm", "seek_min", "seek_full", "overhead", "sectors_per_track", "costs"];
 const DISK_COSTS: &[&str] = &["irq", "block_softirq"];
-const THREADS: &[&str] = &["net_rx", "net_tx", "nic_irq", "ksoftirqd"];
+const THREADS: &[&str] = &["net_rx", "net_tx", "nic_irq", "ksoftirqd", "napi"];
 const IRQ: &[&str] = &["name", "interval", "poisson", "handler", "bottom_half", "vector"];
 const SOCKET: &[&str] = &["name", "rcvbuf"];
 const RUN: &[&str] = &["duration", "seed", "warmup"];

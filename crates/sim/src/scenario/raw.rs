@@ -77,6 +77,9 @@ pub(super) struct RawNic {
     pub(super) cpu: Option<Spanned<u64>>,
     /// RPS: the CPU whose backlog gets the received packets.
     pub(super) rps_cpu: Option<Spanned<u64>>,
+    /// Threaded NAPI (`/sys/class/net/DEV/threaded`), and its thread's CPU.
+    pub(super) threaded: Option<Spanned<bool>>,
+    pub(super) napi_cpu: Option<Spanned<u64>>,
     pub(super) costs: Spanned<RawNicCosts>,
     /// The transmit side; without it replies cost only their share of
     /// `icmp_echo` and are never queued.

@@ -180,6 +180,9 @@ pub struct NicSpec {
     pub cpu: usize,
     /// RPS: the CPU whose backlog takes its packets (None: no RPS).
     pub rps_cpu: Option<usize>,
+    /// Threaded NAPI: the CPU its kernel thread is pinned to (None:
+    /// NAPI polls in NET_RX).
+    pub napi_thread_cpu: Option<usize>,
     pub costs: NicCosts,
     pub tx: Option<NicTxSpec>,
 }
@@ -188,7 +191,12 @@ impl NicSpec {
     /// The CPU that runs the protocol for its packets (and so wakes
     /// their readers): RPS's target, else the interrupt's CPU.
     pub fn protocol_cpu(&self) -> usize {
-        self.rps_cpu.unwrap_or(self.cpu)
+        self.rps_cpu.unwrap_or(self.ring_cpu())
+    }
+
+    /// The CPU that polls its ring: its NAPI thread's, else the interrupt's.
+    pub fn ring_cpu(&self) -> usize {
+        self.napi_thread_cpu.unwrap_or(self.cpu)
     }
 }
 
@@ -242,6 +250,8 @@ pub struct ThreadsSpec {
     pub net_rx: Option<SchedSpec>,
     pub net_tx: Option<SchedSpec>,
     pub nic_irq: Option<SchedSpec>,
+    /// Threaded NAPI's thread (SCHED_OTHER by default, as the kernel makes it).
+    pub napi: Option<SchedSpec>,
 }
 
 #[derive(Debug, Clone)]

@@ -220,10 +220,11 @@ impl V<'_> {
             let r = t.get_ref();
             let slot = match name.as_str() {
                 "ksoftirqd" => &mut threads.ksoftirqd,
-                _ if !["net_rx", "net_tx", "nic_irq"].contains(&name.as_str()) => {
-                    return Err(self.err(t.span(), format!("unknown thread `{name}` (net_rx, net_tx, nic_irq, ksoftirqd)")))
+                _ if !["net_rx", "net_tx", "nic_irq", "napi"].contains(&name.as_str()) => {
+                    return Err(self.err(t.span(), format!("unknown thread `{name}` (net_rx, net_tx, nic_irq, ksoftirqd, napi)")))
                 }
                 "nic_irq" if model.threads_irqs() => &mut threads.nic_irq,
+                "napi" => &mut threads.napi,
                 _ if model != SoftirqKind::Threaded => {
                     return Err(self.err(t.span(), format!("thread `{name}` exists only under the threaded softirq model")))
                 }
@@ -254,6 +255,24 @@ impl V<'_> {
             sockets.push(SocketSpec { name: r.name.get_ref().clone(), rcvbuf: *r.rcvbuf.get_ref() });
         }
         Ok(sockets)
+    }
+
+    /// `threaded = true` and its thread's `napi_cpu` (default: the
+    /// interrupt's CPU).
+    fn threaded_napi(&self, r: &RawNic) -> Result<Option<usize>, InputError> {
+        let threaded = r.threaded.as_ref().is_some_and(|t| *t.get_ref());
+        match (&r.threaded, &r.napi_cpu) {
+            (Some(t), _) if threaded && !r.napi => Err(self.err(t.span(), "threaded NAPI needs napi = true")),
+            (Some(t), _) if threaded && r.rps_cpu.is_some() => {
+                Err(self.err(t.span(), "threaded NAPI with rps_cpu is not modelled yet (docs/sim-multicore.md)"))
+            }
+            (_, Some(c)) if !threaded => Err(self.err(c.span(), "napi_cpu is the NAPI thread's CPU: it needs threaded = true")),
+            _ if !threaded => Ok(None),
+            _ => {
+                let irq_cpu = self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)?;
+                Ok(Some(self.count(&r.napi_cpu, "napi_cpu", irq_cpu, 0..=MAX_CORES as u64 - 1)? as usize))
+            }
+        }
     }
 
     fn nic(&self, nic: &Spanned<RawNic>) -> Result<NicSpec, InputError> {
@@ -294,6 +313,7 @@ impl V<'_> {
                 .map(|c| self.count(&Some(c.clone()), "rps_cpu", 0, 0..=MAX_CORES as u64 - 1))
                 .transpose()?
                 .map(|c| c as usize),
+            napi_thread_cpu: self.threaded_napi(r)?,
             costs,
             tx,
         })
@@ -456,7 +476,9 @@ impl V<'_> {
         };
         if let (Some(nic), Some(r)) = (nic, &raw.nic) {
             let r = r.get_ref();
-            for (key, cpu, span) in [("cpu", Some(nic.cpu), &r.cpu), ("rps_cpu", nic.rps_cpu, &r.rps_cpu)] {
+            let keys =
+                [("cpu", Some(nic.cpu), &r.cpu), ("rps_cpu", nic.rps_cpu, &r.rps_cpu), ("napi_cpu", nic.napi_thread_cpu, &r.napi_cpu)];
+            for (key, cpu, span) in keys {
                 if let (Some(cpu), Some(span)) = (cpu, span) {
                     if cpu >= cores {
                         return Err(out_of_range(span.span(), key, cpu));
@@ -501,6 +523,11 @@ impl V<'_> {
             if let Some(p) = &raw.policy {
                 return Err(not_yet(p.span(), "a bottom-half [policy]"));
             }
+        }
+        if let (Some(p), Some(_)) = (&raw.policy, nic.and_then(|n| n.napi_thread_cpu)) {
+            return Err(
+                self.err(p.span(), "a bottom-half [policy] with threaded NAPI is not modelled yet (the thread polls outside NET_RX)")
+            );
         }
         Ok(())
     }
