@@ -58,7 +58,8 @@ fn analyze_fit_and_idletime_model_put_the_file_document_on_stdout() {
 fn bench_and_reproduce_put_their_document_on_stdout() {
     let bench = document_on_stdout(&["bench", "sim", "--duration", "100ms"], "irqlab/bench-sim/v1");
     assert!(bench["events"].as_u64().unwrap() > 0, "{bench}");
-    let doc = document_on_stdout(&["reproduce", "load-bounds", "--quick"], "irqlab/reproduce/v1");
+    // A reproduction whose every relation holds (exit 0): process-aware's.
+    let doc = document_on_stdout(&["reproduce", "process-aware", "--quick"], "irqlab/reproduce/v1");
     assert!(!doc["rows"].as_array().unwrap().is_empty(), "{doc}");
 }
 

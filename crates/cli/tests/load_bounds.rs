@@ -67,9 +67,18 @@ fn reproduce_quick_json_and_html() {
     let all_hold = doc["all_hold"].as_bool().unwrap();
     assert_eq!(out.status.code(), Some(if all_hold { 0 } else { 1 }), "{}", stderr(&out));
     // Every relation holds, the coarse-vs-fine sporadic server one included
-    // (the coarse server's tick-sampled accounting, crate::server).
-    let failing: Vec<_> = doc["rows"].as_array().unwrap().iter().filter(|r| r["holds"] == false).map(|r| r["metric"].clone()).collect();
+    // (the coarse server's tick-sampled accounting, crate::server), but the
+    // two orderings of the Traditional configuration the paper puts down to
+    // rare long kernel blocks, which the model does not have (scored as
+    // checks since issue 53; docs/reproduce-load-bounds.md).
+    let known_miss =
+        |m: &str| m.starts_with("Traditional: more heartbeats lost") || m.starts_with("Traditional: tau2 misses from a lower e2");
+    let rows = doc["rows"].as_array().unwrap();
+    let failing: Vec<_> =
+        rows.iter().filter(|r| r["holds"] == false && !known_miss(r["metric"].as_str().unwrap())).map(|r| r["metric"].clone()).collect();
     assert!(failing.is_empty(), "relations not holding: {failing:?}");
+    let scored = rows.iter().filter(|r| known_miss(r["metric"].as_str().unwrap())).count();
+    assert_eq!(scored, 2, "the Traditional orderings are scored rows");
     let d = &doc["details"];
     assert_eq!(d["curves"].as_array().unwrap().len(), 6);
     let configs = d["configs"].as_array().unwrap();

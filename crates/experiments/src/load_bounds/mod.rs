@@ -910,24 +910,30 @@ fn table1_rows(four: [&ConfigResult; 4], rows: &mut Vec<Row>) {
         let others = || four.iter().copied().filter(|c| c.name != Configuration::Traditional);
         let most_lost = others().map(|c| c.heartbeats_missed_total).max().unwrap_or(0);
         let least_met = others().map(meets).fold(f64::INFINITY, f64::min);
+        // Scored (issue 53): the paper's ordering is a result the model
+        // does not reproduce; a row that says so is still a failed check.
         let verdict = |held: bool| if held { "reproduced" } else { "not reproduced: no long kernel blocks modelled" };
-        rows.push(Row::info(
+        let lost_most = tr.heartbeats_missed_total > most_lost;
+        rows.push(Row::check(
             format!(
-                "Traditional: more heartbeats lost than the other configurations (Fig. 8; {}; the most of the others: {most_lost})",
-                verdict(tr.heartbeats_missed_total > most_lost)
+                "Traditional: more heartbeats lost than the other configurations (Fig. 8, a direction only; {}; the most of the others: {most_lost})",
+                verdict(lost_most)
             ),
             "higher, nearly constant",
             tr.heartbeats_missed_total as f64,
             "packets",
+            lost_most,
         ));
-        rows.push(Row::info(
+        let misses_first = meets(tr) < least_met;
+        rows.push(Row::check(
             format!(
-                "Traditional: tau2 misses from a lower e2 than the other configurations (Fig. 7; {}; the lowest of the others: {least_met:.1} ms)",
-                verdict(meets(tr) < least_met)
+                "Traditional: tau2 misses from a lower e2 than the other configurations (Fig. 7, a direction only; {}; the lowest of the others: {least_met:.1} ms)",
+                verdict(misses_first)
             ),
             "lowest e2 met",
             meets(tr),
             "ms",
+            misses_first,
         ));
     }
 }
