@@ -561,6 +561,9 @@ pub enum Action {
     Governor,
     /// A kernel command-line option for the next boot (`nohz_full=`, `rcu_nocbs=`).
     BootIsolation,
+    /// PREEMPT_RT's timer softirq thread (`ktimers/N`) above the
+    /// time-critical task, so the tick can stop under nohz_full.
+    RaiseTimerThread,
 }
 
 /// A recommendation as a setting: what `irqlab control irq` / `control

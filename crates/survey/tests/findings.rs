@@ -614,6 +614,29 @@ fn a_nohz_full_cpu_still_ticking_is_named_and_rcu_work_recommends_rcu_nocbs() {
     assert!(boot_options(&survey).is_empty(), "{:#?}", survey.recommendations);
 }
 
+/// On PREEMPT_RT a nohz_full CPU keeps its tick under a real-time task
+/// because ktimers/N (FIFO 1) starves (docs/lab.md): the tick-kept finding
+/// gets the recommendation to run ktimers/N above the task, as a thread
+/// setting of the profile; without PREEMPT_RT it gets none.
+#[test]
+fn on_preempt_rt_a_kept_tick_recommends_ktimers_above_the_task() {
+    let mut survey = ticking([233.0, 250.0]);
+    survey.machine.settings.insert("isolated CPUs".into(), "isolated 1, nohz_full 1, rcu_nocbs 1".into());
+    findings::derive(&mut survey, None);
+    assert!(answering(&survey, "tick-kept-cpu1").is_empty(), "not RT: {:#?}", survey.recommendations);
+    survey.machine.settings.insert("preemption".into(), "PREEMPT_RT: fully preemptible, interrupt handlers threaded".into());
+    findings::derive(&mut survey, None);
+    let recs = answering(&survey, "tick-kept-cpu1");
+    assert_eq!(recs.len(), 1, "{:#?}", survey.recommendations);
+    let fifo = format!("fifo:{}", irqlab_survey::run::PROBE_PRIORITY + 1);
+    assert!(
+        matches!(&recs[0].setting, Some(Declared::Threads { matched, policy, cpus: None }) if matched == "comm:ktimers/1" && *policy == fifo),
+        "{:#?}",
+        recs[0]
+    );
+    assert_eq!(recs[0].cpu, Some(1));
+}
+
 /// The SCHED softirq (load balancing) on a CPU running one task is
 /// answered by `isolcpus=domain,` for it, and not once the running kernel
 /// already keeps the CPU out of the scheduler's domains.

@@ -35,11 +35,16 @@ pub fn isolation(survey: &Survey, out: &mut Out) {
     let mut rates = Vec::new();
     let mut nocbs = Vec::new();
     let mut balanced = Vec::new();
+    let preempt_rt = super::setting(survey, "preemption").is_some_and(|p| p.starts_with("PREEMPT_RT"));
     for cpu in survey.cpus.iter().filter(|c| c.cpu != HOUSEKEEPING_CPU) {
         if let Some(tick) = Tick::of(cpu) {
-            if let Some(id) = tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
-                nohz.push((cpu.cpu, id));
-                rates.push(format!("CPU {}: {}", cpu.cpu, tick.figure()));
+            match tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
+                TickFinding::Ticking(id) => {
+                    nohz.push((cpu.cpu, id));
+                    rates.push(format!("CPU {}: {}", cpu.cpu, tick.figure()));
+                }
+                TickFinding::KeptUnderNohzFull(id) if preempt_rt => raise_ktimers(cpu.cpu, &id, out),
+                TickFinding::KeptUnderNohzFull(_) | TickFinding::None => {}
             }
         }
         if let Some(rcu) = Seen::of(cpu, is_rcu_callbacks) {
@@ -182,28 +187,35 @@ impl Tick {
     }
 }
 
-/// The finding for a CPU whose tick kept firing under one task; its id
-/// when the tick can be stopped at boot (the CPU is not nohz_full yet).
-fn tick_finding(cpu: usize, tick: &Tick, nohz_full: bool, out: &mut Out) -> Option<String> {
+/// What the tick finding of a CPU was, with its id.
+enum TickFinding {
+    None,
+    /// The tick can be stopped at boot (the CPU is not nohz_full yet).
+    Ticking(String),
+    /// Already nohz_full, and the tick kept firing.
+    KeptUnderNohzFull(String),
+}
+
+/// The finding for a CPU whose tick kept firing under one task.
+fn tick_finding(cpu: usize, tick: &Tick, nohz_full: bool, out: &mut Out) -> TickFinding {
     if !tick.ticking() {
-        return None;
+        return TickFinding::None;
     }
     let measured = format!("{} while the probe ran alone on CPU {cpu} ({} load)", tick.figure(), tick.load.name());
     let rule = "≥ 10 local timer interrupts/s with one task on the CPU is the periodic tick (HZ ≥ 100); a nohz_full CPU takes about 1/s";
     if nohz_full {
         // Already asked for at boot: the kernel kept the tick on for a reason
         // of its own (a second runnable task, a timer, RCU, irq_work, perf).
-        out.find(
+        return TickFinding::KeptUnderNohzFull(out.find(
             format!("tick-kept-cpu{cpu}"),
             Severity::Note,
             Some(cpu),
             format!("CPU {cpu} is nohz_full, yet its timer tick kept firing while one task ran"),
             measured,
             rule,
-        );
-        return None;
+        ));
     }
-    Some(out.find(
+    TickFinding::Ticking(out.find(
         format!("tick-cpu{cpu}"),
         Severity::Note,
         Some(cpu),
@@ -211,6 +223,31 @@ fn tick_finding(cpu: usize, tick: &Tick, nohz_full: bool, out: &mut Out) -> Opti
         measured,
         rule,
     ))
+}
+
+/// On PREEMPT_RT, a nohz_full CPU keeps its tick under a real-time task
+/// because the TIMER softirq runs in `ktimers/N` at SCHED_FIFO 1: the task
+/// starves it, and once a timer expires on the CPU the softirq stays
+/// pending and the tick is re-armed every jiffy (docs/lab.md, "Why the
+/// tick keeps firing on 6.12-rt": 488-543 local timer interrupts in 3 s
+/// under a FIFO 50 spinner, 13 with ktimers/1 at FIFO 51). The answer:
+/// `ktimers/N` above the time-critical task, which the probe stands for.
+fn raise_ktimers(cpu: usize, finding: &str, out: &mut Out) {
+    let priority = crate::run::PROBE_PRIORITY + 1;
+    let rec = Rec::new(
+        Action::RaiseTimerThread,
+        Some(cpu),
+        format!("Run CPU {cpu}'s timer softirq thread above the time-critical task (ktimers/{cpu} at FIFO {priority})"),
+        format!(
+            "on PREEMPT_RT the timers' softirq runs in ktimers/{cpu} at FIFO 1, below any real-time task; starved, it leaves the \
+             TIMER softirq pending and nohz_full re-arms the tick every jiffy. Above the task (the probe ran at FIFO {}; use \
+             your task's priority + 1) each expired timer costs a short preemption by ktimers/{cpu} instead",
+            crate::run::PROBE_PRIORITY
+        ),
+    )
+    .setting(Declared::Threads { matched: format!("comm:ktimers/{cpu}"), policy: format!("fifo:{priority}"), cpus: None })
+    .predicted(format!("with one real-time task running on CPU {cpu}, its local timer falls toward 1/s or fewer"));
+    out.recommend(finding, rec);
 }
 
 /// Work of one kind the probe saw on one CPU: the most a source of that
