@@ -286,14 +286,18 @@ def _scenario_text(scenario: Source) -> Tuple[str, str]:
     return text, name
 
 
-def simulate(scenario: Source, seed: Optional[int] = None, duration: Union[None, int, str] = None) -> SimResult:
+def simulate(scenario: Source, seed: Optional[int] = None, duration: Union[None, int, str] = None) -> Union[SimResult, Document]:
     """`irqlab sim`: runs a scenario (a file, its TOML text, or a dict of the
     file's shape) and returns its document. `seed` and `duration` override
     the scenario's [run] values. The simulation is the command's: same
-    scenario and seed, same numbers."""
+    scenario and seed, same numbers. A scenario of several CPUs
+    (`[machine] cores = N`) gives the command's `irqlab/sim-machine/v1` as a
+    `Document`: `doc["cpus"][n]["sim"]` is CPU n's `irqlab/sim/v2`
+    (`SimResult(doc["cpus"][n]["sim"])` for its frames)."""
     text, name = _scenario_text(scenario)
     ns = None if duration is None else parse_duration(duration)
-    return SimResult(json.loads(_native.simulate(text, name, seed, ns)))
+    doc = json.loads(_native.simulate(text, name, seed, ns))
+    return SimResult(doc) if str(doc.get("schema", "")).startswith("irqlab/sim/") else Document(doc)
 
 
 def _set_key(doc: Any, key: str, value: Any) -> None:

@@ -7,7 +7,7 @@
 use irqlab_analysis::demand::{hyperbolic_load, periodic_demand};
 use irqlab_analysis::fit::FitDocument;
 use irqlab_analysis::{analyze as analyze_set, parse_task_set, Curve, DemandBound, InputError, Location, Nanos, Test};
-use irqlab_sim::{run_scenario, RunError, Scenario};
+use irqlab_sim::{run_machine, run_scenario, RunError, Scenario};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -115,9 +115,10 @@ fn bounds(period_ns: Nanos, wcet_ns: Nanos, windows_ns: Vec<Nanos>) -> PyResult<
 }
 
 /// `irqlab sim`: the `irqlab/sim/v2` document of the scenario in `source`
-/// (named `file` in errors), with `seed` and `duration_ns` overriding its
-/// [run] values. A run whose conservation checks fail raises, as the
-/// command exits 1.
+/// (named `file` in errors), or `irqlab/sim-machine/v1` for a scenario of
+/// several CPUs, with `seed` and `duration_ns` overriding its [run]
+/// values. A run whose conservation checks fail raises, as the command
+/// exits 1.
 #[pyfunction]
 #[pyo3(signature = (source, file, seed=None, duration_ns=None))]
 fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duration_ns: Option<Nanos>) -> PyResult<String> {
@@ -129,18 +130,25 @@ fn simulate(py: Python<'_>, source: &str, file: &str, seed: Option<u64>, duratio
     let result = py.allow_threads(|| {
         let sc = Scenario::parse(file, source)?;
         let params = sc.run_params(seed, duration_ns)?;
-        let out = run_scenario(&sc, params, false, &AtomicBool::new(false), |_| {})?;
-        Ok::<_, RunError>(out.result)
+        let stop = AtomicBool::new(false);
+        if sc.cores() > 1 {
+            let machine = run_machine(&sc, params, &stop, |_| {})?;
+            let ok = machine.conservation.ok();
+            return Ok::<_, RunError>((serde_json::to_string(&machine).expect("the result serialises"), ok));
+        }
+        let out = run_scenario(&sc, params, false, &stop, |_| {})?;
+        let c = &out.result.conservation;
+        let ok = c.cpu_time_ok && c.packets_ok && c.devices_ok;
+        Ok((serde_json::to_string(&out.result).expect("the result serialises"), ok))
     });
-    let result = result.map_err(|e| match e {
+    let (json, conserved) = result.map_err(|e| match e {
         RunError::Input(e) => input_error(py, e),
         RunError::Sim(e) => PyRuntimeError::new_err(e.to_string()),
     })?;
-    let c = &result.conservation;
-    if !c.cpu_time_ok || !c.packets_ok || !c.devices_ok {
+    if !conserved {
         return Err(PyRuntimeError::new_err(format!("{file}: conservation check failed (see \"conservation\" in the result)")));
     }
-    Ok(serde_json::to_string(&result).expect("the result serialises"))
+    Ok(json)
 }
 
 /// `(p, intensity, foreground_norm, background_norm, foreground, background)`.

@@ -65,6 +65,14 @@ pub fn run_scenario(
     stop: &AtomicBool,
     progress: impl FnMut(Nanos),
 ) -> Result<RunOutput, RunError> {
+    if sc.cores() > 1 {
+        // One CPU's run of a machine of several would be a silent part of it.
+        return Err(RunError::Input(irqlab_analysis::InputError::new(format!(
+            "{}: cores = {}: a scenario of several CPUs runs with run_machine (`irqlab sim` does so)",
+            sc.file,
+            sc.cores()
+        ))));
+    }
     let mut sim = sc.build(p)?;
     if want_trace {
         sim.trace = Some(trace::Trace::default());
