@@ -164,9 +164,9 @@ impl Sim {
                 if let Some(pkt) = pkt {
                     *quota -= 1;
                     *budget -= 1;
-                    let (cost, owner) = match self.rps_target(dev) {
-                        Some(_) => (self.nics[self.sources[pkt.source as usize].nic].costs.rps_enqueue, None),
-                        None => self.packet_job_cost(&pkt),
+                    let (cost, owner) = match (dev, self.rps_target(dev)) {
+                        (PollDev::Nic(n), Some(_)) => (self.nics[n].costs.rps_enqueue, None),
+                        _ => self.packet_job_cost(&pkt),
                     };
                     return Some(Job { vector: NET_RX, cost, what: JobWhat::Packet { from: dev, pkt }, owner });
                 }

@@ -362,9 +362,7 @@ impl Sim {
             return Ok(false);
         }
         if t_cpu <= t_ev {
-            self.advance(t_cpu);
-            self.now = t_cpu;
-            self.q.advance_to(t_cpu);
+            self.move_to(t_cpu);
             self.cpu_done();
         } else {
             let (t, ev) = self.q.pop().expect("peeked");
@@ -378,6 +376,14 @@ impl Sim {
         Ok(true)
     }
 
+    /// Brings the clock and the accounting to `t`, where no event is due.
+    #[inline]
+    fn move_to(&mut self, t: Nanos) {
+        self.advance(t);
+        self.now = t;
+        self.q.advance_to(t);
+    }
+
     /// Ends the run at `end`: the run covers [0, end), nothing happens at
     /// `end` itself.
     pub(crate) fn finish_at(&mut self, end: Nanos) {
@@ -389,9 +395,7 @@ impl Sim {
     /// anything of this CPU's own: the machine steps the CPUs in time
     /// order).
     pub(crate) fn receive(&mut self, now: Nanos, what: impl FnOnce(&mut Sim)) -> Result<(), SimError> {
-        self.advance(now);
-        self.now = now;
-        self.q.advance_to(now);
+        self.move_to(now);
         what(self);
         self.settle()?;
         self.reprogram();

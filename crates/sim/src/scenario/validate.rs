@@ -268,11 +268,14 @@ impl V<'_> {
             }
             (_, Some(c)) if !threaded => Err(self.err(c.span(), "napi_cpu is the NAPI thread's CPU: it needs threaded = true")),
             _ if !threaded => Ok(None),
-            _ => {
-                let irq_cpu = self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)?;
-                Ok(Some(self.count(&r.napi_cpu, "napi_cpu", irq_cpu, 0..=MAX_CORES as u64 - 1)? as usize))
-            }
+            _ => Ok(Some(self.cpu(&r.napi_cpu, "napi_cpu")?.map_or(self.cpu(&r.cpu, "cpu")?.unwrap_or(0), |c| c))),
         }
+    }
+
+    /// A CPU number key (`cpu`, `rps_cpu`, `napi_cpu`), when given; whether
+    /// the machine has that CPU is [`V::placement`]'s check.
+    fn cpu(&self, v: &Option<Spanned<u64>>, key: &str) -> Result<Option<usize>, InputError> {
+        v.as_ref().map(|_| self.count(v, key, 0, 0..=MAX_CORES as u64 - 1).map(|c| c as usize)).transpose()
     }
 
     fn nic(&self, nic: &Spanned<RawNic>) -> Result<NicSpec, InputError> {
@@ -306,13 +309,8 @@ impl V<'_> {
             weight: self.count(&r.weight, "weight", 64, 1..=MAX_QUEUE)? as u32,
             coalesce_frames: self.count(&r.coalesce_frames, "coalesce_frames", 1, 1..=MAX_QUEUE)? as u32,
             coalesce_ns: self.dur_or(&r.coalesce_usecs, 0)?,
-            cpu: self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)? as usize,
-            rps_cpu: r
-                .rps_cpu
-                .as_ref()
-                .map(|c| self.count(&Some(c.clone()), "rps_cpu", 0, 0..=MAX_CORES as u64 - 1))
-                .transpose()?
-                .map(|c| c as usize),
+            cpu: self.cpu(&r.cpu, "cpu")?.unwrap_or(0),
+            rps_cpu: self.cpu(&r.rps_cpu, "rps_cpu")?,
             napi_thread_cpu: self.threaded_napi(r)?,
             costs,
             tx,
@@ -503,7 +501,7 @@ impl V<'_> {
                     return Err(self.err(
                         span,
                         format!(
-                            "task `{}` reads a socket on CPU {}, but its packets' protocol runs on CPU {} (the NIC's rps_cpu, else its cpu); \
+                            "task `{}` reads a socket on CPU {}, but its packets' protocol runs on CPU {} (the NIC's rps_cpu, else its NAPI thread's napi_cpu, else its cpu); \
                              wake-ups across CPUs are not modelled yet: put it on CPU {}",
                             t.name,
                             t.cpu,
@@ -555,7 +553,7 @@ impl V<'_> {
                 ))
             }
         };
-        let cpu = self.count(&r.cpu, "cpu", 0, 0..=MAX_CORES as u64 - 1)? as usize;
+        let cpu = self.cpu(&r.cpu, "cpu")?.unwrap_or(0);
         Ok(TaskSpec { name: r.name.get_ref().clone(), cpu, sched, work, at: r.name.span() })
     }
 
