@@ -37,6 +37,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
                 "irqlab sim scenarios/examples/probe-threaded.toml --curve curve.json --trace trace.json",
                 "the simulated probe's curve and a Perfetto trace",
             ),
+            (
+                "irqlab sim --from-survey out/survey --profile out/survey/profile.toml",
+                "the surveyed machine simulated beside its measurement, and each CPU predicted with the profile",
+            ),
         ],
     ),
     ("bench", &[("irqlab bench sim --duration 10s", "the simulator's events per second")]),
@@ -191,6 +195,10 @@ pub const EXAMPLES: &[(&str, &[(&str, &str)])] = &[
         &[
             ("sudo irqlab control apply out/survey/profile.toml --dry-run", "what the survey's profile would change, old -> new"),
             ("sudo irqlab control apply out/survey/profile.toml --persist", "apply it and keep it (undo: irqlab control revert --all)"),
+            (
+                "sudo irqlab control apply out/survey/profile.toml --predict",
+                "predict each CPU after it (kept for survey --compare out/survey), then apply and hold it",
+            ),
             ("sudo irqlab control apply out/survey/profile.toml --boot", "write its [boot] kernel options for the next boot (GRUB)"),
         ],
     ),

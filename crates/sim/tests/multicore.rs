@@ -119,3 +119,29 @@ fn a_napi_thread_beside_a_fifo_busy_loop_gets_only_the_fair_servers_time() {
     let nic = &r.cpus[0].sim.nics[0].stats;
     assert!(nic.dropped_ring_full > nic.packets_received, "{nic:?}");
 }
+
+/// Two CPUs, an `[[irq]]` source on CPU `irq_cpu`.
+fn irq_on(irq_cpu: u64) -> String {
+    format!(
+        "[machine]\ncores = 2\nkernel = \"linux-6.12\"\nhz = 250\n[machine.costs]\nirq_entry = \"0\"\nirq_exit = \"0\"\ntick = \"0\"\ncontext_switch = \"0\"\n\
+         [[irq]]\nname = \"dev\"\ncpu = {irq_cpu}\ninterval = \"100us\"\nhandler = \"10us\"\n\
+         [run]\nduration = \"100ms\"\n"
+    )
+}
+
+#[test]
+fn an_irq_source_interrupts_the_cpu_its_cpu_key_names() {
+    let text = irq_on(1);
+    let sc = irqlab_sim::Scenario::parse("irq.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc);
+    let count = |cpu: usize| r.cpus[cpu].sim.irq_lines.iter().find(|l| l.name == "dev").map_or(0, |l| l.count);
+    assert_eq!(count(0), 0, "CPU 0 has no `dev` interrupts");
+    assert!(count(1) >= 990, "CPU 1 took {} of about 1000", count(1));
+    // 10 us every 100 us: a tenth of CPU 1 in hard IRQs, none of CPU 0.
+    assert_eq!(r.cpus[0].sim.cpu.time.hardirq_ns, 0);
+    assert!((r.cpus[1].sim.cpu.time.hardirq_ns as f64 / r.cpus[1].sim.measured_ns as f64 - 0.1).abs() < 0.001);
+    // A CPU the machine does not have is bad input at the key.
+    let err = irqlab_sim::Scenario::parse("irq.toml", &irq_on(2)).err().expect("cpu = 2 of 2 CPUs is refused");
+    assert!(err.to_string().contains("cpu = 2, but the machine has cores = 2"), "{err}");
+    assert_eq!(err.location.as_ref().map(|l| l.line), Some(12), "{err}");
+}

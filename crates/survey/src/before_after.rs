@@ -389,6 +389,9 @@ pub fn section(baseline: &Baseline, after: &Survey) -> Result<Section, PageError
     section =
         section.paragraph(format!("Verdict before: {} After: {}", sentence(&before.verdict.headline), sentence(&after.verdict.headline)));
     section = section.table(numbers_table(&c.rows));
+    if let Some(prediction) = &after.prediction {
+        section = predicted_part(section, prediction);
+    }
     section = findings_part(section, &c.findings);
     for cpu in after.cpus.iter().filter(|c| !c.curves.is_empty()) {
         let Some(old) = before.cpus.iter().find(|b| b.cpu == cpu.cpu && !b.curves.is_empty()) else { continue };
@@ -442,6 +445,32 @@ fn numbers_table(rows: &[Row]) -> Table {
         }
     }
     table
+}
+
+/// The prediction of the profile beside what was measured after it.
+fn predicted_part(section: Section, p: &crate::predicted::PredictionBeside) -> Section {
+    let section = section.subheading("Predicted beside measured");
+    let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+    let mut table =
+        Table::new(["CPU", "load", "measure", "before", "simulated before", "predicted after", "measured after"]).text_columns([1, 2]);
+    for r in &p.rows {
+        table.push_row([
+            r.cpu.to_string(),
+            r.load.clone(),
+            r.measure(),
+            pct(r.before),
+            pct(r.simulated_before),
+            pct(r.predicted),
+            pct(r.after),
+        ]);
+    }
+    let profile = p.profile.as_deref().unwrap_or("a profile");
+    section.table(table).paragraph(format!(
+        "irqlab sim --from-survey simulated the before survey's machine ({}) with {profile} applied in the model. \
+         All numbers here are the probe's raw maximum and mean loads (no idle floor subtracted), as the simulator gives them; \
+         \"simulated before\" is the model of the before survey, the check of its calibration.",
+        p.file
+    ))
 }
 
 fn findings_part(section: Section, changes: &[FindingChange]) -> Section {
@@ -524,6 +553,22 @@ pub fn summary(baseline: &Baseline, after: &Survey) -> String {
             })
             .collect();
         let _ = writeln!(s, "  CPU {} {}: {}", row.cpu, row.load.name(), parts.join(", "));
+    }
+    if let Some(p) = &after.prediction {
+        let pct = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{:.1}%", 100.0 * x));
+        let _ = writeln!(s, "  predicted for {} ({}):", p.profile.as_deref().unwrap_or("the profile"), p.file);
+        for r in &p.rows {
+            let _ = writeln!(
+                s,
+                "    CPU {} {} {}: before {}, predicted {}, measured {}",
+                r.cpu,
+                r.load,
+                r.measure(),
+                pct(r.before),
+                pct(r.predicted),
+                pct(r.after)
+            );
+        }
     }
     for change in &c.findings {
         let severity = |f: &Option<Finding>| f.as_ref().map_or("not found".to_string(), |f| page::severity_name(f.severity).to_string());

@@ -7,7 +7,7 @@ use irqlab_analysis::curve::Curve;
 use irqlab_analysis::fit::{BaselineUse, HyperbolaFit};
 use irqlab_host::machine::MachineContext;
 use irqlab_measure::latency::LatencyReport;
-pub use irqlab_measure::probe::{GapSources, Source, SourceKind, WindowSources};
+pub use irqlab_measure::probe::{GapSources, Source, SourceKind, SourceTotal, WindowSources};
 use irqlab_measure::stimulus::StimulusReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -72,6 +72,11 @@ pub struct Survey {
     /// written before profiles existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// With `--compare BEFORE` and a prediction of BEFORE's profile
+    /// (`irqlab sim --from-survey BEFORE --profile P`, or `--predicted`):
+    /// before, predicted after and measured after per CPU and load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::predicted::PredictionBeside>,
 }
 
 /// A thread a curve names, as /proc showed it after the measurements.
@@ -125,7 +130,8 @@ pub enum Load {
     /// Nothing: the idle baseline.
     None,
     /// A UDP flood from testbed host b through the root side's threaded-NAPI
-    /// kthread, pinned to the measured CPU at SCHED_FIFO 50.
+    /// kthread, pinned to the measured CPU at SCHED_FIFO 50 (or where and
+    /// as a profile in force keeps it).
     Net,
     /// One SCHED_OTHER busy loop per CPU.
     Cpu,

@@ -21,7 +21,9 @@ pub mod findings;
 pub mod interrupts;
 pub mod loads;
 pub mod page;
+pub mod predicted;
 pub mod profile;
 pub mod run;
+pub mod scenario;
 
 pub use doc::{Survey, SCHEMA};

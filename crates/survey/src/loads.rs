@@ -9,7 +9,9 @@
 //! it, so the probe sees what the driver takes, as the paper measured it.
 //! Both changes go through the control journal (undone on every exit path,
 //! named by `irqlab control status` after a kill). The sender is pinned to
-//! another CPU, so it is not measured as the driver.
+//! another CPU, so it is not measured as the driver. A kthread setting a
+//! profile keeps in force (`control apply`, held or persisted) is left as
+//! the profile sets it: a survey after applying measures the profile.
 
 use crate::doc::Load;
 use irqlab_host::error::{Error, Result};
@@ -103,6 +105,16 @@ fn start_local(kind: LoadKind, scratch: Option<PathBuf>) -> RunningLoad {
     }
 }
 
+/// The journal entry of another irqlab process that sets `object` and
+/// keeps it set: a profile held by `control apply` or kept with
+/// `--persist`.
+fn set_by_profile(object: &Object) -> Option<journal::Entry> {
+    let me = std::process::id() as i32;
+    journal::entries()
+        .into_iter()
+        .find(|e| &e.object == object && e.owner.pid != me && matches!(e.state(), journal::State::Active | journal::State::Persistent))
+}
+
 fn start_net(focus: usize) -> Result<RunningLoad> {
     let bed = Testbed::up()?;
     let target = bed.root_addr(Side::B);
@@ -121,9 +133,24 @@ fn start_net(focus: usize) -> Result<RunningLoad> {
     let attr = SchedAttr::Fifo { priority: DRIVER_PRIORITY };
     for t in threads {
         let Some(thread) = Thread::of(t.pid) else { continue };
-        changes.push(journal::apply(Object::ThreadSched { thread: thread.clone() }, Value::Sched { attr })?);
-        changes.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![focus] })?);
-        described.push(format!("{} ({attr}, CPU {focus})", t.comm));
+        let sched = Object::ThreadSched { thread: thread.clone() };
+        let affinity = Object::ThreadAffinity { thread };
+        // A profile in force (`control apply`, held or persisted) sets the
+        // thread as the user wants it: the survey measures the machine so,
+        // and says so, instead of moving it for the run.
+        let mut kept = Vec::new();
+        for (object, value, what) in
+            [(sched, Value::Sched { attr }, attr.to_string()), (affinity, Value::Cpus { cpus: vec![focus] }, format!("CPU {focus}"))]
+        {
+            match set_by_profile(&object) {
+                Some(entry) => kept.push(format!("{} as {} sets it", entry.new, entry.owner.describe())),
+                None => {
+                    changes.push(journal::apply(object, value)?);
+                    kept.push(what);
+                }
+            }
+        }
+        described.push(format!("{} ({})", t.comm, kept.join(", ")));
     }
     let others: Vec<usize> = rt::online_cpus()?.into_iter().filter(|&c| c != focus).collect();
     let sender_cpu = others.first().copied();

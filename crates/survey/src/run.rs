@@ -169,6 +169,7 @@ fn empty(config: &Config, cpus: &[usize]) -> Survey {
             stimulus_ns: config.stimulus_ns,
         },
         compared_with: None,
+        prediction: None,
         machine: MachineContext::read(),
         readiness: Vec::new(),
         leftovers: Vec::new(),

@@ -122,7 +122,14 @@ fn with_sources(load: f64, sources: &[SourceRow], virtualised: bool) -> Survey {
         .collect();
     let busy_ns = sources.iter().map(|s| s.ns).sum();
     let window = WindowSources { window_ns: 1_000_000, start_ns: 5_000_000, busy_ns, sources };
-    idle.sources = Some(GapSources { available: true, note: "test".into(), segments: 10, lost_segments: 0, windows: vec![window] });
+    idle.sources = Some(GapSources {
+        available: true,
+        note: "test".into(),
+        segments: 10,
+        lost_segments: 0,
+        windows: vec![window],
+        totals: Vec::new(),
+    });
     idle.steal_ns = Some(40_000_000);
     let value = if virtualised { "yes (hypervisor flag); 1.0 s stolen since boot" } else { "no hypervisor flag (bare metal)" };
     survey.machine.settings.insert("virtualised".into(), value.into());
@@ -378,7 +385,14 @@ fn run_of(load: Load, windows: [&[Row]; 3], driver_u: Option<f64>) -> LoadCurve 
         rt_throttled: false,
         driver_threads: if driven { vec!["napi/irqlab-b-8195 FIFO 50 on cpu 1".into()] } else { vec![] },
         driver_match: driven.then(|| "napi:irqlab-b".to_string()),
-        sources: Some(GapSources { available: true, note: "test".into(), segments: 100, lost_segments: 0, windows: composed }),
+        sources: Some(GapSources {
+            available: true,
+            note: "test".into(),
+            segments: 100,
+            lost_segments: 0,
+            windows: composed,
+            totals: Vec::new(),
+        }),
         steal_ns: Some(30_000_000),
         interrupts: None,
     }

@@ -371,6 +371,13 @@ pub struct ApplyArgs {
     /// `control install`'s unit runs
     #[arg(long, conflicts_with_all = ["persist", "dry_run"])]
     follow: bool,
+    /// First predict what the profile changes on each CPU: the simulator
+    /// runs the survey beside PROFILE (its directory's survey.json) with
+    /// the profile applied in the model, and keeps the prediction in that
+    /// directory's sim/from-survey.json, where `irqlab survey --compare
+    /// DIR` shows it beside what is measured after
+    #[arg(long, conflicts_with = "boot")]
+    predict: bool,
     #[command(flatten)]
     hold: HoldArgs,
 }
@@ -615,6 +622,28 @@ fn irq(args: IrqArgs) -> Result<Status, CliError> {
     hold_plan(source, profile::Plan { changes: profile::last_word(plan), ..Default::default() }, None, args.hold)
 }
 
+/// `control apply --predict`: the prediction of the profile from the
+/// survey that wrote it, before anything changes.
+fn predict(profile: &std::path::Path, json: Option<&std::path::Path>) -> Result<(), CliError> {
+    if json.is_some_and(|j| j.as_os_str() == "-") {
+        return Err(CliError::Usage("--predict prints its table on stdout, which --json - takes: give --json a file".into()));
+    }
+    let survey = profile.parent().unwrap_or(std::path::Path::new(".")).join("survey.json");
+    if !survey.exists() {
+        return Err(CliError::Usage(format!(
+            "--predict: no {} beside the profile (the survey that wrote it); predict another way with `irqlab sim --from-survey SURVEY --profile {}`",
+            survey.display(),
+            profile.display()
+        )));
+    }
+    let request =
+        super::sim_from_survey::Request { from: &survey, spread_from: None, profile: Some(profile), out: None, seed: None, json: None };
+    match super::sim_from_survey::run(request)? {
+        Status::Success => Ok(()),
+        _ => Err(CliError::Failed("the prediction did not complete; nothing was applied".into())),
+    }
+}
+
 fn apply(args: ApplyArgs) -> Result<Status, CliError> {
     let file = args.profile.display().to_string();
     let text = output::read_text(&args.profile)?;
@@ -622,6 +651,9 @@ fn apply(args: ApplyArgs) -> Result<Status, CliError> {
     let plan = profile.plan(&file, &text, args.allow_missing)?;
     if args.boot {
         return apply_boot(&profile, &plan, &file, args.hold.dry_run);
+    }
+    if args.predict {
+        predict(&args.profile, args.hold.json.as_deref())?;
     }
     if !plan.boot.is_empty() {
         let words: Vec<&str> = plan.boot.iter().map(|o| o.text.as_str()).collect();

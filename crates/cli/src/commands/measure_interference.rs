@@ -335,6 +335,7 @@ mod tests {
                     &[(inj.0, inj.1, 600_000), ("unseen", SourceKind::Unseen, 88_000), ("NET_RX", SourceKind::Softirq, 30_000)],
                 ),
             ],
+            totals: Vec::new(),
         }
     }
 

@@ -19,6 +19,7 @@ pub mod measure_interference;
 pub mod measure_latency;
 pub mod reproduce;
 pub mod sim;
+pub mod sim_from_survey;
 pub mod stimulus;
 pub mod survey;
 pub mod testbed;

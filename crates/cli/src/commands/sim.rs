@@ -16,7 +16,20 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// The scenario file (TOML)
-    pub scenario: PathBuf,
+    #[arg(required_unless_present = "from_survey")]
+    pub scenario: Option<PathBuf>,
+    /// Simulate the machine a survey measured instead: one scenario per CPU and load it probed, calibrated from its gap sources, each probe curve simulated beside the measured one (survey.json, or the directory holding it)
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["scenario", "duration", "trace", "curve", "html"])]
+    pub from_survey: Option<PathBuf>,
+    /// With --from-survey: a second survey of the same machine; how far its curves lie from the first's is each check's tolerance
+    #[arg(long, value_name = "FILE|DIR", requires = "from_survey")]
+    pub spread_from: Option<PathBuf>,
+    /// With --from-survey: a profile (`irqlab survey` writes one) applied in the model, each CPU's curve predicted after it
+    #[arg(long, value_name = "FILE", requires = "from_survey")]
+    pub profile: Option<PathBuf>,
+    /// With --from-survey: where the scenarios and from-survey.json go [default: sim/ beside the survey.json]
+    #[arg(long, value_name = "DIR", requires = "from_survey")]
+    pub out: Option<PathBuf>,
     /// Seed of every random stream (overrides [run] seed)
     #[arg(long)]
     pub seed: Option<u64>,
@@ -47,8 +60,22 @@ fn sim_duration(text: &str) -> Result<Nanos, String> {
 }
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    let scenario = match (&args.from_survey, &args.scenario) {
+        (Some(from), _) => {
+            return super::sim_from_survey::run(super::sim_from_survey::Request {
+                from,
+                spread_from: args.spread_from.as_deref(),
+                profile: args.profile.as_deref(),
+                out: args.out.as_deref(),
+                seed: args.seed,
+                json: args.json.as_deref(),
+            })
+        }
+        (None, Some(scenario)) => scenario.clone(),
+        (None, None) => return Err(CliError::Usage("give a SCENARIO file or --from-survey".into())),
+    };
     crate::output::refuse_clashes(
-        &[("SCENARIO", Some(&args.scenario))],
+        &[("SCENARIO", Some(&scenario))],
         &[
             ("--json", args.json.as_deref()),
             ("--trace", args.trace.as_deref()),
@@ -56,8 +83,8 @@ pub fn run(args: Args) -> Result<Status, CliError> {
             ("--html", args.html.as_deref()),
         ],
     )?;
-    let file = args.scenario.display().to_string();
-    let text = read_text(&args.scenario)?;
+    let file = scenario.display().to_string();
+    let text = read_text(&scenario)?;
     let sc = Scenario::parse(&file, &text)?;
     let duration = args.duration;
     let params = sc.run_params(args.seed, duration).map_err(CliError::Input)?;

@@ -17,7 +17,7 @@ pub struct Args {
     cpu: Option<flags::CpuList>,
     /// Loads to measure under besides idle: none, net, cpu, disk or all
     /// (comma-separated; net: a UDP flood from testbed host b through a
-    /// threaded-NAPI kthread at SCHED_FIFO 50 on the measured CPU)
+    /// threaded-NAPI kthread at SCHED_FIFO 50 on the measured CPU, or where a profile in force keeps it)
     #[arg(long, value_name = "LOADS", default_value = "net", value_parser = parse_loads)]
     load: LoadList,
     /// Your task set (`irqlab analyze` format): checked against each CPU's
@@ -40,6 +40,10 @@ pub struct Args {
     /// survey.json, or the directory holding it
     #[arg(long, visible_alias = "baseline", value_name = "FILE")]
     compare: Option<PathBuf>,
+    /// With --compare: the prediction of the profile applied since (`irqlab sim --from-survey BEFORE --profile P`
+    /// writes it) to show beside the measurement [default: BEFORE's sim/from-survey.json, when it has one]
+    #[arg(long, value_name = "FILE", requires = "compare")]
+    predicted: Option<PathBuf>,
     /// Link another report at the bottom of the page: TITLE=HREF (repeatable)
     #[arg(long = "link", value_name = "TITLE=HREF", value_parser = parse_link)]
     links: Vec<(String, String)>,
@@ -75,8 +79,12 @@ fn parse_link(text: &str) -> Result<(String, String), String> {
 pub fn run(args: Args) -> Result<Status, CliError> {
     // Read before anything runs: a bad baseline is bad input, exit 2.
     let baseline = args.compare.as_deref().map(read_baseline).transpose()?;
+    let prediction = read_prediction(args.predicted.as_deref(), baseline.as_ref().map(|(_, file)| file.as_path()))?;
     if let Some(from) = &args.from {
-        let survey = before_after::parse(&from.display().to_string(), &output::read_text(from)?)?;
+        let mut survey = before_after::parse(&from.display().to_string(), &output::read_text(from)?)?;
+        if let Some((file, doc)) = &prediction {
+            survey.prediction = Some(irqlab_survey::predicted::beside(doc, file, &survey));
+        }
         let baseline = baseline.map(|(b, _)| b).or_else(|| recorded_baseline(&survey));
         write_page(&survey, baseline.as_ref(), &args.out, &args.links)?;
         return Ok(Status::Success);
@@ -118,6 +126,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     survey.profile = Some(profile.display().to_string());
     let baseline = baseline.map(|(b, _)| b);
     survey.compared_with = baseline.as_ref().map(|b| b.path.clone());
+    survey.prediction = prediction.map(|(file, doc)| irqlab_survey::predicted::beside(&doc, &file, &survey));
     crate::signal::writing(|| {
         output::write_text(&profile, &irqlab_survey::profile::text(&survey, &args.out))?;
         output::write_json(&args.out.join("survey.json"), &survey)?;
@@ -128,6 +137,49 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         output::print(&before_after::summary(baseline, &survey))?;
     }
     Ok(Status::from_ok(survey.complete))
+}
+
+/// The prediction to show beside the measurement: `--predicted FILE`
+/// (bad input if unreadable), else the one `irqlab sim --from-survey`
+/// left beside the baseline with a profile (skipped, said why, if it
+/// cannot be read).
+fn read_prediction(
+    given: Option<&Path>,
+    baseline: Option<&Path>,
+) -> Result<Option<(String, irqlab_survey::scenario::FromSurvey)>, CliError> {
+    use irqlab_survey::predicted;
+    if let Some(path) = given {
+        let shown = path.display().to_string();
+        let text = output::read_text(path).map_err(|e| match e {
+            CliError::Input(mut e) => {
+                e.message = format!("--predicted: {}", e.message);
+                CliError::Input(e)
+            }
+            other => other,
+        })?;
+        let doc = predicted::read(&shown, &text).map_err(|mut e| {
+            e.message = format!("--predicted: {}", e.message);
+            CliError::Input(e)
+        })?;
+        if doc.profile.is_none() {
+            return Err(CliError::Usage(format!("--predicted {shown}: it predicts no profile (made without --profile)")));
+        }
+        return Ok(Some((shown, doc)));
+    }
+    let Some(baseline) = baseline else { return Ok(None) };
+    let path = predicted::beside_survey(baseline);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let shown = path.display().to_string();
+    match std::fs::read_to_string(&path).map_err(|e| e.to_string()).and_then(|t| predicted::read(&shown, &t).map_err(|e| e.to_string())) {
+        Ok(doc) if doc.profile.is_some() => Ok(Some((shown, doc))),
+        Ok(_) => Ok(None),
+        Err(why) => {
+            eprintln!("note: {shown} cannot be read ({why}): no prediction beside the measurement");
+            Ok(None)
+        }
+    }
 }
 
 /// `--compare FILE|DIR`: the earlier survey (DIR/survey.json for a

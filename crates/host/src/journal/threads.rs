@@ -95,8 +95,9 @@ impl Match {
         })
     }
 
-    /// Whether `comm` (and `tid`) is a thread this MATCH names.
-    fn matches(&self, t: &Thread) -> bool {
+    /// Whether `comm` (and `tid`) is a thread this MATCH names (also what
+    /// the simulator's prediction moves: `irqlab sim --from-survey --profile`).
+    pub fn matches(&self, t: &Thread) -> bool {
         match self {
             Match::Napi(dev) => t.comm.strip_prefix("napi/").and_then(|r| r.strip_prefix(dev.as_str())).is_some_and(|r| r.starts_with('-')),
             Match::IrqNumber(n) => t.comm.strip_prefix("irq/").and_then(|r| r.split_once('-')).is_some_and(|(num, _)| num == n.to_string()),

@@ -85,12 +85,45 @@ pub struct GapSources {
     pub lost_segments: u64,
     #[serde(default)]
     pub windows: Vec<WindowSources>,
+    /// Each source's share of the whole run's gaps: how many gaps it ran
+    /// in, its time there and its most in one gap (`unseen` included).
+    /// What `irqlab sim --from-survey` calibrates a source's rate and
+    /// cost from. Absent in documents written before it existed.
+    #[serde(default)]
+    pub totals: Vec<SourceTotal>,
+}
+
+/// One source over the whole run: the gaps it took time from.
+///
+/// A gap is one burst as the probe saw it, so `gaps` counts bursts, not
+/// handler calls: a timer tick whose softirq follows it is one gap for
+/// each, a thread interrupted by an IRQ in the same gap is one burst.
+/// `unseen` counts only the gaps in which no source was seen; the unseen
+/// time of any other gap is its largest source's `unseen_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceTotal {
+    pub label: String,
+    pub kind: SourceKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Gaps in which it ran.
+    pub gaps: u64,
+    /// Its time in all gaps.
+    pub ns: u64,
+    /// The most of one gap it took.
+    pub max_ns: u64,
+    /// Unseen time of the gaps it was the largest source of (the paths
+    /// into and out of it no tracepoint covers).
+    #[serde(default)]
+    pub unseen_ns: u64,
 }
 
 impl GapSources {
     /// No sources, and why.
     pub fn off(note: impl Into<String>) -> Self {
-        GapSources { available: false, note: note.into(), segments: 0, lost_segments: 0, windows: Vec::new() }
+        GapSources { available: false, note: note.into(), segments: 0, lost_segments: 0, windows: Vec::new(), totals: Vec::new() }
     }
 
     /// The composition of the maximum-load window of `window_ns`.
@@ -252,6 +285,61 @@ impl Timeline {
         }
         out.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.label.cmp(&y.label)));
         (busy, out)
+    }
+
+    /// Every source's [`SourceTotal`] over all `gaps`, largest time first.
+    /// The unseen time of a gap in which a source was seen is that gap's
+    /// largest source's `unseen_ns` (the entry, exit and switch paths
+    /// around it); `unseen` itself counts only gaps in which nothing was
+    /// seen. So all `ns` and `unseen_ns` add up to the gap time.
+    pub fn totals(&self, gaps: &[Gap]) -> Vec<SourceTotal> {
+        #[derive(Default)]
+        struct Sum {
+            gaps: u64,
+            ns: u64,
+            max_ns: u64,
+            unseen_ns: u64,
+        }
+        // Per source index; `None` for unseen.
+        let mut per: HashMap<Option<usize>, Sum> = HashMap::new();
+        let mut in_gap: HashMap<usize, u64> = HashMap::new();
+        for g in gaps {
+            in_gap.clear();
+            let seen = self.overlap(g.start_ns, g.start_ns + g.len_ns, &mut in_gap);
+            let unseen = g.len_ns - seen;
+            // The gap's lead: its largest seen source (the lower index on a tie).
+            let lead = in_gap.iter().max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0))).map(|(&i, _)| i);
+            for (&i, &ns) in &in_gap {
+                let t = per.entry(Some(i)).or_default();
+                t.gaps += 1;
+                t.ns += ns;
+                t.max_ns = t.max_ns.max(ns);
+                if Some(i) == lead {
+                    t.unseen_ns += unseen;
+                }
+            }
+            if lead.is_none() && unseen > 0 {
+                let t = per.entry(None).or_default();
+                t.gaps += 1;
+                t.ns += unseen;
+                t.max_ns = t.max_ns.max(unseen);
+            }
+        }
+        let mut out: Vec<SourceTotal> = per
+            .into_iter()
+            .map(|(source, t)| {
+                let (label, kind, pid, policy) = match source {
+                    Some(i) => {
+                        let id = &self.sources[i];
+                        (id.label.clone(), id.kind, id.pid, id.policy.clone())
+                    }
+                    None => ("unseen".to_string(), SourceKind::Unseen, None, None),
+                };
+                SourceTotal { label, kind, pid, policy, gaps: t.gaps, ns: t.ns, max_ns: t.max_ns, unseen_ns: t.unseen_ns }
+            })
+            .collect();
+        out.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.label.cmp(&y.label)));
+        out
     }
 }
 
@@ -440,6 +528,7 @@ pub fn assemble(
         segments: c.segments.len() as u64,
         lost_segments: c.lost,
         windows: per_window(&timeline, gaps, total_ns, windows_ns),
+        totals: timeline.totals(gaps),
     }
 }
 
@@ -680,6 +769,29 @@ mod tests {
         assert_eq!(busy, 100);
         let got: Vec<(&str, u64)> = sources.iter().map(|s| (s.label.as_str(), s.ns)).collect();
         assert_eq!(got, vec![("inject/7 FIFO 95", 60), ("unseen", 30), ("irq 11 virtio0", 10)]);
+    }
+
+    #[test]
+    fn totals_count_each_source_once_per_gap_and_add_up_to_the_gap_time_with_the_unseen_beside_them() {
+        // Gap 1 [100, 200): the tick 100..110, a thread 110..150, the tick
+        // again 150..155 (one burst for each), the rest unseen. Gap 2
+        // [500, 520): the tick only. The thread also ran outside the gaps.
+        let t = Timeline::new([
+            (100, 110, id("irq LOC timer", SourceKind::Irq)),
+            (110, 150, id("kworker/0:1/9 OTHER", SourceKind::Thread)),
+            (150, 155, id("irq LOC timer", SourceKind::Irq)),
+            (300, 400, id("kworker/0:1/9 OTHER", SourceKind::Thread)),
+            (500, 520, id("irq LOC timer", SourceKind::Irq)),
+        ]);
+        let gaps = [Gap { start_ns: 100, len_ns: 100 }, Gap { start_ns: 500, len_ns: 20 }];
+        let totals = t.totals(&gaps);
+        let got: Vec<(&str, u64, u64, u64, u64)> = totals.iter().map(|s| (s.label.as_str(), s.gaps, s.ns, s.max_ns, s.unseen_ns)).collect();
+        // Gap 1's 45 ns unseen belong to its largest source, the thread.
+        assert_eq!(got, vec![("kworker/0:1/9 OTHER", 1, 40, 40, 45), ("irq LOC timer", 2, 35, 20, 0)]);
+        assert_eq!(got.iter().map(|g| g.2 + g.4).sum::<u64>(), 120);
+        // A gap in which nothing was seen is `unseen`'s.
+        let alone = t.totals(&[Gap { start_ns: 600, len_ns: 30 }]);
+        assert_eq!(alone.iter().map(|s| (s.label.as_str(), s.gaps, s.ns, s.unseen_ns)).collect::<Vec<_>>(), vec![("unseen", 1, 30, 0)]);
     }
 
     #[test]

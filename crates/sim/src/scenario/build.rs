@@ -57,11 +57,8 @@ pub(super) fn build(sc: &Scenario, p: RunParams, cpu: usize) -> Result<Sim, Inpu
     if let Some(nic) = &spec.nic {
         b.nic(nic);
     }
-    if cpu == 0 {
-        // Device interrupts of `[[irq]]` go to CPU 0 (no `cpu` key yet).
-        for irq in &spec.irqs {
-            b.irq(irq);
-        }
+    for irq in spec.irqs.iter().filter(|irq| irq.cpu == cpu) {
+        b.irq(irq);
     }
     let disk = spec.disk.as_ref().map(|d| b.disk(d));
     let probe_task = b.tasks(disk)?;

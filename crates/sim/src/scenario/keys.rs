@@ -34,7 +34,7 @@ const NIC_TX: &[&str] = &["queue", "link", "irq", "complete"];
 const DISK: &[&str] = &["name", "rpm", "seek_min", "seek_full", "overhead", "sectors_per_track", "costs"];
 const DISK_COSTS: &[&str] = &["irq", "block_softirq"];
 const THREADS: &[&str] = &["net_rx", "net_tx", "nic_irq", "ksoftirqd", "napi"];
-const IRQ: &[&str] = &["name", "interval", "poisson", "handler", "bottom_half", "vector"];
+const IRQ: &[&str] = &["name", "interval", "poisson", "handler", "bottom_half", "vector", "cpu"];
 const SOCKET: &[&str] = &["name", "rcvbuf"];
 const RUN: &[&str] = &["duration", "seed", "warmup"];
 

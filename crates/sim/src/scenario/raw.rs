@@ -149,6 +149,8 @@ pub(super) struct RawIrq {
     pub(super) handler: Dur,
     pub(super) bottom_half: Option<Dur>,
     pub(super) vector: Option<Spanned<String>>,
+    /// The CPU its interrupt is routed to (`/proc/irq/N/smp_affinity_list`).
+    pub(super) cpu: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

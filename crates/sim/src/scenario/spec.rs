@@ -263,6 +263,8 @@ pub struct IrqSpec {
     pub bottom_half: Nanos,
     /// Softirq vector number ([`crate::softirq`]).
     pub vector: u32,
+    /// The CPU it interrupts (default 0).
+    pub cpu: usize,
 }
 
 #[derive(Debug, Clone)]

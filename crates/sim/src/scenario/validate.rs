@@ -35,7 +35,7 @@ pub(super) fn spec(file: &str, text: &str, raw: Raw) -> Result<Spec, InputError>
     let traffic = raw.traffic.iter().enumerate().map(|(i, t)| v.traffic(i, t)).collect::<Result<Vec<_>, _>>()?;
     let metrics = raw.metric.iter().map(|m| v.metric(m)).collect::<Result<Vec<_>, _>>()?;
     let policy = raw.policy.as_ref().map(|p| v.bh_policy(p)).transpose()?;
-    v.placement(&raw, &machine, nic.as_ref(), &tasks)?;
+    v.placement(&raw, &machine, nic.as_ref(), &irqs, &tasks)?;
     Ok(Spec {
         name: raw.name,
         description: raw.description,
@@ -333,6 +333,7 @@ impl V<'_> {
             handler: self.dur(&r.handler)?,
             bottom_half: self.dur_or(&r.bottom_half, 0)?,
             vector,
+            cpu: self.cpu(&r.cpu, "cpu")?.unwrap_or(0),
         })
     }
 
@@ -466,7 +467,14 @@ impl V<'_> {
 impl V<'_> {
     /// Where things run: every `cpu` within `cores`, and what the
     /// multi-core model does not have yet refused by name.
-    fn placement(&self, raw: &Raw, machine: &MachineSpec, nic: Option<&NicSpec>, tasks: &[TaskSpec]) -> Result<(), InputError> {
+    fn placement(
+        &self,
+        raw: &Raw,
+        machine: &MachineSpec,
+        nic: Option<&NicSpec>,
+        irqs: &[IrqSpec],
+        tasks: &[TaskSpec],
+    ) -> Result<(), InputError> {
         let cores = machine.cores;
         let out_of_range = |span: Span, key: &str, cpu: usize| {
             let max = cores - 1;
@@ -485,6 +493,11 @@ impl V<'_> {
             }
             if let (Some(span), false) = (&r.rps_cpu, nic.napi) {
                 return Err(self.err(span.span(), "rps_cpu needs napi = true (RPS from a non-NAPI driver's netif_rx is not modelled yet)"));
+            }
+        }
+        for (irq, r) in irqs.iter().zip(&raw.irq) {
+            if let (true, Some(span)) = (irq.cpu >= cores, &r.get_ref().cpu) {
+                return Err(out_of_range(span.span(), "cpu", irq.cpu));
             }
         }
         for (t, r) in tasks.iter().zip(&raw.task) {
