@@ -15,8 +15,13 @@ const BH_NOT_REPRODUCED: &[&str] = &[
     "max inter-frame delay, flood, BH scheduler: reduced",
     "BH time per ms p95-p5 after start-up, BH scheduler (Fig. 5b): >= 3x narrower",
     "decode time ratio without/with BH scheduler: > 1 (paper's direction)",
-    "CPU user %, BH scheduler: above without",
-    "CPU system %, BH scheduler: below without",
+    "CPU user %, BH scheduler: above without by >= 1 point (direction only)",
+    "CPU system %, BH scheduler: below without by >= 1 point (direction only)",
+    // With the threshold anchored at the mean (§2.3) the controller defers
+    // jobs, which run at the next activation under the constant flood: the
+    // player's delays are the vanilla run's, 22% above no load with the
+    // calibrated kernel time per frame (docs/bh-policies.md).
+    "mean inter-frame delay, flood, BH scheduler (Fig. 4c): within 15% of no load",
 ];
 
 /// Process-aware relations not reproduced: none since the MMPP-2 client

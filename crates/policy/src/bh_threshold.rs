@@ -20,12 +20,22 @@ use std::collections::VecDeque;
 /// E(k)  = N(k)·C(k)/P(k)   (P(k) > 0)   else N(k)·default_cost
 /// dC(k) = C(k) − mean(C(k−W+1..k))
 /// dE(k) = E(k) − mean(E(k−W+1..k))
-/// T(k+1) = clamp(T(k) + K·(dE(k) − dC(k)), T_min, period)
+/// T(k+1) = clamp(A(k) + K·(dE(k) − dC(k)), T_min, period)
 /// ```
+///
+/// The anchor A(k) is the previous threshold T(k) ([`Anchor::Previous`],
+/// the listing as reconstructed) or the mean consumed time
+/// mean(C(k−W+1..k)) ([`Anchor::Mean`]): the paper's §2.3 says the
+/// controller is to "restrict the execution time of the bottom halves
+/// within the average time", and §3.3 that it "adjusts the threshold time
+/// to the average time of packet processing". Anchored at T(k), a
+/// threshold that starts at the period only random-walks by the
+/// mean-zero variations and may never bind.
 #[derive(Debug, Clone)]
 pub struct ThresholdController {
     pub gain: f64,
     pub window: usize,
+    pub anchor: Anchor,
     pub default_cost_ns: f64,
     pub t_min_ns: f64,
     pub period_ns: f64,
@@ -34,12 +44,31 @@ pub struct ThresholdController {
     e_hist: VecDeque<f64>,
 }
 
+/// What the threshold's update starts from (see [`ThresholdController`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Anchor {
+    /// T(k): the reconstructed listing.
+    Previous,
+    /// The mean consumed time over the window: the paper's §2.3 text.
+    Mean,
+}
+
+impl Anchor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Anchor::Previous => "previous",
+            Anchor::Mean => "mean",
+        }
+    }
+}
+
 impl ThresholdController {
     pub fn new(gain: f64, window: usize, default_cost_ns: Nanos, t_min_ns: Nanos, period_ns: Nanos, initial_ns: Nanos) -> Self {
         let window = window.max(1);
         ThresholdController {
             gain,
             window,
+            anchor: Anchor::Previous,
             default_cost_ns: default_cost_ns as f64,
             t_min_ns: t_min_ns as f64,
             period_ns: period_ns as f64,
@@ -47,6 +76,12 @@ impl ThresholdController {
             c_hist: VecDeque::with_capacity(window),
             e_hist: VecDeque::with_capacity(window),
         }
+    }
+
+    /// The same controller with another [`Anchor`].
+    pub fn with_anchor(mut self, anchor: Anchor) -> Self {
+        self.anchor = anchor;
+        self
     }
 
     /// The threshold for the current period, ns.
@@ -73,7 +108,11 @@ impl ThresholdController {
         push_window(&mut self.e_hist, e, self.window);
         let dc = c - mean(&self.c_hist);
         let de = e - mean(&self.e_hist);
-        self.threshold = (self.threshold + self.gain * (de - dc)).clamp(self.t_min_ns, self.period_ns);
+        let base = match self.anchor {
+            Anchor::Previous => self.threshold,
+            Anchor::Mean => mean(&self.c_hist),
+        };
+        self.threshold = (base + self.gain * (de - dc)).clamp(self.t_min_ns, self.period_ns);
         self.threshold
     }
 }
@@ -213,6 +252,24 @@ mod tests {
         let mut d = ThresholdController::new(10.0, 2, 5_000, 50_000, 1_000_000, 100_000);
         d.update(0, 0, 0);
         assert_eq!(d.update(1_000_000, 100, 0), 50_000.0);
+    }
+
+    #[test]
+    fn anchored_at_the_mean_the_threshold_follows_the_consumed_time_not_its_start() {
+        // Started at the period, fed a steady 450 us: anchored at T(k) it
+        // stays at 1 ms (the variations are zero); anchored at the mean it
+        // is 450 us from the first period on.
+        let mut previous = ctrl(1_000_000);
+        let mut at_mean = ctrl(1_000_000).with_anchor(Anchor::Mean);
+        for _ in 0..20 {
+            previous.update(450_000, 90, 0);
+            at_mean.update(450_000, 90, 0);
+        }
+        assert_eq!(previous.threshold_ns(), 1_000_000.0);
+        assert!((at_mean.threshold_ns() - 450_000.0).abs() < 1e-6, "{}", at_mean.threshold_ns());
+        // A period above the mean with no backlog pulls it below the mean.
+        let t = at_mean.update(650_000, 130, 0);
+        assert!(t < 450_000.0, "{t}");
     }
 
     #[test]

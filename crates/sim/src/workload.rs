@@ -264,7 +264,8 @@ impl Behavior for UdpServer {
 }
 
 /// A media player (mplayer as in the BH-threshold paper): decodes frame k
-/// (cost drawn from `decode`), sleeps until its display time start +
+/// (cost drawn from `decode`, user time) then spends `kernel_cost` in the
+/// kernel on it (the system calls that read and show it), sleeps until its display time start +
 /// (k + 1) × period if early (one period of pre-roll), displays late
 /// frames at once. Records the delay
 /// between consecutive displays.
@@ -274,9 +275,11 @@ pub struct MediaPlayer {
     pub frames: u64,
     pub rng: SourceRng,
     pub keep_frames: bool,
+    pub kernel_cost: Nanos,
     start: Option<Nanos>,
     k: u64,
     decoded: bool,
+    in_kernel: bool,
     waited: bool,
     last_display: Option<Nanos>,
     pub delays: Histogram,
@@ -293,9 +296,11 @@ impl MediaPlayer {
             frames,
             rng,
             keep_frames,
+            kernel_cost: 0,
             start: None,
             k: 0,
             decoded: false,
+            in_kernel: false,
             waited: false,
             last_display: None,
             delays: Histogram::default(),
@@ -303,6 +308,14 @@ impl MediaPlayer {
             late_frames: 0,
             finished_at: None,
         }
+    }
+}
+
+impl MediaPlayer {
+    /// Kernel time per frame after its decoding.
+    pub fn with_kernel_cost(mut self, ns: Nanos) -> Self {
+        self.kernel_cost = ns;
+        self
     }
 }
 
@@ -316,6 +329,10 @@ impl Behavior for MediaPlayer {
         if !self.decoded {
             self.decoded = true;
             return Step::User(self.decode.draw(&mut self.rng));
+        }
+        if !self.in_kernel && self.kernel_cost > 0 {
+            self.in_kernel = true;
+            return Step::Kernel(self.kernel_cost);
         }
         let due = start + (self.k + 1) * self.period;
         if !self.waited {
@@ -338,6 +355,7 @@ impl Behavior for MediaPlayer {
         self.last_display = Some(ctx.now);
         self.k += 1;
         self.decoded = false;
+        self.in_kernel = false;
         self.waited = false;
         self.next(ctx)
     }

@@ -141,7 +141,7 @@ fn an_irq_source_interrupts_the_cpu_its_cpu_key_names() {
     assert_eq!(r.cpus[0].sim.cpu.time.hardirq_ns, 0);
     assert!((r.cpus[1].sim.cpu.time.hardirq_ns as f64 / r.cpus[1].sim.measured_ns as f64 - 0.1).abs() < 0.001);
     // A CPU the machine does not have is bad input at the key.
-    let err = irqlab_sim::Scenario::parse("irq.toml", &irq_on(2)).err().expect("cpu = 2 of 2 CPUs is refused");
+    let err = irqlab_sim::Scenario::parse("irq.toml", &irq_on(2)).expect_err("cpu = 2 of 2 CPUs is refused");
     assert!(err.to_string().contains("cpu = 2, but the machine has cores = 2"), "{err}");
     assert_eq!(err.location.as_ref().map(|l| l.line), Some(12), "{err}");
 }

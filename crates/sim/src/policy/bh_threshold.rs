@@ -24,7 +24,7 @@
 use crate::kernel::Sim;
 use crate::softirq::{self, Admit, BottomHalfPolicy, Job, Loc};
 use irqlab_analysis::{parse_duration_ns, Nanos};
-pub use irqlab_policy::bh_threshold::{BottomHalfScheduler, ThresholdController};
+pub use irqlab_policy::bh_threshold::{Anchor, BottomHalfScheduler, ThresholdController};
 use serde_json::json;
 
 /// The Bottom Half Scheduler as a [`BottomHalfPolicy`].
@@ -39,7 +39,9 @@ impl BhThreshold {
     /// Builds the policy from the `[policy]` table: `gain` (K, paper
     /// 0.25), `window` (W, paper 100), `period` (paper 1 ms),
     /// `default_job_cost`, `t_min`, `initial` (T(0), default the period),
-    /// `vectors` (default `["net_rx"]`).
+    /// `anchor` (`mean`, the default: the threshold follows the mean
+    /// consumed time as the paper's §2.3 says; `previous`: the listing's
+    /// T(k)), `vectors` (default `["net_rx"]`).
     pub fn from_params(params: &toml::Table) -> Result<Self, String> {
         let mut gain = 0.25;
         let mut window = 100usize;
@@ -47,6 +49,7 @@ impl BhThreshold {
         let mut default_cost = 5_000;
         let mut t_min = 50_000;
         let mut initial = None;
+        let mut anchor = Anchor::Mean;
         let mut vectors = 1u32 << softirq::NET_RX;
         for (key, v) in params {
             let dur = |v: &toml::Value| -> Result<Nanos, String> {
@@ -67,6 +70,13 @@ impl BhThreshold {
                 "default_job_cost" => default_cost = dur(v)?,
                 "t_min" => t_min = dur(v)?,
                 "initial" => initial = Some(dur(v)?),
+                "anchor" => {
+                    anchor = match v.as_str() {
+                        Some("mean") => Anchor::Mean,
+                        Some("previous") => Anchor::Previous,
+                        _ => return Err("`anchor` must be \"mean\" or \"previous\"".into()),
+                    }
+                }
                 "vectors" => {
                     let arr = v.as_array().ok_or("`vectors` must be an array of softirq names")?;
                     vectors = 0;
@@ -80,7 +90,7 @@ impl BhThreshold {
                 }
                 other => {
                     return Err(format!(
-                        "unknown bh-threshold parameter `{other}` (gain, window, period, default_job_cost, t_min, initial, vectors)"
+                        "unknown bh-threshold parameter `{other}` (gain, window, period, default_job_cost, t_min, initial, anchor, vectors)"
                     ))
                 }
             }
@@ -91,7 +101,7 @@ impl BhThreshold {
         if t_min > period {
             return Err("`t_min` must not exceed `period`".into());
         }
-        let ctrl = ThresholdController::new(gain, window, default_cost, t_min, period, initial.unwrap_or(period));
+        let ctrl = ThresholdController::new(gain, window, default_cost, t_min, period, initial.unwrap_or(period)).with_anchor(anchor);
         Ok(BhThreshold { sched: BottomHalfScheduler::new(ctrl, period), vectors })
     }
 
@@ -154,6 +164,7 @@ impl BottomHalfPolicy for BhThreshold {
             "name": "bh-threshold",
             "gain": s.ctrl.gain,
             "window": s.ctrl.window,
+            "anchor": s.ctrl.anchor.name(),
             "period_ns": s.period_ns,
             "t_min_ns": s.ctrl.t_min_ns,
             "periods": s.periods,

@@ -279,7 +279,9 @@ impl Builder<'_> {
                 }
                 Box::new(b)
             }
-            Work::MediaPlayer(w) => Box::new(MediaPlayer::new(w.period, w.exec, w.frames, rng, w.keep_frames)),
+            Work::MediaPlayer(w) => {
+                Box::new(MediaPlayer::new(w.period, w.exec, w.frames, rng, w.keep_frames).with_kernel_cost(w.kernel_cost))
+            }
             Work::DiskReader(w) => {
                 let (dev, sectors) = disk.expect("validated: a disk-reader needs a [disk]");
                 Box::new(DiskReader::new(dev, sectors, w.block_sectors, w.pattern, w.intensity, w.issue_cost, rng))

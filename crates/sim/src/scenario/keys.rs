@@ -49,7 +49,7 @@ fn task_keys(kind: &str) -> Option<Vec<&'static str>> {
         "periodic" => [EXEC, &["offset", "jobs", "poll", "recv_cost"]].concat(),
         "cpu-loop" | "probe" => vec!["run", "sleep"],
         "udp-server" => vec!["socket", "recv_cost", "user_cost", "reply_size", "send_cost"],
-        "media-player" => [EXEC, &["frames", "keep_frames"]].concat(),
+        "media-player" => [EXEC, &["frames", "keep_frames", "kernel_cost"]].concat(),
         "disk-reader" => vec!["pattern", "intensity", "block", "issue_cost"],
         _ => return None,
     })

@@ -197,6 +197,8 @@ pub(super) struct RawTask {
     pub(super) run: Option<Dur>,
     pub(super) sleep: Option<Dur>,
     pub(super) frames: Option<u64>,
+    /// media-player: kernel time per frame (system calls to read and show it).
+    pub(super) kernel_cost: Option<Dur>,
     pub(super) keep_frames: Option<bool>,
     pub(super) server: Option<Spanned<RawServer>>,
     pub(super) pattern: Option<Spanned<String>>,

@@ -357,6 +357,8 @@ pub struct MediaPlayerSpec {
     pub exec: Dist,
     pub frames: u64,
     pub keep_frames: bool,
+    /// Kernel time per frame (system time), after decoding.
+    pub kernel_cost: Nanos,
 }
 
 #[derive(Debug, Clone)]

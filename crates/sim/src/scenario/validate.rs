@@ -556,7 +556,13 @@ impl V<'_> {
             "media-player" => {
                 let period = self.positive(self.need(&r.period, t.span(), "period")?, "period")?;
                 let frames = r.frames.unwrap_or(u64::MAX);
-                Work::MediaPlayer(MediaPlayerSpec { period, exec: self.exec(t)?, frames, keep_frames: r.keep_frames.unwrap_or(false) })
+                Work::MediaPlayer(MediaPlayerSpec {
+                    period,
+                    exec: self.exec(t)?,
+                    frames,
+                    keep_frames: r.keep_frames.unwrap_or(false),
+                    kernel_cost: self.dur_or(&r.kernel_cost, 0)?,
+                })
             }
             "disk-reader" => Work::DiskReader(self.disk_reader(t, ctx)?),
             k => {
