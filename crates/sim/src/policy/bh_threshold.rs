@@ -39,9 +39,10 @@ impl BhThreshold {
     /// Builds the policy from the `[policy]` table: `gain` (K, paper
     /// 0.25), `window` (W, paper 100), `period` (paper 1 ms),
     /// `default_job_cost`, `t_min`, `initial` (T(0), default the period),
-    /// `anchor` (`mean`, the default: the threshold follows the mean
-    /// consumed time as the paper's §2.3 says; `previous`: the listing's
-    /// T(k)), `vectors` (default `["net_rx"]`).
+    /// `anchor` (`previous`, the default and the live `control
+    /// bh-budget`'s: the listing's T(k); `mean`: the threshold follows the
+    /// mean consumed time as the paper's §2.3 says, what the reproduction
+    /// sets), `vectors` (default `["net_rx"]`).
     pub fn from_params(params: &toml::Table) -> Result<Self, String> {
         let mut gain = 0.25;
         let mut window = 100usize;
@@ -49,7 +50,7 @@ impl BhThreshold {
         let mut default_cost = 5_000;
         let mut t_min = 50_000;
         let mut initial = None;
-        let mut anchor = Anchor::Mean;
+        let mut anchor = Anchor::Previous;
         let mut vectors = 1u32 << softirq::NET_RX;
         for (key, v) in params {
             let dur = |v: &toml::Value| -> Result<Nanos, String> {
