@@ -218,7 +218,9 @@ fn controller_on(fg: u32, bg: u32, out: &Path) -> (Child, std::sync::mpsc::Recei
     .collect();
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let (child, rx) = start_with_stderr(&args);
-    wait_for_line(&rx, "gate closed", Duration::from_secs(10));
+    // 30 s: a 6.1-rt guest under emulation (TCG), its host busy, had
+    // printed nothing after 10 s (the fresh-clone CI of 2026-11-29).
+    wait_for_line(&rx, "gate closed", Duration::from_secs(30));
     (child, rx)
 }
 
@@ -437,7 +439,9 @@ fn the_band_puts_the_background_below_the_foreground_under_a_token_bucket() {
         .collect();
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
     let (mut ctl, rx) = start_with_stderr(&args);
-    wait_for_line(&rx, "gate closed", Duration::from_secs(10));
+    // 30 s: a 6.1-rt guest under emulation (TCG), its host busy, had
+    // printed nothing after 10 s (the fresh-clone CI of 2026-11-29).
+    wait_for_line(&rx, "gate closed", Duration::from_secs(30));
     assert!(below_the_bucket().contains("htb 1a:"), "{}", below_the_bucket());
     ctl.kill().unwrap();
     ctl.wait().unwrap();
