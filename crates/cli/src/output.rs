@@ -136,6 +136,21 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
     String::from_utf8(bytes).map_err(|e| bad(e.to_string()))
 }
 
+/// Reads the file a flag names and parses it; bad input in it (unreadable,
+/// not UTF-8, or refused by `parse`) is exit 2 with the flag before the
+/// message (`--compare: FILE:3:7: ...`).
+pub fn read_flag_file<T>(flag: &str, path: &Path, parse: impl FnOnce(&str, &str) -> Result<T, InputError>) -> Result<T, CliError> {
+    let under_flag = |mut e: InputError| {
+        e.message = format!("{flag}: {}", e.message);
+        CliError::Input(e)
+    };
+    let text = read_text(path).map_err(|e| match e {
+        CliError::Input(e) => under_flag(e),
+        other => other,
+    })?;
+    parse(&path.display().to_string(), &text).map_err(under_flag)
+}
+
 /// Refuses (exit 2) an output that would overwrite an input or another
 /// output: `fit c.json --json c.json` would destroy its own input, and
 /// `--json a --html a` would keep only the last. Each command calls it

@@ -262,6 +262,14 @@ impl LoadCurve {
     pub fn judged(&self) -> &Curve {
         self.attributed.as_ref().unwrap_or(&self.measured)
     }
+
+    /// The probe's mean load: its sources' time (and the unseen beside
+    /// them) over the run; `None` without per-source totals.
+    pub fn mean_load(&self) -> Option<f64> {
+        let s = self.sources.as_ref().filter(|s| s.available && !s.totals.is_empty())?;
+        let ns: u64 = s.totals.iter().map(|t| t.ns + t.unseen_ns).sum();
+        Some(ns as f64 / self.duration_ns.max(1) as f64)
+    }
 }
 
 /// Timer latency under one load.

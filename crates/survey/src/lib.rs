@@ -27,3 +27,12 @@ pub mod run;
 pub mod scenario;
 
 pub use doc::{Survey, SCHEMA};
+
+/// The survey a `FILE|DIR` argument names: DIR/survey.json for a directory.
+pub fn survey_file(path: &std::path::Path) -> std::path::PathBuf {
+    if path.is_dir() {
+        path.join("survey.json")
+    } else {
+        path.to_path_buf()
+    }
+}

@@ -79,7 +79,7 @@ pub fn beside(prediction: &FromSurvey, file: &str, after: &Survey) -> Prediction
             before: Some(run.mean_load.measured),
             simulated_before: Some(run.mean_load.simulated),
             predicted: Some(predicted.mean_load),
-            after: measured_after.and_then(mean_load),
+            after: measured_after.and_then(LoadCurve::mean_load),
         });
         for w in WINDOWS_NS {
             let at = run.windows.iter().find(|p| p.window_ns == w);
@@ -95,12 +95,4 @@ pub fn beside(prediction: &FromSurvey, file: &str, after: &Survey) -> Prediction
         }
     }
     PredictionBeside { file: file.to_string(), profile: prediction.profile.clone(), rows }
-}
-
-/// A curve's mean load: its sources' time (and the unseen beside them)
-/// over the run; `None` without per-source totals.
-fn mean_load(curve: &LoadCurve) -> Option<f64> {
-    let s = curve.sources.as_ref().filter(|s| s.available && !s.totals.is_empty())?;
-    let ns: u64 = s.totals.iter().map(|t| t.ns + t.unseen_ns).sum();
-    Some(ns as f64 / curve.duration_ns.max(1) as f64)
 }

@@ -137,8 +137,6 @@ pub struct SurveyScenario {
     /// `cpu0-idle.toml`.
     pub file_name: String,
     pub toml: String,
-    /// The probe's window lengths, those of the measured curve.
-    pub windows_ns: Vec<u64>,
 }
 
 /// A curve that cannot be made a scenario, and why.
@@ -255,14 +253,6 @@ pub fn models(survey: &Survey) -> Result<(Vec<Model>, Vec<Skipped>), String> {
     Ok((made, skipped))
 }
 
-/// Every scenario the survey can give, and the curves it cannot.
-pub fn scenarios(survey: &Survey, survey_path: &str) -> Result<(Vec<SurveyScenario>, Vec<Skipped>), String> {
-    let preset = kernel_preset(&survey.machine.kernel)?;
-    let (models, skipped) = models(survey)?;
-    let made = models.iter().map(|m| m.scenario(survey, survey_path, &preset, "")).collect();
-    Ok((made, skipped))
-}
-
 /// A curve's per-source totals, or why it has none.
 fn totals(curve: &LoadCurve) -> Result<&[SourceTotal], String> {
     match &curve.sources {
@@ -354,7 +344,7 @@ impl Model {
             }
         }
         let _ = writeln!(t, "\n[run]\nduration = \"{}ns\"\nwarmup = \"{warmup_ns}ns\"\nseed = 1", self.run_ns + warmup_ns);
-        SurveyScenario { cpu, load, file_name: format!("cpu{cpu}-{load}{variant}.toml"), toml: t, windows_ns: self.windows_ns.clone() }
+        SurveyScenario { cpu, load, file_name: format!("cpu{cpu}-{load}{variant}.toml"), toml: t }
     }
 }
 

@@ -6,7 +6,7 @@
 //! runs and the comparison.
 
 use crate::error::{CliError, Status};
-use crate::output::{json_or_summary, read_text, write_json, write_text};
+use crate::output::{json_or_summary, read_flag_file, write_json, write_text};
 use irqlab_control::profile::Profile;
 use irqlab_report::html::Table;
 use irqlab_sim::{run_machine, RunError, Scenario};
@@ -29,44 +29,18 @@ pub struct Request<'a> {
     pub json: Option<&'a Path>,
 }
 
-/// The survey file a path names: DIR/survey.json for a directory.
-fn survey_file(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join("survey.json")
-    } else {
-        path.to_path_buf()
-    }
-}
-
-/// Bad input in a file a flag named: the error says the flag.
-fn flagged(flag: &str) -> impl Fn(CliError) -> CliError + '_ {
-    move |e| match e {
-        CliError::Input(mut e) => {
-            e.message = format!("{flag}: {}", e.message);
-            CliError::Input(e)
-        }
-        other => other,
-    }
-}
-
 /// Reads a survey named by a file or its directory; errors name `flag`.
 fn read_survey(flag: &str, path: &Path) -> Result<(PathBuf, Survey), CliError> {
-    let file = survey_file(path);
-    let text = read_text(&file).map_err(flagged(flag))?;
-    let survey = irqlab_survey::before_after::parse(&file.display().to_string(), &text).map_err(|e| flagged(flag)(e.into()))?;
+    let file = irqlab_survey::survey_file(path);
+    let survey = read_flag_file(flag, &file, irqlab_survey::before_after::parse)?;
     Ok((file, survey))
-}
-
-fn read_profile(path: &Path) -> Result<Profile, CliError> {
-    let text = read_text(path).map_err(flagged("--profile"))?;
-    Profile::parse(&path.display().to_string(), &text).map_err(|e| flagged("--profile")(CliError::Input(e)))
 }
 
 pub fn run(req: Request) -> Result<Status, CliError> {
     let (file, survey) = read_survey("--from-survey", req.from)?;
     let shown = file.display().to_string();
     let other = req.spread_from.map(|p| read_survey("--spread-from", p)).transpose()?;
-    let profile = req.profile.map(read_profile).transpose()?;
+    let profile = req.profile.map(|p| read_flag_file("--profile", p, Profile::parse)).transpose()?;
     let usage = |why: String| CliError::Usage(format!("--from-survey {shown}: {why}"));
     let preset = scenario::kernel_preset(&survey.machine.kernel).map_err(usage)?;
     let (models, skipped) = scenario::models(&survey).map_err(usage)?;
@@ -179,7 +153,6 @@ fn compare(model: &Model, survey: &Survey, scenario: PathBuf, sim: &Simulated) -
         .find(|c| c.cpu == model.cpu)
         .and_then(|c| c.curves.iter().find(|c| c.load.name() == model.load))
         .ok_or_else(|| CliError::Failed(format!("CPU {} {}: its curve is not in the survey", model.cpu, model.load)))?;
-    let measured_gap: u64 = curve.sources.as_ref().map_or(0, |g| g.totals.iter().map(|t| t.ns + t.unseen_ns).sum());
     let windows = curve
         .measured
         .points
@@ -201,7 +174,7 @@ fn compare(model: &Model, survey: &Survey, scenario: PathBuf, sim: &Simulated) -
         load: model.load.to_string(),
         scenario: scenario.display().to_string(),
         complete: sim.complete,
-        mean_load: Pair { measured: measured_gap as f64 / curve.duration_ns.max(1) as f64, simulated: sim.mean_load },
+        mean_load: Pair { measured: curve.mean_load().unwrap_or(0.0), simulated: sim.mean_load },
         windows,
         predicted: None,
     })

@@ -150,17 +150,7 @@ fn read_prediction(
     use irqlab_survey::predicted;
     if let Some(path) = given {
         let shown = path.display().to_string();
-        let text = output::read_text(path).map_err(|e| match e {
-            CliError::Input(mut e) => {
-                e.message = format!("--predicted: {}", e.message);
-                CliError::Input(e)
-            }
-            other => other,
-        })?;
-        let doc = predicted::read(&shown, &text).map_err(|mut e| {
-            e.message = format!("--predicted: {}", e.message);
-            CliError::Input(e)
-        })?;
+        let doc = output::read_flag_file("--predicted", path, predicted::read)?;
         if doc.profile.is_none() {
             return Err(CliError::Usage(format!("--predicted {shown}: it predicts no profile (made without --profile)")));
         }
@@ -185,16 +175,8 @@ fn read_prediction(
 /// `--compare FILE|DIR`: the earlier survey (DIR/survey.json for a
 /// directory), shown by its absolute path, and the file it was read from.
 fn read_baseline(path: &Path) -> Result<(Baseline, PathBuf), CliError> {
-    let file = if path.is_dir() { path.join("survey.json") } else { path.to_path_buf() };
-    let flagged = |mut e: irqlab_analysis::InputError| {
-        e.message = format!("--compare: {}", e.message);
-        CliError::Input(e)
-    };
-    let text = output::read_text(&file).map_err(|e| match e {
-        CliError::Input(e) => flagged(e),
-        other => other,
-    })?;
-    let survey = before_after::parse(&file.display().to_string(), &text).map_err(flagged)?;
+    let file = irqlab_survey::survey_file(path);
+    let survey = output::read_flag_file("--compare", &file, before_after::parse)?;
     let shown = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
     Ok((Baseline { path: shown.display().to_string(), survey }, file))
 }
