@@ -78,11 +78,15 @@ pub fn rust_consts(header: &str, origin: &str) -> String {
         let (Some(name), Some(value)) = (words.next(), words.next()) else { continue };
         // A value followed by a comment is still a value; a macro with arguments or an expression is not taken.
         let rest = words.next();
-        if rest.is_some_and(|w| !w.starts_with("//")) || name.contains('(') {
+        if rest.is_some_and(|w| !w.starts_with("//") && !w.starts_with("/*")) || name.contains('(') {
             continue;
         }
+        // A negative value is written in parentheses, `(-1)`, as C wants it.
+        let negative = value.strip_prefix("(-").and_then(|v| v.strip_suffix(')'));
         if let Ok(v) = value.parse::<u64>() {
             out.push_str(&format!("pub const {name}: u64 = {v};\n"));
+        } else if let Some(Ok(v)) = negative.map(str::parse::<u64>) {
+            out.push_str(&format!("pub const {name}: i64 = -{v};\n"));
         }
     }
     out
@@ -94,9 +98,10 @@ mod tests {
 
     #[test]
     fn integer_defines_become_constants() {
-        let header = "#ifndef X_H\n#define X_H\n#define WATCH_MAX 64\n#define IO_ISSUE 1    // the request\n#define SQ(x) ((x)*(x))\n#define SUM (1 + 2)\n";
+        let header = "#ifndef X_H\n#define X_H\n#define WATCH_MAX 64\n#define IO_ISSUE 1    // the request\n#define SQ(x) ((x)*(x))\n#define SUM (1 + 2)\n#define IRQ_TIMER (-1)   /* a vector */\n";
         let rust = rust_consts(header, "x.h");
         assert!(rust.contains("pub const WATCH_MAX: u64 = 64;\n") && rust.contains("pub const IO_ISSUE: u64 = 1;\n"), "{rust}");
+        assert!(rust.contains("pub const IRQ_TIMER: i64 = -1;\n"), "{rust}");
         assert!(!rust.contains("X_H") && !rust.contains("SQ") && !rust.contains("SUM"), "{rust}");
     }
 }

@@ -1037,3 +1037,112 @@ fn bh_budget_after_sigkill_leaves_a_leftover_that_revert_restores() {
     assert_eq!(revert.status.code(), Some(0), "{}", String::from_utf8_lossy(&revert.stderr));
     assert_eq!(napi.attr(), original, "revert --all did not restore it");
 }
+
+/// Two threads of this test named `irqlab-pingpong` that hand a token back
+/// and forth until dropped: each hand-over is a switch out and in of both,
+/// tens of thousands a second, for a monitor to record.
+struct PingPong {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl PingPong {
+    const NAME: &'static str = "irqlab-pingpong";
+
+    fn start() -> PingPong {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::mpsc::sync_channel;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (to_b, from_a) = sync_channel::<u64>(0);
+        let (to_a, from_b) = sync_channel::<u64>(0);
+        let s = stop.clone();
+        let a = std::thread::Builder::new()
+            .name(Self::NAME.into())
+            .spawn(move || {
+                let mut n = 0;
+                while !s.load(Ordering::Relaxed) && to_b.send(n).is_ok() {
+                    let Ok(back) = from_b.recv() else { break };
+                    n = back + 1;
+                }
+            })
+            .unwrap();
+        let b = std::thread::Builder::new()
+            .name(Self::NAME.into())
+            .spawn(move || {
+                while let Ok(n) = from_a.recv() {
+                    if to_a.send(n).is_err() {
+                        break;
+                    }
+                }
+            })
+            .unwrap();
+        // A thread takes its name as it starts: wait until both have.
+        let since = Instant::now();
+        while pingpong_tids().len() < 2 {
+            assert!(since.elapsed() < Duration::from_secs(5), "the ping-pong threads did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        PingPong { stop, threads: vec![a, b] }
+    }
+}
+
+impl Drop for PingPong {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A sporadic server whose monitor lost ring events served blind for a
+/// while: its run is incomplete (exit 1, `complete: false`, the lost
+/// events counted), by the one end-of-run rule. The ring is shrunk to a
+/// page (IRQLAB_RING_BYTES) so that two threads switching tens of
+/// thousands of times a second overflow it between the server's lazy
+/// wake-ups on any machine; the loss is the kernel's own (a failed
+/// `bpf_ringbuf_reserve`), not injected.
+#[test]
+fn a_sporadic_server_that_lost_ring_events_reports_its_run_incomplete() {
+    if !live_tests_enabled("a_sporadic_server_that_lost_ring_events_reports_its_run_incomplete") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let pingpong = PingPong::start();
+    let before: Vec<SchedAttr> = pingpong_tids().iter().map(|&t| sched::get(t).unwrap()).collect();
+    let out = irqlab()
+        .args(["control", "threads", &format!("comm:{}", PingPong::NAME), "--policy", "sporadic:1ms/100ms", "--duration", "2s"])
+        .args(["--json", "-"])
+        .env(irqlab_host::bpf::RING_BYTES_VAR, "4096")
+        .output()
+        .unwrap();
+    let after: Vec<SchedAttr> = pingpong_tids().iter().map(|&t| sched::get(t).unwrap()).collect();
+    drop(pingpong);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let server = &doc["server"];
+    eprintln!(
+        "lost events {}, wake-ups {}, exhaustions {:?}, ended by {}, complete {}",
+        server["lost_events"],
+        server["wakeups"],
+        server["threads"].as_array().unwrap().iter().map(|t| t["exhaustions"].clone()).collect::<Vec<_>>(),
+        doc["ended_by"],
+        doc["complete"]
+    );
+    assert_eq!(doc["threads"].as_array().unwrap().len(), 2, "both ping-pong threads served: {doc}");
+    assert!(server["lost_events"].as_u64().unwrap() > 0, "a one-page ring lost nothing: {server}");
+    assert_eq!(doc["ended_by"], "duration");
+    assert_eq!(doc["complete"], false, "events were lost");
+    assert_eq!(out.status.code(), Some(1), "an incomplete run exits 1: {stderr}");
+    assert_eq!(after, before, "the threads' policies restored");
+}
+
+fn pingpong_tids() -> Vec<i32> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    let mut tids: Vec<i32> = tasks
+        .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|tid| std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).is_ok_and(|c| c.trim() == PingPong::NAME))
+        .collect();
+    tids.sort_unstable();
+    tids
+}

@@ -66,7 +66,7 @@ use irqlab_host::journal::threads::Thread;
 use irqlab_host::machine::{Debugfs, Machine, MachineContext};
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
-use irqlab_host::run_end::EndedBy;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::bh_threshold::ThresholdController;
 use serde::{Deserialize, Serialize};
@@ -808,13 +808,14 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
     let mut k = Kthreads { threads, tids, at_high: true, setattr: LatencyStats::new(), wakeups: 0 };
     let mut ctl = LiveController::new(config);
     let period = config.period_ns;
-    let run_start = monotonic_ns();
+    let run = RunEnd::start(stop, config.duration_ns);
+    let run_start = run.started_ns();
     let mut start = run_start;
     let mut base_ran = k.ran(&watch, start)?;
     let mut base_work = napi.totals()?.work;
     let mut out = Looped {
         rows: Vec::new(),
-        ended_by: EndedBy::Stopped,
+        ended_by: EndedBy::Stopped, // the loop's end sets it
         veth: false,
         deadline_refusals: 0,
         late_periods: 0,
@@ -843,57 +844,51 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, mut on_p
             k.at_high = true;
         }
         let (now, throttle) = hold_period(config, &mut k, &mut watch, stop, base_ran, t, end)?;
-        if now < end {
-            break; // stopped mid-period: the partial period is not a sample
-        }
-        let polls = napi.totals()?;
-        let ran = k.ran(&watch, now)?;
-        out.veth |= polls.ring_left.is_some();
-        let obs = Observation {
-            consumed_ns: ran.saturating_sub(base_ran),
-            processed: polls.work.saturating_sub(base_work),
-            pending: pending_proxy(&polls),
-        };
-        let d = ctl.end_period(obs);
-        let late_ns = now - end;
-        let row = PeriodRow {
-            k: d.k,
-            start_ns: start - run_start,
-            c_ns: obs.consumed_ns,
-            p: obs.processed,
-            n: obs.pending,
-            e_ns: d.backlog_ns,
-            t_ns: d.threshold_ns,
-            t_next_ns: d.next_ns,
-            throttled: throttle.reaction_ns.is_some(),
-            counted_at_drop_ns: throttle.counted_ns,
-            reaction_ns: throttle.reaction_ns,
-            ran_on_ns: throttle.ran_on_ns,
-            n_age_ns: if polls.last_ts_ns > 0 { now.saturating_sub(polls.last_ts_ns) } else { 0 },
-            late_ns,
-        };
-        on_period(&row);
-        out.rows.push(row);
-        (base_ran, base_work) = (ran, polls.work);
-        // A stall of a whole period or more: start the grid again from now.
-        start = if late_ns >= period {
-            out.late_periods += 1;
-            now
-        } else {
-            end
-        };
-        if config.duration_ns.is_some_and(|d| now - run_start >= d) {
-            out.ended_by = EndedBy::Duration;
-            break;
-        }
-        if stop.load(Ordering::SeqCst) {
-            break;
+        // Stopped mid-period, the partial period is not a sample.
+        if now >= end {
+            let polls = napi.totals()?;
+            let ran = k.ran(&watch, now)?;
+            out.veth |= polls.ring_left.is_some();
+            let obs = Observation {
+                consumed_ns: ran.saturating_sub(base_ran),
+                processed: polls.work.saturating_sub(base_work),
+                pending: pending_proxy(&polls),
+            };
+            let d = ctl.end_period(obs);
+            let late_ns = now - end;
+            let row = PeriodRow {
+                k: d.k,
+                start_ns: start - run_start,
+                c_ns: obs.consumed_ns,
+                p: obs.processed,
+                n: obs.pending,
+                e_ns: d.backlog_ns,
+                t_ns: d.threshold_ns,
+                t_next_ns: d.next_ns,
+                throttled: throttle.reaction_ns.is_some(),
+                counted_at_drop_ns: throttle.counted_ns,
+                reaction_ns: throttle.reaction_ns,
+                ran_on_ns: throttle.ran_on_ns,
+                n_age_ns: if polls.last_ts_ns > 0 { now.saturating_sub(polls.last_ts_ns) } else { 0 },
+                late_ns,
+            };
+            on_period(&row);
+            out.rows.push(row);
+            (base_ran, base_work) = (ran, polls.work);
+            // A stall of a whole period or more: start the grid again from now.
+            start = if late_ns >= period {
+                out.late_periods += 1;
+                now
+            } else {
+                end
+            };
         }
         // Reading /proc for each kthread every period was about 2% of a CPU
         // at 1 ms periods (an idle run: 8.0% -> 6.0%, setup counted in;
         // issue 42): look every LIVENESS_PERIODS.
-        if out.rows.len().is_multiple_of(LIVENESS_PERIODS) && threads.iter().all(|t| !t.alive()) {
-            out.ended_by = EndedBy::ThreadsExited;
+        let look = out.rows.len().is_multiple_of(LIVENESS_PERIODS);
+        if let Some(why) = run.ended(|| (look && threads.iter().all(|t| !t.alive())).then_some(EndedBy::ThreadsExited)) {
+            out.ended_by = why;
             break;
         }
     }

@@ -11,9 +11,9 @@ use irqlab_host::journal::sched::{PolicySpec, SchedAttr};
 use irqlab_host::journal::threads::{Match, Thread};
 use irqlab_host::journal::{self, Object, Value};
 use irqlab_host::privilege::{self, Capability};
-use irqlab_host::run_end::EndedBy;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 pub const SCHEMA: &str = "irqlab/control/v1";
@@ -131,31 +131,17 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         on_applied(thread, held.1, server.map_or(attr, |p| p.high));
         applied.push(held);
     }
-    let started = Instant::now();
-    let past_duration = || config.duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d));
+    let run = RunEnd::start(stop, config.duration_ns);
     let mut server_report = None;
     let ended_by = if config.persist {
         EndedBy::Persisted
     } else if let Some(params) = server {
-        let report = sporadic::serve(&threads, params, stop, || !past_duration())?;
-        let ended_by = if stop.load(Ordering::SeqCst) {
-            EndedBy::Stopped
-        } else if past_duration() {
-            EndedBy::Duration
-        } else {
-            EndedBy::ThreadsExited
-        };
+        let (report, ended_by) = sporadic::serve(&threads, params, &run)?;
         server_report = Some(report);
         ended_by
     } else {
         let mut last_scan = Instant::now();
         loop {
-            if stop.load(Ordering::SeqCst) {
-                break EndedBy::Stopped;
-            }
-            if past_duration() {
-                break EndedBy::Duration;
-            }
             if open_hold && last_scan.elapsed() >= NEW_THREAD_SCAN {
                 last_scan = Instant::now();
                 let taken: Vec<Thread> = applied.iter().map(|h| h.0.clone()).collect();
@@ -167,13 +153,14 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
                     }
                 }
             }
-            if !applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive()) {
-                break EndedBy::ThreadsExited;
+            let gone = || (!applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive())).then_some(EndedBy::ThreadsExited);
+            if let Some(why) = run.ended(gone) {
+                break why;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let held_ns = started.elapsed().as_nanos() as u64;
+    let held_ns = run.elapsed_ns();
     let mut outcomes = Vec::new();
     for (thread, old, change, pinned) in applied {
         let entry = change.entry().id.clone();
@@ -198,7 +185,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         held_ns,
         threads: outcomes,
         // A server that lost monitor events served blind for a while.
-        complete: ended_by.complete(config.duration_ns, server_report.as_ref().map_or(0, |s| s.lost_events)),
+        complete: run.complete(&ended_by, server_report.as_ref().map_or(0, |s| s.lost_events)),
         server: server_report,
         ended_by,
     })

@@ -20,11 +20,11 @@ use crate::controller_thread;
 use crate::monitor::thread::{Event, Kind, Storage, ThreadWatch};
 use irqlab_host::error::Result;
 use irqlab_host::rt::monotonic_ns;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::server::{Accounting, Decision, SporadicServer, Timers};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use irqlab_host::journal::sched::{self, SchedAttr};
 use irqlab_host::journal::threads::Thread;
@@ -322,17 +322,17 @@ impl Served {
 }
 
 /// Serves `threads` (put at `params.low` through the journal by the
-/// caller, who restores them) until `keep_going` says stop or every thread
-/// exited. They get their high level once the monitor watches them, so no
-/// execution escapes the budget. Runs on its own
-/// SCHED_FIFO 99 thread with memory locked.
-pub fn serve(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, keep_going: impl Fn() -> bool + Sync) -> Result<ServerReport> {
+/// caller, who restores them) until `run` ends or every thread exited; the
+/// report and how the run ended. They get their high level once the
+/// monitor watches them, so no execution escapes the budget. Runs on its
+/// own SCHED_FIFO 99 thread with memory locked.
+pub fn serve(threads: &[Thread], params: SporadicParams, run: &RunEnd) -> Result<(ServerReport, EndedBy)> {
     // Off the served threads' CPUs when they are pinned to one (as bh-budget's).
     let off = served_cpus(threads);
     let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
-    let (mut report, cost) = controller_thread::run("sporadic-server", setup, || serve_here(threads, params, stop, &keep_going))?;
+    let ((mut report, ended_by), cost) = controller_thread::run("sporadic-server", setup, || serve_here(threads, params, run))?;
     report.overhead = controller_thread::Overhead::of(cost);
-    Ok(report)
+    Ok((report, ended_by))
 }
 
 /// The CPUs the served threads are pinned to, when that is not every CPU.
@@ -348,7 +348,7 @@ fn served_cpus(threads: &[Thread]) -> Vec<usize> {
     }
 }
 
-fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, keep_going: &dyn Fn() -> bool) -> Result<ServerReport> {
+fn serve_here(threads: &[Thread], params: SporadicParams, run: &RunEnd) -> Result<(ServerReport, EndedBy)> {
     let tids: Vec<u32> = threads.iter().map(|t| t.tid as u32).collect();
     let mut storage = Storage::default();
     let mut watch = ThreadWatch::start(&mut storage, &tids)?;
@@ -392,7 +392,10 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
     let mut next_liveness = start_ns + IDLE_WAIT_NS;
     let mut wakeups = 0;
     let mut events = Vec::new();
-    while !stop.load(Ordering::SeqCst) && keep_going() {
+    let ended_by = loop {
+        if let Some(why) = run.ended(|| served.values().all(|s| s.exited).then_some(EndedBy::ThreadsExited)) {
+            break why;
+        }
         let now = monotonic_ns();
         let next = served.values().filter(|s| !s.exited).filter_map(|s| s.server.next_action_at()).min();
         let wait = next.map_or(IDLE_WAIT_NS, |t| t.saturating_sub(now)).min(IDLE_WAIT_NS);
@@ -423,10 +426,7 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
                 s.exited = true;
             }
         }
-        if served.values().all(|s| s.exited) {
-            break;
-        }
-    }
+    };
     let end_ns = monotonic_ns();
     let lost_events = watch.lost_events();
     let threads = served
@@ -443,7 +443,8 @@ fn serve_here(threads: &[Thread], params: SporadicParams, stop: &AtomicBool, kee
         })
         .collect();
     // The thread's CPU time is measured around this call ([`serve`]).
-    Ok(ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::default(), wakeups })
+    let report = ServerReport { params, start_ns, end_ns, threads, lost_events, overhead: controller_thread::Overhead::default(), wakeups };
+    Ok((report, ended_by))
 }
 
 #[cfg(test)]

@@ -10,8 +10,71 @@
 //! `--duration`, a stop (Ctrl-C / SIGTERM is how an open-ended run ends).
 //! A stop that cut a `--duration` short, or any lost event, makes it
 //! incomplete (exit 1).
+//!
+//! How a run ends is decided in one place, [`RunEnd::ended`], which every
+//! controller's loop asks each turn (and `watch` once, after its run).
 
+use crate::rt::monotonic_ns;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A run in progress: since when, for how long, and the stop flag that
+/// Ctrl-C / SIGTERM set.
+#[derive(Debug, Clone, Copy)]
+pub struct RunEnd<'a> {
+    stop: &'a AtomicBool,
+    started_ns: u64,
+    duration_ns: Option<u64>,
+}
+
+impl<'a> RunEnd<'a> {
+    /// A run starting now, ending at `duration_ns` (open-ended without).
+    pub fn start(stop: &'a AtomicBool, duration_ns: Option<u64>) -> RunEnd<'a> {
+        RunEnd { stop, started_ns: monotonic_ns(), duration_ns }
+    }
+
+    /// Whether the run is to end now, and why: a stop first (so a Ctrl-C
+    /// that lands as the duration runs out reads as the stop it was), then
+    /// the duration, then what the loop itself watches (`watched`: its
+    /// threads exited, its device went, its command exited, a threshold
+    /// met), asked only when neither of the first two holds.
+    pub fn ended(&self, watched: impl FnOnce() -> Option<EndedBy>) -> Option<EndedBy> {
+        if self.stop.load(Ordering::SeqCst) {
+            Some(EndedBy::Stopped)
+        } else if self.ends_at_ns().is_some_and(|end| monotonic_ns() >= end) {
+            Some(EndedBy::Duration)
+        } else {
+            watched()
+        }
+    }
+
+    /// When the duration runs out (CLOCK_MONOTONIC ns), for a loop that
+    /// sleeps until its next event or the end, whichever comes first.
+    pub fn ends_at_ns(&self) -> Option<u64> {
+        self.duration_ns.map(|d| self.started_ns.saturating_add(d))
+    }
+
+    /// When the run started (CLOCK_MONOTONIC ns).
+    pub fn started_ns(&self) -> u64 {
+        self.started_ns
+    }
+
+    /// How long it has run, ns.
+    pub fn elapsed_ns(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.started_ns)
+    }
+
+    /// The run's `--duration`.
+    pub fn duration_ns(&self) -> Option<u64> {
+        self.duration_ns
+    }
+
+    /// The rule of this module for this run: complete unless a stop cut
+    /// its duration short or it lost events.
+    pub fn complete(&self, ended_by: &EndedBy, lost_events: u64) -> bool {
+        ended_by.complete(self.duration_ns, lost_events)
+    }
+}
 
 /// Why a run ended; serialised as its text ("duration", "stopped",
 /// "threads exited", "the background command exited (exit status: 0)").
@@ -79,6 +142,28 @@ mod tests {
         ] {
             assert!(ended.complete(Some(1), 0), "{ended}");
         }
+    }
+
+    #[test]
+    fn a_stop_comes_first_then_the_duration_then_what_the_loop_watches() {
+        let stop = AtomicBool::new(false);
+        let open = RunEnd::start(&stop, None);
+        assert_eq!(open.ended(|| None), None);
+        assert_eq!(open.ended(|| Some(EndedBy::ThreadsExited)), Some(EndedBy::ThreadsExited));
+        let over = RunEnd::start(&stop, Some(0));
+        let mut asked = false;
+        assert_eq!(
+            over.ended(|| {
+                asked = true;
+                Some(EndedBy::DeviceGone)
+            }),
+            Some(EndedBy::Duration)
+        );
+        assert!(!asked, "the loop's own check is not asked once the duration is over");
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(over.ended(|| Some(EndedBy::DeviceGone)), Some(EndedBy::Stopped));
+        assert!(!over.complete(&EndedBy::Stopped, 0), "a duration cut short");
+        assert!(open.complete(&EndedBy::Stopped, 0), "Ctrl-C ends an open-ended run");
     }
 
     #[test]

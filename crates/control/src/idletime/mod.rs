@@ -23,14 +23,14 @@ pub mod selector;
 use crate::monitor::io::{self, IoEvent, IoWatch, Kind, Target};
 use gate::{CgroupGate, Mechanism};
 use irqlab_host::error::{Error, Result};
-use irqlab_host::run_end::EndedBy;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use irqlab_policy::idletime::{Class, Gate, GateStep, IntervalStart, Observation};
 use selector::Selector;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// How often the selectors are resolved again (new processes classed,
@@ -696,7 +696,8 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let mut classed: HashMap<i32, Class> = HashMap::new();
     let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
 
-    let begin = irqlab_host::rt::monotonic_ns();
+    let run = RunEnd::start(stop, config.duration_ns);
+    let begin = run.started_ns();
     let mut ordered = TimeOrdered::new(config.interval_ns);
     ordered.set_background_waits(bg_n > 0);
     let mut ctl = Controller {
@@ -728,21 +729,19 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let mut command_status = None;
     controller.control_starts();
     let ended_by = loop {
+        let exited = match child.as_mut() {
+            Some(c) => c.exited()?,
+            None => None,
+        };
+        if let Some(why) = run.ended(|| {
+            let status = exited?;
+            command_status = status.code();
+            Some(EndedBy::CommandExited(status.to_string()))
+        }) {
+            break why;
+        }
         let now = irqlab_host::rt::monotonic_ns();
-        if stop.load(Ordering::SeqCst) {
-            break EndedBy::Stopped;
-        }
-        if config.duration_ns.is_some_and(|d| now >= begin + d) {
-            break EndedBy::Duration;
-        }
-        if let Some(c) = &mut child {
-            if let Some(status) = c.child.try_wait().map_err(|e| Error::io("waiting for the background command", e))? {
-                command_status = status.code();
-                c.reaped = true;
-                break EndedBy::CommandExited(status.to_string());
-            }
-        }
-        let mut until = next_rescan.min(config.duration_ns.map_or(u64::MAX, |d| begin + d));
+        let mut until = next_rescan.min(run.ends_at_ns().unwrap_or(u64::MAX));
         if let Some(w) = ctl.ordered.gate().wake_at() {
             until = until.min(w);
         } else if !ctl.wanted_open {
@@ -828,6 +827,13 @@ struct Started {
 impl Started {
     fn signal_group(&self, signal: nix::sys::signal::Signal) {
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.child.id() as i32), signal);
+    }
+
+    /// Its exit status once it has exited (and is reaped), without waiting.
+    fn exited(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        let status = self.child.try_wait().map_err(|e| Error::io("waiting for the background command", e))?;
+        self.reaped |= status.is_some();
+        Ok(status)
     }
 
     /// SIGTERM to the group, SIGKILL after 2 s, and the child reaped.

@@ -30,7 +30,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-bpf_program!("io_watch");
+irqlab_host::bpf_program!("io_watch");
 use skel::{types, IoWatchSkel, IoWatchSkelBuilder};
 
 // SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.
@@ -161,6 +161,7 @@ impl<'obj> IoWatch<'obj> {
             }
         };
         rodata.band_classid = band_classid.unwrap_or(0);
+        bpf::size_ring(&mut open.maps.events, "block-request events")?;
         let band = band_classid.is_some() && matches!(target, Target::Net { .. });
         // 6.1 has no sock_send_length: sockets are then classed only where
         // the classed process itself queues a packet (on_net_queue), and

@@ -11,7 +11,7 @@ use irqlab_host::error::{Error, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags};
 
-bpf_program!("napi_watch");
+irqlab_host::bpf_program!("napi_watch");
 use skel::{types, NapiWatchSkel, NapiWatchSkelBuilder};
 
 // SAFETY: generated from the program's BTF: a #[repr(C)] struct of integers.

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-bpf_program!("thread_watch");
+irqlab_host::bpf_program!("thread_watch");
 use skel::{types, ThreadWatchSkel, ThreadWatchSkelBuilder};
 
 // SAFETY: generated from the program's BTF: #[repr(C)] structs of integers.
@@ -141,7 +141,8 @@ impl<'obj> ThreadWatch<'obj> {
         if tids.len() > MAX_THREADS {
             return Err(Error::Invalid(format!("{} threads to watch: at most {MAX_THREADS}", tids.len())));
         }
-        let open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        let mut open = ThreadWatchSkelBuilder::default().open(&mut storage.0).map_err(bpf_err("opening the thread-watch BPF object"))?;
+        bpf::size_ring(&mut open.maps.events, "thread-watch events")?;
         let mut skel = open.load().map_err(bpf_err("loading the thread-watch BPF programs"))?;
         let mut taken = [0; MAX_THREADS];
         for &tid in tids {

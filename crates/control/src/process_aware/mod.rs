@@ -50,7 +50,7 @@ use irqlab_host::journal::sched::{self, SchedAttr};
 use irqlab_host::journal::threads::Thread;
 use irqlab_host::privilege::{self, Capability};
 use irqlab_host::rt::monotonic_ns;
-use irqlab_host::run_end::EndedBy;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use irqlab_measure::latency::stats::{LatencyStats, StatsSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -401,8 +401,8 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
     let mut adapter = Adapter::new(config.floor, TICK_NS);
     let mut current = config.floor;
     controller_thread::control_starts();
-    let run_start = monotonic_ns();
-    let mut next_scan = run_start + config.rescan_ns;
+    let run = RunEnd::start(stop, config.duration_ns);
+    let mut next_scan = run.started_ns() + config.rescan_ns;
     let mut out = Looped {
         candidates: Vec::new(),
         watched: 0,
@@ -411,22 +411,15 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
         change_count: 0,
         reaction: LatencyStats::new(),
         lost_events: 0,
-        ended_by: EndedBy::Stopped,
+        ended_by: EndedBy::Stopped, // the loop's end sets it
         recorded: Vec::new(),
     };
     loop {
+        if let Some(why) = run.ended(|| threads.iter().all(|t| !t.alive()).then_some(EndedBy::ThreadsExited)) {
+            out.ended_by = why;
+            break;
+        }
         let now = monotonic_ns();
-        if config.duration_ns.is_some_and(|d| now - run_start >= d) {
-            out.ended_by = EndedBy::Duration;
-            break;
-        }
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if threads.iter().all(|t| !t.alive()) {
-            out.ended_by = EndedBy::ThreadsExited;
-            break;
-        }
         if now >= next_scan {
             candidates = finder.find(&config.dev)?;
             for tid in candidate_tids(&candidates) {
@@ -436,7 +429,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
             }
             next_scan = now + config.rescan_ns;
         }
-        let wake = next_scan.min(config.duration_ns.map_or(u64::MAX, |d| run_start + d));
+        let wake = next_scan.min(run.ends_at_ns().unwrap_or(u64::MAX));
         crate::monitor::wait_readable(fd, wake.saturating_sub(now).max(1))?;
         // The kernel sends a record only when the highest waiter changed;
         // who waits is read from its map then, and at every rescan (a
@@ -467,7 +460,7 @@ fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_chang
             let applied = monotonic_ns();
             let reaction_ns = last_event_ns.map_or(0, |ts| applied.saturating_sub(ts));
             out.reaction.record(reaction_ns);
-            let change = Change { at_ns: applied - run_start, attr: want, waiter, reaction_ns };
+            let change = Change { at_ns: applied - run.started_ns(), attr: want, waiter, reaction_ns };
             on_change(&change);
             out.change_count += 1;
             if out.changes.len() < MAX_CHANGES {

@@ -6,10 +6,10 @@
 use super::{Applied, Restored};
 use crate::error::Result;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-pub use crate::run_end::EndedBy;
+pub use crate::run_end::{EndedBy, RunEnd};
 
 /// Waits until `stop` or `duration_ns` (forever without either; not at all
 /// with `persist`); how long it held and why it ended.
@@ -20,23 +20,17 @@ pub fn wait(stop: &AtomicBool, duration_ns: Option<u64>, persist: bool) -> (u64,
 /// Waits as [`wait`] does, also ending when `gone` says what went away
 /// (checked every 50 ms).
 pub fn wait_while(stop: &AtomicBool, duration_ns: Option<u64>, persist: bool, mut gone: impl FnMut() -> Option<EndedBy>) -> (u64, EndedBy) {
-    let started = Instant::now();
     if persist {
         return (0, EndedBy::Persisted);
     }
+    let run = RunEnd::start(stop, duration_ns);
     let ended_by = loop {
-        if stop.load(Ordering::SeqCst) {
-            break EndedBy::Stopped;
-        }
-        if duration_ns.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) {
-            break EndedBy::Duration;
-        }
-        if let Some(why) = gone() {
+        if let Some(why) = run.ended(&mut gone) {
             break why;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    (started.elapsed().as_nanos() as u64, ended_by)
+    (run.elapsed_ns(), ended_by)
 }
 
 /// One change made, as a report shows it.
@@ -88,6 +82,7 @@ pub fn settle(applied: Vec<Applied>, persist: bool) -> Result<Vec<Changed>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn a_hold_ends_at_its_duration_or_at_once_when_persisting() {

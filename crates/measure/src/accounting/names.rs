@@ -50,11 +50,16 @@ impl IrqNames {
 
     /// The display name of IRQ number `irq` (negative: x86 system vector).
     pub fn name(&self, irq: i32) -> String {
+        use super::skel::accounting as bpf;
+        const LOCAL_TIMER: i32 = bpf::IRQ_LOCAL_TIMER as i32;
+        const RESCHEDULE: i32 = bpf::IRQ_RESCHEDULE as i32;
+        const CALL_FUNCTION: i32 = bpf::IRQ_CALL_FUNCTION as i32;
+        const CALL_FUNCTION_SINGLE: i32 = bpf::IRQ_CALL_FUNCTION_SINGLE as i32;
         match irq {
-            -1 => "LOC:local-timer".into(),
-            -2 => "RES:reschedule".into(),
-            -3 => "CAL:call-function".into(),
-            -4 => "CAL:call-function-single".into(),
+            LOCAL_TIMER => "LOC:local-timer".into(),
+            RESCHEDULE => "RES:reschedule".into(),
+            CALL_FUNCTION => "CAL:call-function".into(),
+            CALL_FUNCTION_SINGLE => "CAL:call-function-single".into(),
             n => match self.lines.get(&n) {
                 Some(actions) if !actions.is_empty() => format!("{n}:{actions}"),
                 _ => n.to_string(),

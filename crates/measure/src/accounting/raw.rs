@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-/// Vector slots per array in `accounting.h` (`VECTOR_SLOTS`).
-pub const VECTOR_SLOTS: usize = 16;
+/// Vector slots per array, as `accounting.h` sizes them.
+pub const VECTOR_SLOTS: usize = super::skel::accounting::VECTOR_SLOTS as usize;
 
 /// One task's counters on one CPU (`struct task_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -108,9 +108,13 @@ unsafe impl Plain for types::task_stats {}
 unsafe impl Plain for types::task_irq_key {}
 unsafe impl Plain for sum_types::sum_state {}
 
-/// A map value as its generated type; zeros when the bytes are short.
-fn pod<T: Plain>(bytes: &[u8]) -> T {
-    irqlab_host::bpf::read(bytes).unwrap_or_default()
+/// A map key or value as its generated type; an error naming the map when
+/// the bytes are too short for it (a map of another build of the program):
+/// zeros would read as a quiet CPU.
+fn pod<T: Plain>(bytes: &[u8], map: &str) -> Result<T> {
+    irqlab_host::bpf::read(bytes).ok_or_else(|| {
+        Error::Failed(format!("reading {map}: a record of {} bytes where {} were expected", bytes.len(), std::mem::size_of::<T>()))
+    })
 }
 
 /// A NUL-terminated `char[16]` from the kernel.
@@ -446,13 +450,13 @@ impl<'obj> Session<'obj> {
         let zero = 0u32.to_ne_bytes();
         let states = maps.cpu_states.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_states"))?.unwrap_or_default();
         let totals = maps.cpu_totals.lookup_percpu(&zero, MapFlags::ANY).map_err(bpf_err("reading cpu_totals"))?.unwrap_or_default();
-        let states = self.online_values(states).iter().map(|b| cpu_state(&pod(b))).collect();
+        let states = self.online_values(states).iter().map(|b| Ok(cpu_state(&pod(b, "cpu_states")?))).collect::<Result<_>>()?;
         let totals = self
             .online_values(totals)
             .iter()
             .map(|b| {
-                let t: types::cpu_totals = pod(b);
-                CpuTotals {
+                let t: types::cpu_totals = pod(b, "cpu_totals")?;
+                Ok(CpuTotals {
                     hardirq_in_softirq_ns: t.hardirq_in_softirq_ns,
                     orphan_softirq_ns: t.orphan_softirq_ns,
                     orphan_thread_ns: t.orphan_thread_ns,
@@ -462,9 +466,9 @@ impl<'obj> Session<'obj> {
                     socket_events: t.socket_events,
                     socket_events_no_owner: t.socket_events_no_owner,
                     socket_events_outside: t.socket_events_outside,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok((states, totals))
     }
 
@@ -477,17 +481,17 @@ impl<'obj> Session<'obj> {
             .online_values(per_cpu)
             .iter()
             .map(|bytes| {
-                let s: sum_types::sum_state = pod(bytes);
-                ReferenceCpu {
+                let s: sum_types::sum_state = pod(bytes, "softirq_sums")?;
+                Ok(ReferenceCpu {
                     sum_ns: s.sum_ns,
                     count: s.count,
                     max_ns: s.max_ns,
                     windows: s.windows,
                     window_in_ns: s.window_in_ns,
                     window_out_ns: s.window_out_ns,
-                }
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Some(cpus))
     }
 
@@ -505,7 +509,7 @@ impl<'obj> Session<'obj> {
             let tid = u32::from_ne_bytes(key[..4].try_into().expect("u32 key"));
             let mut counters = Vec::with_capacity(online.len());
             for bytes in pick(per_cpu) {
-                let s: types::task_stats = pod(&bytes);
+                let s: types::task_stats = pod(&bytes, "task_stats")?;
                 if s.comm[0] != 0 && !identity.contains_key(&tid) {
                     identity.insert(tid, (s.tgid, comm_of(&s.comm)));
                 }
@@ -526,8 +530,9 @@ impl<'obj> Session<'obj> {
             let Some(per_cpu) = maps.task_irq_ns.lookup_percpu(&key, MapFlags::ANY).map_err(bpf_err("reading task_irq_ns"))? else {
                 continue;
             };
-            let k: types::task_irq_key = pod(&key);
-            task_irqs.insert((k.tid, k.irq), pick(per_cpu).iter().map(|b| pod::<u64>(b)).collect());
+            let k: types::task_irq_key = pod(&key, "task_irq_ns")?;
+            let per_cpu = pick(per_cpu).iter().map(|b| pod::<u64>(b, "task_irq_ns")).collect::<Result<_>>()?;
+            task_irqs.insert((k.tid, k.irq), per_cpu);
         }
 
         Ok((tasks, identity, task_irqs))

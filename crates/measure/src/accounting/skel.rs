@@ -1,11 +1,12 @@
-//! The generated BPF skeletons (see build.rs).
-
-#![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
+//! The generated BPF skeletons and header constants (see build.rs).
 
 pub mod accounting {
-    include!(concat!(env!("OUT_DIR"), "/accounting.skel.rs"));
+    irqlab_host::bpf_program!("accounting");
+    pub use consts::*;
+    pub use skel::*;
 }
 
 pub mod softirq_sum {
-    include!(concat!(env!("OUT_DIR"), "/softirq_sum.skel.rs"));
+    irqlab_host::bpf_program!("softirq_sum", no_header);
+    pub use skel::*;
 }

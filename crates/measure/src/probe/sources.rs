@@ -438,20 +438,24 @@ pub struct RawSource {
 /// The label a report shows for a source. Threads are `comm/tid` with
 /// their policy and priority as they were when the segment ended.
 pub fn source_id(r: &RawSource) -> SourceId {
-    const IRQ: u32 = 1;
-    const SOFTIRQ: u32 = 2;
-    const THREAD: u32 = 3;
-    const SYSVEC: u32 = 4;
+    const IRQ: u32 = consts::GS_KIND_IRQ as u32;
+    const SOFTIRQ: u32 = consts::GS_KIND_SOFTIRQ as u32;
+    const THREAD: u32 = consts::GS_KIND_THREAD as u32;
+    const SYSVEC: u32 = consts::GS_KIND_SYSVEC as u32;
+    const LOCAL_TIMER: u32 = consts::GS_SYSVEC_LOCAL_TIMER as u32;
+    const RESCHEDULE: u32 = consts::GS_SYSVEC_RESCHEDULE as u32;
+    const CALL_FUNCTION: u32 = consts::GS_SYSVEC_CALL_FUNCTION as u32;
+    const CALL_FUNCTION_SINGLE: u32 = consts::GS_SYSVEC_CALL_FUNCTION_SINGLE as u32;
     match r.kind {
         IRQ => {
             SourceId { label: format!("irq {} {}", r.id, r.name).trim_end().to_string(), kind: SourceKind::Irq, pid: None, policy: None }
         }
         SYSVEC => {
             let name = match r.id {
-                1 => "LOC timer",
-                2 => "RES resched IPI",
-                3 => "CAL function IPI",
-                4 => "CAL function-single IPI",
+                LOCAL_TIMER => "LOC timer",
+                RESCHEDULE => "RES resched IPI",
+                CALL_FUNCTION => "CAL function IPI",
+                CALL_FUNCTION_SINGLE => "CAL function-single IPI",
                 _ => "system vector",
             };
             SourceId { label: format!("irq {name}"), kind: SourceKind::Irq, pid: None, policy: None }
@@ -553,26 +557,21 @@ pub struct Monitor {
 
 use irqlab_host::tracepoints::SYSTEM_VECTORS;
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, dead_code, unused_imports, non_camel_case_types, non_snake_case)]
-    include!(concat!(env!("OUT_DIR"), "/gap_sources.skel.rs"));
-}
+irqlab_host::bpf_program!("gap_sources");
 
+// SAFETY: generated from the program's BTF: a #[repr(C)] struct of
+// integers and a char array, for which every bit pattern is valid.
+unsafe impl irqlab_host::bpf::Plain for skel::types::gs_segment {}
+
+/// A libbpf error as this monitor's (a note on the curve, not a failed run).
 fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> String + '_ {
-    move |e| format!("{what}: {e}")
+    move |e| irqlab_host::bpf::err(what)(e).to_string()
 }
 
 /// A segment record out of the ring buffer, through the skeleton's
 /// generated type.
 fn decode(bytes: &[u8]) -> Option<RawSegment> {
-    use skel::types::gs_segment;
-    if bytes.len() < std::mem::size_of::<gs_segment>() {
-        return None;
-    }
-    // SAFETY: gs_segment is the generated #[repr(C)] type of integers and
-    // a char array, for which every bit pattern is valid, and the slice
-    // holds at least its size.
-    let s: gs_segment = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const gs_segment) };
+    let s: skel::types::gs_segment = irqlab_host::bpf::read(bytes)?;
     let name: Vec<u8> = s.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     Some(RawSegment {
         start_ns: s.start_ns,

@@ -21,7 +21,7 @@ use crate::probe::sources::{self, RawSegment};
 use cause::Cause;
 use irqlab_host::error::{Error, Result};
 use irqlab_host::rt::monotonic_ns;
-use irqlab_host::run_end::EndedBy;
+use irqlab_host::run_end::{EndedBy, RunEnd};
 use recorder::Recorder;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -420,7 +420,8 @@ pub fn watch(
 ) -> Result<WatchReport> {
     config.validate()?;
     let cpus = config.latency.resolve_cpus()?;
-    let started = monotonic_ns();
+    let run = RunEnd::start(stop, (!config.open_ended).then_some(config.latency.duration_ns));
+    let started = run.started_ns();
     let recorders = Recorders::start(&cpus, config.record_ns + SETTLE_NS, config.recorder);
     let (tx, rx) = mpsc::channel::<Spike>();
     let tx = Mutex::new(tx);
@@ -469,13 +470,9 @@ pub fn watch(
     }
     let info = recorders.finish();
     let report: LatencyReport = result?;
-    let ended_by = if spikes.stopped_by_threshold {
-        EndedBy::Threshold
-    } else if stop.load(Ordering::SeqCst) {
-        EndedBy::Stopped
-    } else {
-        EndedBy::Duration
-    };
+    // The engine ran its cycles to the end unless stopped or halted at
+    // the threshold.
+    let ended_by = run.ended(|| spikes.stopped_by_threshold.then_some(EndedBy::Threshold)).unwrap_or(EndedBy::Duration);
     let cpus = report
         .threads
         .iter()

@@ -54,6 +54,7 @@ use irqlab_host::journal::sched::SchedAttr;
 use irqlab_host::journal::threads::Thread;
 use irqlab_host::journal::{self, netdev, Applied, Object, Value};
 use irqlab_host::rt;
+use irqlab_host::run_end::RunEnd;
 use irqlab_host::testbed::{self, Side, Testbed};
 use irqlab_measure::accounting;
 use irqlab_measure::latency::stats::LatencyStats;
@@ -570,7 +571,8 @@ fn run_point(setup: Setup, layout: &Layout, place: &Place, e2: Nanos, duration_n
             s.spawn(|| -> Result<ServerReport> {
                 rt::pin_off(place.focus)?;
                 let params = SporadicParams::new(BUDGET, SERVER_PERIOD, TAU_D_HIGH, Some(TAU_D_LOW), MAX_REPLENISHMENTS);
-                sporadic::serve(&layout.kthreads, params, &ctl_stop, || true)
+                // Served until the point ends (ctl_stop): its own stop is the run's end.
+                Ok(sporadic::serve(&layout.kthreads, params, &RunEnd::start(&ctl_stop, None))?.0)
             })
         });
         let taken_before = udp_taken_in();
