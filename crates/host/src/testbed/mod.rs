@@ -437,20 +437,13 @@ fn layout_of(base: [u8; 3]) -> Result<Layout> {
     })
 }
 
-/// The `napi/<dev>-<id>` kernel threads of a device.
+/// The `napi/<dev>-<id>` kernel threads of a device, by the one NAPI
+/// match (`napi:DEV`, `journal::threads::Match::Napi`), lowest pid first.
 pub fn napi_threads(dev: &str) -> Vec<NapiThread> {
-    let prefix = format!("napi/{dev}-");
-    let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        if let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) {
-            let comm = comm.trim_end().to_string();
-            if comm.starts_with(&prefix) {
-                found.push(NapiThread { pid, comm });
-            }
-        }
-    }
-    found.sort_by_key(|t| t.pid);
-    found
+    let napi = crate::journal::threads::Match::Napi(dev.to_string());
+    crate::journal::threads::all_threads()
+        .into_iter()
+        .filter(|t| napi.matches(t))
+        .map(|t| NapiThread { pid: t.tid, comm: t.comm })
+        .collect()
 }
