@@ -18,6 +18,7 @@ pub mod journal;
 pub mod machine;
 pub mod machine_state;
 pub mod privilege;
+pub mod procs;
 pub mod rt;
 pub mod rt_limit;
 pub mod run_end;

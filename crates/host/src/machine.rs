@@ -621,14 +621,7 @@ pub(crate) fn rt_runtime_without_rebuild() -> Option<String> {
 }
 
 fn threaded_irqs(m: &Machine) -> String {
-    let threads = std::fs::read_dir("/proc")
-        .map(|dir| {
-            dir.flatten()
-                .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
-                .filter(|e| read(e.path().join("comm")).is_some_and(|c| c.starts_with("irq/")))
-                .count()
-        })
-        .unwrap_or(0);
+    let threads = crate::procs::named("irq/").len();
     let forced = m.boot_param("threadirqs").is_some() || read("/sys/kernel/realtime").as_deref() == Some("1");
     format!("{}, {threads} irq/ threads running", if forced { "forced (threadirqs)" } else { "only where a driver asks" })
 }

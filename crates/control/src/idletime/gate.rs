@@ -165,14 +165,13 @@ impl CgroupGate {
                 Err(e) => Err(e),
             };
         }
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Ok(()) };
-        for t in tasks.flatten() {
-            let Some(thread) = t.file_name().to_str().and_then(|s| s.parse().ok()).and_then(Thread::of) else { continue };
+        for tid in irqlab_host::procs::tids(pid) {
+            let Some(thread) = Thread::of(tid) else { continue };
             let member = Object::CgroupMember { thread, controller: self.mechanism.controller().into() };
             match journal::apply(member, Value::Text { text: self.name.clone() }) {
                 Ok(applied) => self.changes.push(applied),
                 // The thread exited between the listing and the move.
-                Err(_) if !Path::new(&format!("/proc/{pid}/task/{}", t.file_name().to_string_lossy())).exists() => {}
+                Err(_) if !Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {}
                 Err(e) => return Err(e),
             }
         }

@@ -89,9 +89,7 @@ pub type ProcessTable = BTreeMap<i32, (i32, String)>;
 /// The [`ProcessTable`] now (zombies left out).
 pub fn process_table() -> ProcessTable {
     let mut table = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return table };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    for pid in irqlab_host::procs::pids() {
         if let Some(stat) = irqlab_host::task_stat::of(pid).filter(|s| !s.exited()) {
             table.insert(pid, (stat.ppid, stat.comm));
         }

@@ -61,8 +61,7 @@ fn sockets_of(pid: i32, wanted: &BTreeSet<u64>) -> Vec<u64> {
 }
 
 fn pids() -> BTreeSet<i32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else { return BTreeSet::new() };
-    procs.flatten().filter_map(|p| p.file_name().to_str()?.parse().ok()).collect()
+    irqlab_host::procs::pids().into_iter().collect()
 }
 
 /// The receivers of a device, found again on each [`Finder::find`] at a
@@ -140,10 +139,7 @@ pub fn find(dev: &str) -> Result<Vec<Candidate>> {
 
 /// The threads of `pid`.
 pub fn threads_of(pid: i32) -> Vec<i32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut tids: Vec<i32> = tasks.flatten().filter_map(|t| t.file_name().to_str().and_then(|s| s.parse().ok())).collect();
-    tids.sort_unstable();
-    tids
+    irqlab_host::procs::tids(pid)
 }
 
 /// System calls a thread blocks in while it waits for data from a socket

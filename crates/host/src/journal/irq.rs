@@ -197,12 +197,7 @@ pub const MOVE_WAIT: std::time::Duration = std::time::Duration::from_millis(500)
 /// The kernel threads that handle IRQ `irq` (`irq/N-NAME`, and a secondary
 /// `irq/N-s-NAME`).
 pub fn threads(irq: u32) -> Vec<i32> {
-    let prefix = format!("irq/{irq}-");
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with(&prefix)))
-        .collect()
+    crate::procs::named(&format!("irq/{irq}-"))
 }
 
 const DEFAULT: &str = "/proc/irq/default_smp_affinity";

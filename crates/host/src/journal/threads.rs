@@ -33,17 +33,7 @@ impl Thread {
 
 /// Every thread on the machine (kernel threads and every user thread).
 pub fn all_threads() -> Vec<Thread> {
-    let mut found = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else { return found };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
-        for t in tasks.flatten() {
-            if let Some(thread) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()).and_then(Thread::of) {
-                found.push(thread);
-            }
-        }
-    }
+    let mut found: Vec<Thread> = crate::procs::all_tids().into_iter().filter_map(|(_, tid)| Thread::of(tid)).collect();
     found.sort_by_key(|t| t.tid);
     found
 }

@@ -16,15 +16,9 @@ pub fn task_stat(tgid: u32, tid: u32) -> Option<TaskStat> {
 /// Every thread on the machine now, with its stat.
 pub fn all_threads() -> HashMap<u32, TaskStat> {
     let mut out = HashMap::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else { return out };
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
-        for t in tasks.flatten() {
-            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            if let Some(stat) = task_stat(pid, tid) {
-                out.insert(tid, stat);
-            }
+    for (pid, tid) in irqlab_host::procs::all_tids() {
+        if let Some(stat) = task_stat(pid as u32, tid as u32) {
+            out.insert(tid as u32, stat);
         }
     }
     out

@@ -336,7 +336,6 @@ impl<'obj> Session<'obj> {
     /// (ksoftirqd, irq/, napi/); new ones (a testbed's napi thread) appear
     /// at the next refresh.
     pub fn refresh_service_threads(&mut self) -> Result<()> {
-        let Ok(procs) = std::fs::read_dir("/proc") else { return Ok(()) };
         let mut changed = false;
         // A service thread that exited (a testbed's napi thread after
         // `testbed down`) leaves the map: its tid may be reused by a kernel
@@ -356,13 +355,12 @@ impl<'obj> Session<'obj> {
             self.service_tids.remove(&pid);
             changed = true;
         }
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        for pid in irqlab_host::procs::pids().into_iter().map(|p| p as u32) {
             if self.service_tids.contains(&pid) {
                 continue;
             }
-            let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
-            if TaskKind::classify(pid, comm.trim_end(), true).is_service() {
+            let Some(comm) = irqlab_host::procs::comm(pid as i32) else { continue };
+            if TaskKind::classify(pid, &comm, true).is_service() {
                 self.skel
                     .maps
                     .service_threads

@@ -39,11 +39,8 @@ pub struct DriverThread {
 /// Threaded IRQ handlers (`irq/*`) and threaded NAPI pollers (`napi/*`).
 pub fn driver_threads() -> Vec<DriverThread> {
     let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return found };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else { continue };
-        let comm = comm.trim_end().to_string();
+    for pid in irqlab_host::procs::pids() {
+        let Some(comm) = irqlab_host::procs::comm(pid) else { continue };
         if !(comm.starts_with("irq/") || comm.starts_with("napi/")) {
             continue;
         }
