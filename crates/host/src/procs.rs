@@ -35,6 +35,27 @@ pub fn named(prefix: &str) -> Vec<i32> {
     pids().into_iter().filter(|&pid| comm(pid).is_some_and(|c| c.starts_with(prefix))).collect()
 }
 
+/// A thread's scheduler statistics (/proc/TID/schedstat): its time on a
+/// CPU and waiting on a run queue (ns), and the slices it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedstat {
+    pub run_ns: u64,
+    pub wait_ns: u64,
+    pub slices: u64,
+}
+
+/// `tid`'s [`Schedstat`]; `None` once it is gone.
+pub fn schedstat(tid: i32) -> Option<Schedstat> {
+    let s = procfs::process::Process::new(tid).ok()?.schedstat().ok()?;
+    Some(Schedstat { run_ns: s.sum_exec_runtime, wait_ns: s.run_delay, slices: s.pcount })
+}
+
+/// The process (thread group) of thread `tid` (/proc/TID/status `Tgid`);
+/// `None` once it is gone.
+pub fn tgid(tid: i32) -> Option<i32> {
+    procfs::process::Process::new(tid).ok()?.status().ok().map(|s| s.tgid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +76,12 @@ mod tests {
         t.join().unwrap();
         assert_eq!(comm(me).as_deref(), std::fs::read_to_string("/proc/self/comm").ok().as_deref().map(str::trim_end));
         assert!(tids(-1).is_empty() && comm(-1).is_none());
+        assert_eq!(tgid(me), Some(me));
+        // The test runs on a thread of its own: its clock, not the main thread's.
+        let this = nix::unistd::gettid().as_raw();
+        let before = schedstat(this).unwrap();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(20) {}
+        assert!(schedstat(this).unwrap().run_ns > before.run_ns, "the scheduler's clock of this thread moved");
     }
 }

@@ -120,10 +120,7 @@ fn decode(bytes: &[u8]) -> Option<Event> {
 /// A thread's scheduler runtime clock (`se.sum_exec_runtime`, ns): the
 /// first field of /proc/TID/schedstat; 0 when it cannot be read.
 fn runtime_clock(tid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{tid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
+    irqlab_host::procs::schedstat(tid as i32).map_or(0, |s| s.run_ns)
 }
 
 /// Loads the thread-watch BPF programs as `start` does, attaches nothing and unloads them:

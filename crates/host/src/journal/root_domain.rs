@@ -239,14 +239,11 @@ impl RootDomain {
         if self.hierarchy.is_v2() {
             return Ok((0, 0));
         }
-        let all = crate::rt::format_cpu_list(&crate::rt::online_cpus()?);
+        let all = crate::rt::online_cpus()?;
         let (mut moved, mut stayed) = (0, 0);
         for thread in super::threads::all_threads() {
-            let task = format!("/proc/{}/task/{}", thread.tid, thread.tid);
-            let tgid = std::fs::read_to_string(format!("{task}/status")).ok().and_then(|status| {
-                let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).map(str::to_string);
-                Some((field("Tgid:")?.parse::<u32>().ok()?, field("Cpus_allowed_list:")? == all))
-            });
+            let tgid = crate::procs::tgid(thread.tid)
+                .and_then(|tgid| Some((u32::try_from(tgid).ok()?, crate::rt::affinity(thread.tid).ok()? == all)));
             let kernel = crate::task_stat::of_task(thread.tid, thread.tid).is_none_or(|s| s.kernel_thread);
             let Some((tgid, anywhere)) = tgid else { continue };
             if kernel || tgid == keep {
@@ -297,12 +294,7 @@ fn admit_v2(thread: &Thread) -> Result<Vec<Applied>> {
 
 /// The process (thread group) of thread `tid`, from /proc/TID/status.
 fn process_of(tid: i32) -> Result<i32> {
-    let path = format!("/proc/{tid}/status");
-    let status = std::fs::read_to_string(&path).map_err(|e| Error::io(format!("reading {path}"), e))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
-        .ok_or_else(|| Error::Failed(format!("{path} has no Tgid line")))
+    crate::procs::tgid(tid).ok_or_else(|| Error::Failed(format!("no thread {tid} to find the process of (/proc/{tid}/status)")))
 }
 
 impl Drop for RootDomain {

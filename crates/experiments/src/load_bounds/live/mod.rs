@@ -459,9 +459,8 @@ fn kthreads_schedstat(threads: &[Thread]) -> Option<(u64, u64)> {
         return None;
     }
     threads.iter().try_fold((0, 0), |(exec, slices), t| {
-        let text = std::fs::read_to_string(format!("/proc/{}/schedstat", t.tid)).ok()?;
-        let f: Vec<u64> = text.split_whitespace().filter_map(|v| v.parse().ok()).collect();
-        Some((exec + f.first()?, slices + f.get(2)?))
+        let s = irqlab_host::procs::schedstat(t.tid)?;
+        Some((exec + s.run_ns, slices + s.slices))
     })
 }
 
