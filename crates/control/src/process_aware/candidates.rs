@@ -137,11 +137,6 @@ pub fn find(dev: &str) -> Result<Vec<Candidate>> {
     Finder::default().find(dev)
 }
 
-/// The threads of `pid`.
-pub fn threads_of(pid: i32) -> Vec<i32> {
-    irqlab_host::procs::tids(pid)
-}
-
 /// System calls a thread blocks in while it waits for data from a socket
 /// (x86_64 numbers): read, poll, select, recvfrom, recvmsg, epoll_wait,
 /// pselect6, ppoll, epoll_pwait, recvmmsg, epoll_pwait2.
@@ -168,7 +163,7 @@ mod tests {
         let found = find("lo").unwrap();
         let me = std::process::id() as i32;
         assert!(found.iter().any(|c| c.pid == me && c.protocol == "udp" && c.local == format!("127.0.0.1:{port}")), "{found:?}");
-        assert!(threads_of(me).contains(&me));
+        assert!(irqlab_host::procs::tids(me).contains(&me));
     }
 
     #[test]

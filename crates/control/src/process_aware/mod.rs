@@ -386,7 +386,7 @@ struct Looped {
 fn candidate_tids(candidates: &[Candidate]) -> BTreeSet<i32> {
     let me = std::process::id() as i32;
     let pids: BTreeSet<i32> = candidates.iter().map(|c| c.pid).filter(|&p| p != me).collect();
-    pids.into_iter().flat_map(candidates::threads_of).collect()
+    pids.into_iter().flat_map(irqlab_host::procs::tids).collect()
 }
 
 fn control_loop(config: &Config, threads: &[Thread], stop: &AtomicBool, on_change: &mut impl FnMut(&Change)) -> Result<Looped> {

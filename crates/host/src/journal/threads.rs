@@ -54,6 +54,12 @@ pub fn is_kernel_thread(tid: i32) -> bool {
     crate::task_stat::of(tid).is_some_and(|s| s.kernel_thread)
 }
 
+/// Whether `comm` names a NAPI kthread of device `dev` (`napi/<dev>-<id>`):
+/// the rule of `napi:DEV`, also what the testbed lists.
+pub fn is_napi_of(comm: &str, dev: &str) -> bool {
+    comm.strip_prefix("napi/").and_then(|r| r.strip_prefix(dev)).is_some_and(|r| r.starts_with('-'))
+}
+
 /// A parsed MATCH.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Match {
@@ -89,7 +95,7 @@ impl Match {
     /// the simulator's prediction moves: `irqlab sim --from-survey --profile`).
     pub fn matches(&self, t: &Thread) -> bool {
         match self {
-            Match::Napi(dev) => t.comm.strip_prefix("napi/").and_then(|r| r.strip_prefix(dev.as_str())).is_some_and(|r| r.starts_with('-')),
+            Match::Napi(dev) => is_napi_of(&t.comm, dev),
             Match::IrqNumber(n) => t.comm.strip_prefix("irq/").and_then(|r| r.split_once('-')).is_some_and(|(num, _)| num == n.to_string()),
             Match::IrqName(name) => t.comm.strip_prefix("irq/").and_then(|r| r.split_once('-')).is_some_and(|(_, nm)| nm == name),
             Match::Ksoftirqd(cpu) => t.comm == format!("ksoftirqd/{cpu}"),

@@ -437,13 +437,13 @@ fn layout_of(base: [u8; 3]) -> Result<Layout> {
     })
 }
 
-/// The `napi/<dev>-<id>` kernel threads of a device, by the one NAPI
-/// match (`napi:DEV`, `journal::threads::Match::Napi`), lowest pid first.
+/// The `napi/<dev>-<id>` kernel threads of a device, by the rule of
+/// `napi:DEV` (`journal::threads::is_napi_of`), lowest pid first. A
+/// kthread is a process of its own: only processes are read.
 pub fn napi_threads(dev: &str) -> Vec<NapiThread> {
-    let napi = crate::journal::threads::Match::Napi(dev.to_string());
-    crate::journal::threads::all_threads()
+    crate::procs::pids()
         .into_iter()
-        .filter(|t| napi.matches(t))
-        .map(|t| NapiThread { pid: t.tid, comm: t.comm })
+        .filter_map(|pid| Some(NapiThread { pid, comm: crate::procs::comm(pid)? }))
+        .filter(|t| crate::journal::threads::is_napi_of(&t.comm, dev))
         .collect()
 }
