@@ -349,6 +349,12 @@ impl Profile {
         Ok(Plan { changes: last_word(planned), absent: absent.into_iter().map(|(_, row)| row).collect(), boot })
     }
 
+    /// How many settings `control apply` makes at run time (everything
+    /// but `[boot]`).
+    pub fn run_time_settings(&self) -> usize {
+        usize::from(self.default_irq.is_some()) + self.irqs.len() + self.threads.len() + self.napi.len() + self.rps.len()
+    }
+
     /// Why the profile asks for boot option `key`.
     pub fn boot_because(&self, key: &str) -> Option<&str> {
         self.boot.as_ref().and_then(|b| b.because.get(key)).map(String::as_str)

@@ -4,7 +4,7 @@
 //! `nohz_full` stops), each kernel's interference curves, and the settings
 //! `irqlab doctor` read that differ between them.
 
-use crate::doc::{Declared, InterruptRates, Load};
+use crate::doc::{Action, Declared, InterruptRates, Load, Recommendation};
 use crate::page::{self, PageError};
 use crate::Survey;
 use irqlab_report::html::{Page, Section, Table, Tone};
@@ -18,6 +18,9 @@ pub struct Column {
     pub missing: Option<String>,
     pub doctor: Option<serde_json::Value>,
     pub lab: Option<serde_json::Value>,
+    /// What was applied in the guest before its survey, said on the page
+    /// (`lab compare --recommended-boot`: the first survey's profile).
+    pub applied: Option<String>,
 }
 
 pub fn render(columns: &[Column]) -> Result<String, PageError> {
@@ -60,6 +63,11 @@ fn overview(columns: &[Column]) -> Section {
         table.push_row([c.label.clone(), lab_text(c, "release"), lab_text(c, "preemption"), accel, verdict]);
     }
     let mut section = Section::new("Kernels").table(table);
+    for c in columns {
+        if let Some(applied) = &c.applied {
+            section = section.callout(Tone::Note, format!("{}: {applied}", c.label));
+        }
+    }
     if emulated {
         section = section.callout(
             Tone::Note,
@@ -102,10 +110,13 @@ fn local_timer(columns: &[Column]) -> Section {
         .table(others)
         .paragraph("What else the CPU took while the probe spun: RES rescheduling IPIs, CAL function calls, IWI irq work, a numbered IRQ by its handler.");
     // What each survey predicted from these numbers for the next boot
-    // (`lab compare --recommended-boot` boots the kernel with it).
+    // (`lab compare --recommended-boot` boots the kernel with it), and the
+    // run-time setting PREEMPT_RT needs beside nohz_full= (the ktimers raise).
+    let about_the_tick =
+        |r: &&Recommendation| matches!(r.setting, Some(Declared::Boot { .. })) || r.action == Some(Action::RaiseTimerThread);
     for c in columns {
         let Some(survey) = &c.survey else { continue };
-        for r in survey.recommendations.iter().filter(|r| matches!(r.setting, Some(Declared::Boot { .. }))) {
+        for r in survey.recommendations.iter().filter(about_the_tick) {
             let predicted = r.predicted.as_deref().map(|p| format!(": {p}")).unwrap_or_default();
             section = section.callout(Tone::Note, format!("{} recommends {}{predicted}", c.label, r.command.as_deref().unwrap_or("-")));
         }
@@ -190,7 +201,7 @@ mod tests {
         let idle = cpu1.curves.iter_mut().find(|l| l.load == Load::None).unwrap();
         idle.interrupts =
             Some(InterruptRates { local_timer_per_s: loc, other_per_s: 3.0, other_by_row: Default::default(), window_ns: 1_900_000_000 });
-        Column { label: label.into(), survey: Some(survey), missing: None, doctor: None, lab: None }
+        Column { label: label.into(), survey: Some(survey), missing: None, doctor: None, lab: None, applied: None }
     }
 
     #[test]
@@ -202,5 +213,17 @@ mod tests {
         // CPU 0 recorded nothing in either survey; CPU 1: 250/s, then 1/s with nohz_full.
         assert!(section.contains("<tr><td>0</td><td>-</td><td>-</td></tr>"), "{section}");
         assert!(section.contains("<tr><td>1</td><td>250</td><td>1.0</td></tr>"), "{section}");
+    }
+
+    /// A column whose guest had settings applied before its survey says
+    /// so under the kernels' table; the others say nothing of it.
+    #[test]
+    fn what_was_applied_before_a_survey_is_said() {
+        let mut applied = column("debian:6.12-rt nohz_full=1 +profile", 1.0);
+        applied.applied = Some("the profile's 1 run-time setting applied before the survey".into());
+        let html = render(&[column("debian:6.12-rt", 250.0), applied]).unwrap();
+        let kernels = &html[html.find("<h2").unwrap()..html.find("Local timer interrupts per second").unwrap()];
+        assert!(kernels.contains("debian:6.12-rt nohz_full=1 +profile: the profile&#x27;s 1 run-time setting applied"), "{kernels}");
+        assert_eq!(kernels.matches("run-time setting").count(), 1, "{kernels}");
     }
 }

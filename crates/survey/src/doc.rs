@@ -587,8 +587,17 @@ pub enum Action {
 pub enum Declared {
     /// IRQs (numbers, names, `*`, `default`) steered to `cpus` (a CPU list).
     Irq { irqs: Vec<String>, cpus: String },
-    /// A MATCH under a fixed policy, pinned to `cpus` when given.
-    Threads { matched: String, policy: String, cpus: Option<String> },
+    /// A MATCH under a fixed policy, pinned to `cpus` when given;
+    /// `kernel_thread` where the MATCH names a kernel thread on purpose
+    /// (PREEMPT_RT's `ktimers/N`), which a `comm:` MATCH takes only with
+    /// `--all-matching` (the profile's `all_matching`).
+    Threads {
+        matched: String,
+        policy: String,
+        cpus: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        kernel_thread: bool,
+    },
     /// A network device's receive polled in a kernel thread (threaded NAPI).
     NapiThreaded { dev: String },
     /// A kernel command-line option (`nohz_full=1`): the profile's `[boot]`,
@@ -605,9 +614,10 @@ impl Declared {
                 let irqs: Vec<String> = irqs.iter().map(|i| if i == "*" { "'*'".to_string() } else { i.clone() }).collect();
                 format!("irqlab control irq {} --cpu {cpus}", irqs.join(" "))
             }
-            Declared::Threads { matched, policy, cpus } => {
+            Declared::Threads { matched, policy, cpus, kernel_thread } => {
                 let pin = cpus.as_ref().map(|c| format!(" --cpu {c}")).unwrap_or_default();
-                format!("irqlab control threads {matched} --policy {policy}{pin}")
+                let all = if *kernel_thread { " --all-matching" } else { "" };
+                format!("irqlab control threads {matched} --policy {policy}{pin}{all}")
             }
             Declared::NapiThreaded { dev } => format!("irqlab control napi {dev} --threaded on"),
             // Nothing applies it while the machine runs: the option itself,

@@ -32,11 +32,11 @@ pub fn of(survey: &Survey) -> Profile {
                     }
                 }
             }
-            Declared::Threads { matched, policy, cpus } => profile.threads.push(ThreadsSetting {
+            Declared::Threads { matched, policy, cpus, kernel_thread } => profile.threads.push(ThreadsSetting {
                 matched: unplaced(matched.clone()),
                 policy: unplaced(policy.clone()),
                 cpus: cpus.clone().map(unplaced),
-                all_matching: false,
+                all_matching: *kernel_thread,
                 // A thread the survey named by itself (`Survey::thread_selector`):
                 // one thread, by a name no other had or by this boot's pid.
                 this_boot: matched.starts_with("pid:"),

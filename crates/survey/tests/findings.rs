@@ -100,7 +100,8 @@ fn a_driver_is_recommended_once_bounded_when_light_and_moved_when_heavy() {
     let moved: Vec<_> = heavy.recommendations.iter().filter(|r| r.action == Some(Action::MoveDriver)).collect();
     assert_eq!(moved.len(), 1, "{:#?}", heavy.recommendations);
     // Away from the quiet CPU (CPU 0 here).
-    let setting = Declared::Threads { matched: "napi:irqlab-b".into(), policy: "fifo:50".into(), cpus: Some("1".into()) };
+    let setting =
+        Declared::Threads { matched: "napi:irqlab-b".into(), policy: "fifo:50".into(), cpus: Some("1".into()), kernel_thread: false };
     assert_eq!(moved[0].setting.as_ref(), Some(&setting));
     assert!(!heavy.recommendations.iter().any(|r| r.action == Some(Action::BoundDriver)), "{:#?}", heavy.recommendations);
 }
@@ -170,7 +171,7 @@ fn a_thread_that_took_the_worst_window_is_named_and_moved_keeping_its_policy() {
     let r = answering(&survey, "load-cpu1-idle");
     assert_eq!(r.len(), 1, "{r:#?}");
     assert_eq!((r[0].action, r[0].cpu), (Some(Action::MoveThread), Some(1)));
-    let kept = Declared::Threads { matched: "pid:4211".into(), policy: "fifo:95".into(), cpus: Some("1".into()) };
+    let kept = Declared::Threads { matched: "pid:4211".into(), policy: "fifo:95".into(), cpus: Some("1".into()), kernel_thread: false };
     assert_eq!(r[0].setting.as_ref(), Some(&kept));
     assert_eq!(r[0].command.as_deref(), Some("irqlab control threads pid:4211 --policy fifo:95 --cpu 1"));
 
@@ -182,7 +183,7 @@ fn a_thread_that_took_the_worst_window_is_named_and_moved_keeping_its_policy() {
     findings::derive(&mut survey, None);
     assert_eq!(finding(&survey, "quietest-cpu").cpu, Some(1));
     let r = answering(&survey, "load-cpu1-idle");
-    let moved = Declared::Threads { matched: "pid:4211".into(), policy: "fifo:95".into(), cpus: Some("0".into()) };
+    let moved = Declared::Threads { matched: "pid:4211".into(), policy: "fifo:95".into(), cpus: Some("0".into()), kernel_thread: false };
     assert_eq!(r[0].setting.as_ref(), Some(&moved), "{r:#?}");
 }
 
@@ -644,11 +645,78 @@ fn on_preempt_rt_a_kept_tick_recommends_ktimers_above_the_task() {
     assert_eq!(recs.len(), 1, "{:#?}", survey.recommendations);
     let fifo = format!("fifo:{}", irqlab_survey::run::PROBE_PRIORITY + 1);
     assert!(
-        matches!(&recs[0].setting, Some(Declared::Threads { matched, policy, cpus: None }) if matched == "comm:ktimers/1" && *policy == fifo),
+        matches!(&recs[0].setting, Some(Declared::Threads { matched, policy, cpus: None, kernel_thread: true }) if matched == "comm:ktimers/1" && *policy == fifo),
         "{:#?}",
         recs[0]
     );
     assert_eq!(recs[0].cpu, Some(1));
+}
+
+/// On PREEMPT_RT nohz_full= alone leaves the tick on under a real-time
+/// task (ktimers/N starves), so a ticking CPU not yet tickless gets both
+/// answers at once: the boot option and the ktimers raise, two
+/// recommendations with ids of their own, both in the profile (its
+/// `[boot]` and a `[[threads]]` by the thread's stable name).
+#[test]
+fn on_preempt_rt_a_ticking_cpu_gets_nohz_full_and_the_ktimers_raise_together() {
+    let mut survey = ticking([233.0, 250.0]);
+    survey.machine.settings.insert("preemption".into(), "PREEMPT_RT: fully preemptible, interrupt handlers threaded".into());
+    findings::derive(&mut survey, None);
+    let recs = answering(&survey, "tick-cpu1");
+    assert_eq!(recs.len(), 2, "{:#?}", survey.recommendations);
+    assert!(recs.iter().any(|r| matches!(&r.setting, Some(Declared::Boot { option }) if option == "nohz_full=1")), "{recs:#?}");
+    assert!(recs.iter().any(|r| matches!(&r.setting, Some(Declared::Threads { matched, .. }) if matched == "comm:ktimers/1")), "{recs:#?}");
+    assert_ne!(recs[0].id, recs[1].id);
+    let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
+    let profile = irqlab_control::profile::Profile::parse("profile.toml", &text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(profile.boot.as_ref().map(|b| b.cmdline.get_ref().as_str()), Some("nohz_full=1"));
+    // A kernel thread on purpose: `control apply` takes it only with all_matching.
+    let ktimers = profile.threads.iter().find(|t| t.matched.get_ref() == "comm:ktimers/1").expect("the raise in [[threads]]");
+    assert!(ktimers.all_matching, "{text}");
+
+    // Not PREEMPT_RT: the boot option alone.
+    let mut plain = ticking([233.0, 250.0]);
+    findings::derive(&mut plain, None);
+    assert_eq!(answering(&plain, "tick-cpu1").len(), 1, "{:#?}", plain.recommendations);
+}
+
+/// The quiet CPU and the boot isolation agree (what `lab compare
+/// --recommended-boot` showed disagreeing in a 6.12-rt guest: the quiet
+/// CPU 0, every IRQ steered to CPU 1, and nohz_full=1): CPU 1's tick,
+/// which `nohz_full=1` takes off it, does not count against it, so where
+/// CPU 0 is quieter only by its tick, CPU 1 is the quiet CPU, the IRQs go
+/// to CPU 0 and the task's CPU is the one made tickless.
+#[test]
+fn the_tick_that_nohz_full_removes_does_not_make_the_isolated_cpu_loud() {
+    let unseen = |ns| ("unseen", SourceKind::Unseen, None, None, ns);
+    let timer = |ns| ("irq LOC timer", SourceKind::Irq, None, None, ns);
+    let mut survey = ticking([250.0, 250.0]);
+    survey.cpus[0].curves[0] =
+        run_of(Load::None, [&[timer(10_000), unseen(10_000)], &[timer(60_000), unseen(40_000)], &[timer(500_000)]], None);
+    survey.cpus[1].curves[0] = run_of(Load::None, [&[timer(40_000)], &[timer(200_000)], &[timer(2_000_000)]], None);
+    for cpu in &mut survey.cpus {
+        cpu.curves[0].interrupts = Some(irqlab_survey::doc::InterruptRates {
+            local_timer_per_s: 250.0,
+            other_per_s: 4.0,
+            other_by_row: Default::default(),
+            window_ns: 2_000_000_000,
+        });
+    }
+    findings::derive(&mut survey, None);
+    let quiet = finding(&survey, "quietest-cpu");
+    assert_eq!(quiet.cpu, Some(1), "{quiet:#?}");
+    let scores: Vec<(usize, f64)> = quiet.quiet_cpu.as_ref().unwrap().cpus.iter().map(|s| (s.cpu, s.at_1ms)).collect();
+    // CPU 1: nothing stays (its tick goes with nohz_full=1); CPU 0: 2%.
+    assert_eq!(scores, [(1, 0.0), (0, 0.02)]);
+    let steer = answering(&survey, "quietest-cpu");
+    assert_eq!(steer[0].setting.as_ref(), Some(&Declared::Irq { irqs: vec!["*".into(), "default".into()], cpus: "0".into() }));
+    assert_eq!(boot_options(&survey).iter().map(|(o, _)| *o).collect::<Vec<_>>(), ["nohz_full=1"]);
+
+    // Already nohz_full and the tick kept (not PREEMPT_RT: no answer to
+    // it): the tick stays CPU 1's, and CPU 0 is quieter.
+    survey.machine.settings.insert("isolated CPUs".into(), "isolated none, nohz_full 1".into());
+    findings::derive(&mut survey, None);
+    assert_eq!(finding(&survey, "quietest-cpu").cpu, Some(0));
 }
 
 /// The SCHED softirq (load balancing) on a CPU running one task is

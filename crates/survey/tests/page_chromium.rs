@@ -294,6 +294,7 @@ fn the_lab_compare_page_loads_in_chromium_without_errors() {
                 missing: None,
                 doctor: Some(json!({"settings": [{"name": "clock", "value": clock}, {"name": "hz", "value": "250"}], "commands": []})),
                 lab: Some(json!({"release": label, "preemption": "rt", "accel": "tcg", "icount": false})),
+                applied: None,
             };
             let columns = [column("debian:6.1-rt", "hpet"), column("debian:6.12-rt", "tsc")];
             let page = dir.path().join("index.html");

@@ -61,8 +61,10 @@ pub struct CompareArgs {
     kernels: Vec<String>,
     /// After each kernel, boot it again with the kernel command-line options
     /// its survey recommended (the [boot] of its profile.toml: nohz_full=,
-    /// rcu_nocbs=) and survey it again: the prediction and its check side by
-    /// side. One --kernel is then enough
+    /// rcu_nocbs=), apply the profile's run-time settings there (`control
+    /// apply --persist --allow-missing`; the column is headed `+profile`)
+    /// and survey it again: the prediction and its check side by side. One
+    /// --kernel is then enough
     #[arg(long)]
     recommended_boot: bool,
     /// Directory for the page (index.html) and each kernel's survey and doctor documents
@@ -268,8 +270,18 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
         std::fs::create_dir_all(&dir).map_err(|e| CliError::io(&dir, e))?;
         let irqlab = run::sh_quote(&exe.display().to_string());
         let survey: Vec<String> = args.command.iter().map(|w| run::sh_quote(w)).collect();
+        // The recommended boot's column takes the rest of its profile too
+        // (thread policies such as PREEMPT_RT's ktimers raise) before its
+        // survey: the recommendation is the whole profile. A setting whose
+        // thread this boot does not have is left out (--allow-missing).
+        let apply = column_asked.profile.as_ref().map_or(String::new(), |(p, _)| {
+            let p = run::sh_quote(&p.display().to_string());
+            format!(
+                "{irqlab} control apply {p} --persist --allow-missing || {{ echo \"lab: control apply {p} failed: no survey\" >&2; exit 3; }}; "
+            )
+        });
         let script = format!(
-            "{irqlab} doctor --json {d}/doctor.json >/dev/null; {irqlab} {} --out {d}",
+            "{irqlab} doctor --json {d}/doctor.json >/dev/null; {apply}{irqlab} {} --out {d}",
             survey.join(" "),
             d = run::sh_quote(&dir.display().to_string())
         );
@@ -299,7 +311,8 @@ fn compare(args: CompareArgs) -> Result<Status, CliError> {
             Err(e) => Some(e.to_string()),
             Ok(_) => None,
         };
-        let column = read_column(label, &dir, missing);
+        let mut column = read_column(label, &dir, missing);
+        column.applied = column_asked.applied();
         match (&column.missing, &outcome) {
             (Some(why), Ok(o)) => eprintln!("lab: {}: no survey: {why} (the guest's command exited {})", column.label, o.status),
             (Some(why), Err(_)) => eprintln!("lab: {}: no survey: {why}", column.label),
@@ -336,6 +349,9 @@ struct ColumnSpec {
     spec: KernelSpec,
     text: String,
     append: Vec<String>,
+    /// A profile whose run-time settings the guest applies before its
+    /// survey (`--recommended-boot`), and how many it holds.
+    profile: Option<(PathBuf, usize)>,
 }
 
 impl ColumnSpec {
@@ -348,15 +364,33 @@ impl ColumnSpec {
                 "--kernel '{text}': `{bad}` is not a kernel command-line option (the kernel first, then options such as nohz_full=1)"
             )));
         }
-        Ok(ColumnSpec { spec: KernelSpec::parse(kernel)?, text: text.split_whitespace().collect::<Vec<_>>().join(" "), append })
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        Ok(ColumnSpec { spec: KernelSpec::parse(kernel)?, text, append, profile: None })
     }
 
-    /// The kernel and its options, as the column is headed.
+    /// The kernel and its options, as the column is headed; `+profile`
+    /// where a profile was applied before the survey.
     fn label(&self) -> String {
-        match self.append.is_empty() {
+        let kernel = match self.append.is_empty() {
             true => self.spec.label(),
             false => self.text.clone(),
+        };
+        match self.profile {
+            Some(_) => format!("{kernel} +profile"),
+            None => kernel,
         }
+    }
+
+    /// What the page says was applied before the survey.
+    fn applied(&self) -> Option<String> {
+        self.profile.as_ref().map(|(path, n)| {
+            format!(
+                "booted with {}'s [boot] options, and its {n} run-time setting{} applied (`irqlab control apply --persist \
+                 --allow-missing`) before the survey",
+                path.display(),
+                if *n == 1 { "" } else { "s" }
+            )
+        })
     }
 }
 
@@ -371,7 +405,10 @@ fn recommended_column(kernel: &ColumnSpec, dir: &std::path::Path) -> Result<Opti
         eprintln!("lab: {}: its survey recommended no boot option; no column with them", kernel.label());
         return Ok(None);
     };
-    Ok(Some(ColumnSpec::parse(&format!("{} {}", kernel.text, boot.cmdline.get_ref()))?))
+    let mut column = ColumnSpec::parse(&format!("{} {}", kernel.text, boot.cmdline.get_ref()))?;
+    let run_time = profile.run_time_settings();
+    column.profile = (run_time > 0).then(|| (path.clone(), run_time));
+    Ok(Some(column))
 }
 
 fn read_column(label: String, dir: &std::path::Path, missing: Option<String>) -> irqlab_survey::compare::Column {
@@ -380,5 +417,5 @@ fn read_column(label: String, dir: &std::path::Path, missing: Option<String>) ->
     let lab = survey_json.as_ref().and_then(|s| s.get("lab").cloned()).or_else(|| read("doctor.json").and_then(|d| d.get("lab").cloned()));
     let survey = survey_json.and_then(|v| serde_json::from_value::<irqlab_survey::Survey>(v).ok());
     let missing = missing.or_else(|| survey.is_none().then(|| format!("no readable survey.json in {}", dir.display())));
-    irqlab_survey::compare::Column { label, survey, missing, doctor: read("doctor.json"), lab }
+    irqlab_survey::compare::Column { label, survey, missing, doctor: read("doctor.json"), lab, applied: None }
 }

@@ -40,6 +40,12 @@ pub fn isolation(survey: &Survey, out: &mut Out) {
         if let Some(tick) = Tick::of(cpu) {
             match tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
                 TickFinding::Ticking(id) => {
+                    // nohz_full= alone does not stop the tick under a
+                    // real-time task on PREEMPT_RT (raise_ktimers says
+                    // why): both answer the finding, made together.
+                    if preempt_rt {
+                        raise_ktimers(cpu.cpu, &id, out);
+                    }
                     nohz.push((cpu.cpu, id));
                     rates.push(format!("CPU {}: {}", cpu.cpu, tick.figure()));
                 }
@@ -110,6 +116,30 @@ fn recommend_for_all(out: &mut Out, found: &[(usize, String)], rec: impl Fn(&str
         let mut r = rec(&list);
         r.cpu = Some(first);
         out.recommend(id, r);
+    }
+}
+
+/// Whether the boot options this module recommends would take `source`
+/// off `cpu` (the quiet-CPU choice counts it as movable): the local
+/// timer (`nohz_full=`; on PREEMPT_RT with the ktimers raise, also where
+/// nohz_full is in force and the tick kept firing), RCU callbacks
+/// (`rcu_nocbs=`) and load balancing (`isolcpus=domain,`), on any CPU but
+/// the housekeeping CPU, unless the running kernel already has the
+/// option for that CPU (then what is left stays).
+pub(super) fn removed_at_boot(survey: &Survey, cpu: usize, source: &Source) -> bool {
+    if cpu == HOUSEKEEPING_CPU {
+        return false;
+    }
+    let isolated = Isolated::of(survey);
+    let preempt_rt = super::setting(survey, "preemption").is_some_and(|p| p.starts_with("PREEMPT_RT"));
+    if source.kind == SourceKind::Irq && source.label == LOCAL_TIMER {
+        !isolated.nohz_full.contains(&cpu) || preempt_rt
+    } else if is_rcu_callbacks(source) {
+        !isolated.rcu_nocbs.contains(&cpu)
+    } else if is_load_balancing(source) {
+        !isolated.domain.contains(&cpu)
+    } else {
+        false
     }
 }
 
@@ -231,7 +261,9 @@ fn tick_finding(cpu: usize, tick: &Tick, nohz_full: bool, out: &mut Out) -> Tick
 /// pending and the tick is re-armed every jiffy (docs/lab.md, "Why the
 /// tick keeps firing on 6.12-rt": 488-543 local timer interrupts in 3 s
 /// under a FIFO 50 spinner, 13 with ktimers/1 at FIFO 51). The answer:
-/// `ktimers/N` above the time-critical task, which the probe stands for.
+/// `ktimers/N` above the time-critical task, which the probe stands for;
+/// recommended beside `nohz_full=` on a CPU not yet tickless, and alone
+/// on one that is.
 fn raise_ktimers(cpu: usize, finding: &str, out: &mut Out) {
     let priority = crate::run::PROBE_PRIORITY + 1;
     let rec = Rec::new(
@@ -240,12 +272,12 @@ fn raise_ktimers(cpu: usize, finding: &str, out: &mut Out) {
         format!("Run CPU {cpu}'s timer softirq thread above the time-critical task (ktimers/{cpu} at FIFO {priority})"),
         format!(
             "on PREEMPT_RT the timers' softirq runs in ktimers/{cpu} at FIFO 1, below any real-time task; starved, it leaves the \
-             TIMER softirq pending and nohz_full re-arms the tick every jiffy. Above the task (the probe ran at FIFO {}; use \
+             TIMER softirq pending and a nohz_full CPU re-arms the tick every jiffy, so nohz_full= alone does not stop it. Above the task (the probe ran at FIFO {}; use \
              your task's priority + 1) each expired timer costs a short preemption by ktimers/{cpu} instead",
             crate::run::PROBE_PRIORITY
         ),
     )
-    .setting(Declared::Threads { matched: format!("comm:ktimers/{cpu}"), policy: format!("fifo:{priority}"), cpus: None })
+    .setting(Declared::Threads { matched: format!("comm:ktimers/{cpu}"), policy: format!("fifo:{priority}"), cpus: None, kernel_thread: true })
     .predicted(format!("with one real-time task running on CPU {cpu}, its local timer falls toward 1/s or fewer"));
     out.recommend(finding, rec);
 }

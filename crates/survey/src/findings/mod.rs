@@ -76,8 +76,18 @@ impl Out {
             }
             return;
         }
+        // A finding answered by two settings together (nohz_full= and, on
+        // PREEMPT_RT, the ktimers raise) has two recommendations: the
+        // second and later are numbered.
+        let taken = |id: &str| self.recommendations.iter().any(|r| r.id == id);
+        let mut id = format!("do-{finding}");
+        let mut n = 1;
+        while taken(&id) {
+            n += 1;
+            id = format!("do-{finding}-{n}");
+        }
         self.recommendations.push(Recommendation {
-            id: format!("do-{finding}"),
+            id,
             finding: finding.to_string(),
             findings: vec![finding.to_string()],
             action: Some(rec.action),
@@ -368,9 +378,12 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
                 return;
             }
             let setting = match (c.source.pid, &c.source.policy, &place) {
-                (Some(pid), Some(policy), Some(place)) => {
-                    Some(Declared::Threads { matched: survey.thread_selector(pid), policy: policy.clone(), cpus: Some(place.cpus.clone()) })
-                }
+                (Some(pid), Some(policy), Some(place)) => Some(Declared::Threads {
+                    matched: survey.thread_selector(pid),
+                    policy: policy.clone(),
+                    cpus: Some(place.cpus.clone()),
+                    kernel_thread: false,
+                }),
                 _ => None,
             };
             let fair = c.source.policy.as_deref().is_some_and(|p| p.starts_with("other") || p == "idle");
@@ -478,8 +491,12 @@ fn loaded_miss(survey: &Survey, out: &mut Out, id: &str, check: &TasksetCheck) {
                     "; the only other CPU, {q}, is the quiet CPU, kept for the time-critical task: run the task set there rather than move the driver to it"
                 ));
             }
-            let setting =
-                place.filter(|p| p.kept_off.is_none()).map(|p| Declared::Threads { matched, policy: "fifo:50".into(), cpus: Some(p.cpus) });
+            let setting = place.filter(|p| p.kept_off.is_none()).map(|p| Declared::Threads {
+                matched,
+                policy: "fifo:50".into(),
+                cpus: Some(p.cpus),
+                kernel_thread: false,
+            });
             let title = format!("Move the driver off CPU {}", check.cpu);
             out.recommend(id, Rec::new(Action::MoveDriver, Some(check.cpu), title, rule).maybe_setting(setting));
         }
@@ -517,7 +534,7 @@ fn recommend_server(out: &mut Out, finding: &str, check: &TasksetCheck, server: 
     let (name, command, how) = match server.kind {
         ServerKind::Deadline => (
             format!("SCHED_DEADLINE {q}/{p}"),
-            Ok(Declared::Threads { matched: matched.to_string(), policy: format!("deadline:{q}/{p}"), cpus: None }),
+            Ok(Declared::Threads { matched: matched.to_string(), policy: format!("deadline:{q}/{p}"), cpus: None, kernel_thread: false }),
             format!("analysed as a deferrable server of Q + one tick ({}): the kernel checks the budget at the tick", format_ns(tick_ns)),
         ),
         ServerKind::Sporadic => (
@@ -591,6 +608,7 @@ fn bound_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &str, u:
         matched: matched.to_string(),
         policy: format!("deadline:{}/{}", format_ns(budget), format_ns(period)),
         cpus: None,
+        kernel_thread: false,
     };
     let predicted = format!(
         "its interference in 1 ms windows at most {} (measured {}), in 10 ms windows at most {}; give --taskset to check your tasks",
@@ -610,9 +628,12 @@ fn own_cpu_for_driver(survey: &Survey, out: &mut Out, finding: &str, matched: &s
         "it needs u = {u:.2} of a CPU under this load: a server small enough to protect tasks beside it would drop its traffic, so keep it away from the CPU your real-time tasks use{away}"
     );
     let setting = match (quietest, other) {
-        (Some(_), Some(other)) => {
-            Some(Declared::Threads { matched: matched.to_string(), policy: "fifo:50".into(), cpus: Some(other.to_string()) })
-        }
+        (Some(_), Some(other)) => Some(Declared::Threads {
+            matched: matched.to_string(),
+            policy: "fifo:50".into(),
+            cpus: Some(other.to_string()),
+            kernel_thread: false,
+        }),
         _ => None,
     };
     out.recommend(finding, Rec::new(Action::MoveDriver, None, title, rule).maybe_setting(setting));

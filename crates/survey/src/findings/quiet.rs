@@ -53,7 +53,7 @@ const TIE_WINDOWS_NS: [u64; 2] = [10 * MS, 100 * MS];
 pub fn choose(survey: &Survey) -> Option<QuietCpu> {
     let mut curves = survey.cpus.iter().flat_map(|c| &c.curves).filter(|l| load_at(l.judged(), MS).is_some());
     let basis = if curves.all(has_sources) { QuietBasis::Unmovable } else { QuietBasis::Load };
-    let mut cpus: Vec<CpuScore> = survey.cpus.iter().filter_map(|c| score(c, basis)).collect();
+    let mut cpus: Vec<CpuScore> = survey.cpus.iter().filter_map(|c| score(survey, c, basis)).collect();
     if cpus.len() < 2 {
         return None;
     }
@@ -65,22 +65,24 @@ fn has_sources(curve: &LoadCurve) -> bool {
     curve.sources.as_ref().is_some_and(|s| s.available && !s.windows.is_empty())
 }
 
-/// What counts of the curve's max-load window nearest `window_ns`, as a
-/// share of the window.
-fn counted(curve: &LoadCurve, window_ns: u64, basis: QuietBasis) -> Option<f64> {
+/// What counts of CPU `cpu`'s curve's max-load window nearest
+/// `window_ns`, as a share of the window: with sources, what neither a
+/// run-time recommendation nor a recommended boot option takes off it.
+fn counted(survey: &Survey, cpu: usize, curve: &LoadCurve, window_ns: u64, basis: QuietBasis) -> Option<f64> {
     match basis {
         QuietBasis::Load => load_at(curve.judged(), window_ns),
         QuietBasis::Unmovable => {
             let w = curve.sources.as_ref()?.nearest(window_ns)?;
-            let fixed: u64 = w.sources.iter().filter(|s| !movable(s)).map(|s| s.ns).sum();
+            let stays = |s: &&Source| !movable(s) && !super::boot::removed_at_boot(survey, cpu, s);
+            let fixed: u64 = w.sources.iter().filter(stays).map(|s| s.ns).sum();
             Some(fixed as f64 / w.window_ns.max(1) as f64)
         }
     }
 }
 
 /// A CPU's worst share over every load, per window.
-fn score(cpu: &CpuSurvey, basis: QuietBasis) -> Option<CpuScore> {
-    let worst = |window_ns| cpu.curves.iter().filter_map(|l| counted(l, window_ns, basis)).reduce(f64::max);
+fn score(survey: &Survey, cpu: &CpuSurvey, basis: QuietBasis) -> Option<CpuScore> {
+    let worst = |window_ns| cpu.curves.iter().filter_map(|l| counted(survey, cpu.cpu, l, window_ns, basis)).reduce(f64::max);
     Some(CpuScore { cpu: cpu.cpu, at_1ms: worst(MS)?, at_10ms: worst(TIE_WINDOWS_NS[0]), at_100ms: worst(TIE_WINDOWS_NS[1]) })
 }
 
@@ -104,8 +106,9 @@ fn tie_broken_at(best: &CpuScore, next: &CpuScore) -> Option<(&'static str, f64,
 const RULE_UNMOVABLE: &str = "the CPU whose max-load windows, over every load, hold the least of what no recommendation can move: \
      time no tracepoint saw (the hypervisor, firmware), system vectors (the local timer, IPIs), the local softirqs (TIMER, HRTIMER, \
      SCHED, RCU) and per-CPU kernel threads (ksoftirqd, ktimers, kworker); threads, numbered IRQs and device softirqs (NET_RX, NET_TX, \
-     BLOCK) are what the other recommendations move, and none of them sends work to this CPU. Compared at 1 ms in whole percent, \
-     a tie broken at 10 ms, then at 100 ms";
+     BLOCK) are what the other recommendations move, and none of them sends work to this CPU; on every CPU but the housekeeping \
+     CPU 0 the tick, RCU callbacks and load balancing count as moved too, as the recommended boot options (nohz_full=, rcu_nocbs=, \
+     isolcpus=domain,) take them off it. Compared at 1 ms in whole percent, a tie broken at 10 ms, then at 100 ms";
 const RULE_LOAD: &str = "the CPU whose worst 1 ms window (any load; a loaded run less the idle floor) is lowest, in whole percent, a tie \
      broken at 10 ms, then at 100 ms; some run recorded no gap sources, so what could be moved cannot be told from what could not";
 
