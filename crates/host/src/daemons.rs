@@ -110,8 +110,33 @@ fn has_fair_servers(release: &str) -> bool {
     (major, minor) >= (6, 12)
 }
 
+/// stalld's processes running now.
+pub fn stalld_running() -> Vec<i32> {
+    crate::machine::processes_named("stalld")
+}
+
+/// The warning for a run that leaves threads runnable without letting them
+/// run (`starved`: a controller's parked threads, or what the probe's
+/// real-time spin keeps off its CPU), where stalld runs: that is what it
+/// looks for, and its boost to SCHED_DEADLINE would undo the run's point
+/// (`breaks`). stalld (1.x) reads its ignore lists (`-i`/`--ignore_threads`,
+/// `-I`/`--ignore_processes`, regexes) only at its start and has no
+/// run-time socket, so irqlab cannot tell it to leave them alone: it says
+/// how. `None` where no stalld runs.
+pub fn stalld_warning(starved: &str, breaks: &str) -> Option<String> {
+    let pids = stalld_running();
+    let list = pids.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+    (!pids.is_empty()).then(|| {
+        format!(
+            "warning: stalld (pid {list}) runs: {starved} are what it looks for (threads left runnable past its threshold, \
+             20-60 s by default), and its boost to SCHED_DEADLINE would {breaks}. It takes no ignore list at run time: restart \
+             it with `--ignore_threads REGEX` naming them, or stop it for this run"
+        )
+    })
+}
+
 fn stalld(release: &str) -> Tool {
-    let running = crate::machine::processes_named("stalld");
+    let running = stalld_running();
     Tool {
         name: "stalld",
         installed: first_existing(&["/usr/bin/stalld", "/usr/sbin/stalld", "/etc/sysconfig/stalld", "/etc/stalld.conf"]),

@@ -64,11 +64,6 @@ impl<'a> RunEnd<'a> {
         monotonic_ns().saturating_sub(self.started_ns)
     }
 
-    /// The run's `--duration`.
-    pub fn duration_ns(&self) -> Option<u64> {
-        self.duration_ns
-    }
-
     /// The rule of this module for this run: complete unless a stop cut
     /// its duration short or it lost events.
     pub fn complete(&self, ended_by: &EndedBy, lost_events: u64) -> bool {

@@ -129,6 +129,14 @@ pub(crate) fn online(list: Option<&flags::CpuList>, flag: &str) -> Result<Option
     Ok(Some(list.0.clone()))
 }
 
+/// Says on stderr that a running stalld would take `starved` for starving
+/// threads and boost them (issue 54; `daemons::stalld_warning`).
+pub(crate) fn warn_of_stalld(starved: &str, breaks: &str) {
+    if let Some(warning) = irqlab_host::daemons::stalld_warning(starved, breaks) {
+        eprintln!("{warning}");
+    }
+}
+
 /// What the controller's own thread cost, one line.
 pub(crate) fn overhead_line(o: &irqlab_control::controller_thread::Overhead) -> String {
     format!(

@@ -65,6 +65,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         high: args.high,
         ..bh_budget::Config::default()
     };
+    super::control::warn_of_stalld(&format!("{}'s NAPI threads, parked once their budget is spent,", config.dev), "run them past it");
     let stop = crate::signal::stop_flag();
     let outcome = bh_budget::run(&config, &stop, |_| {})?;
     if let Some(path) = &args.trace {

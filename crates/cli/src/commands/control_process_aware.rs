@@ -52,6 +52,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         record: args.record.is_some(),
         ..Default::default()
     };
+    super::control::warn_of_stalld(
+        &format!("{}'s NAPI threads, kept at the floor while no task waits,", config.dev),
+        "run them above the tasks they were kept below",
+    );
     let stop = crate::signal::stop_flag();
     let quiet = args.json.as_deref() == Some(std::path::Path::new("-"));
     let report = process_aware::run(&config, &stop, |c| {

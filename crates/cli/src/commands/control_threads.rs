@@ -5,6 +5,7 @@ use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::json_or_summary;
 use irqlab_control::set_threads;
+use irqlab_host::journal::sched;
 use irqlab_report::html::Table;
 use std::path::PathBuf;
 
@@ -58,6 +59,16 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         if config.open_hold(&m) && m.resolve(&config.matched).is_err() {
             eprintln!("no thread matches {} yet: holding, and taking matching threads as they appear", config.matched);
         }
+    }
+    let parks = match &config.policy {
+        sched::PolicySpec::Sporadic { .. } => true,
+        sched::PolicySpec::Fixed { attr } => matches!(attr, sched::SchedAttr::Idle),
+    };
+    if parks && !config.persist {
+        super::control::warn_of_stalld(
+            &format!("the threads of {} this run keeps runnable at a low priority or SCHED_IDLE", config.matched),
+            "run them past their budget",
+        );
     }
     let stop = crate::signal::stop_flag();
     let report = set_threads::run(&config, &stop, |thread, old, new| {

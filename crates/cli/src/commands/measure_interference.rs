@@ -130,6 +130,12 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         max_gaps: args.max_gaps as usize,
         sources: !args.no_sources,
     };
+    if matches!(config.policy, Policy::Fifo) {
+        super::control::warn_of_stalld(
+            "the threads the probe's SCHED_FIFO spin keeps off its CPU",
+            "put them on the CPU ahead of the probe, as interference from a SCHED_DEADLINE thread",
+        );
+    }
     let stop = crate::signal::stop_flag();
     let tty = std::io::stderr().is_terminal();
     let measured = probe::measure_with_gaps(&config, &stop, |s| {
