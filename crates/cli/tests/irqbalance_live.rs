@@ -179,4 +179,60 @@ fn control_irq_keeps_its_irq_for_30_s_beside_a_running_irqbalance_and_gives_ever
     assert!(by.contains(&format!("irqbalance (pid {})", balancer.child.id())), "drift not put on the running irqbalance: {e}");
     // What a user reads: the entry's NOW column names irqbalance.
     assert!(text.contains(&format!("by irqbalance (pid {})", balancer.child.id())), "{text}");
+
+    // A followed profile (`control apply --follow`, what the installed
+    // unit runs) beside an irqbalance that restarts during the hold, the
+    // new one told to keep CPU 0 free of IRQs: the new irqbalance is asked
+    // to leave the IRQ alone too, within the follow's second, and the IRQ
+    // stays on CPU 0; at the end both are given back.
+    balancer.restart(&binary, None);
+    let before = affinity(irq);
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.toml");
+    std::fs::write(&profile, format!("schema = \"irqlab/profile/v1\"\n\n[[irq]]\nirq = \"{irq}\"\ncpus = \"0\"\n")).unwrap();
+    let child = irqlab()
+        .args(["control", "apply", path_str(&profile), "--follow", "--duration", "16s", "--json", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while affinity(irq) != "0" && started.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    balancer.restart(&binary, Some("0"));
+    let restarted = Instant::now();
+    let mut banned = false;
+    while !banned && restarted.elapsed() < Duration::from_secs(5) {
+        banned = balancer.daemon().banned().is_ok_and(|b| b.contains(&irq));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(banned, "the restarted irqbalance (pid {}) was not asked to leave IRQ {irq} alone", balancer.child.id());
+    // From then on (two of its passes to settle what it did before the ban
+    // and the follow's set-again), CPU 0 on every sample.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut elsewhere = Vec::new();
+    while started.elapsed() < Duration::from_secs(15) {
+        let now = affinity(irq);
+        if now != "0" {
+            elsewhere.push((started.elapsed().as_millis(), now));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(elsewhere.is_empty(), "IRQ {irq} left CPU 0 under the restarted irqbalance: {elsewhere:?}");
+    // Given back (read from the report: once its ban is lifted, the
+    // irqbalance that keeps CPU 0 free may move the IRQ at its next pass).
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let irq_row = rows.iter().find(|r| r["object"].as_str().is_some_and(|o| o.contains(&format!("IRQ {irq} ")))).expect("the IRQ's row");
+    let was = irq_row["old"].as_str().unwrap_or_default();
+    assert!(was == format!("CPU {before}") || was.starts_with(&format!("CPU {before} (")), "{irq_row}");
+    assert_eq!(irq_row["restored"], true, "{irq_row}");
+    let bans: Vec<&serde_json::Value> = rows.iter().filter(|r| r["setting"] == "irqbalance").collect();
+    assert_eq!(bans.len(), 2, "one ban per irqbalance, the first and the restarted one: {bans:#?}");
+    assert!(!balancer.daemon().banned().unwrap().contains(&irq), "the restarted irqbalance's list not given back");
+    assert!(control_entries().is_empty(), "{:?}", control_entries());
 }

@@ -384,7 +384,27 @@ impl Plan {
     /// socket would move them back at its next pass: exit 3 before
     /// anything changes, naming the choices, unless `ignore` (then a
     /// warning: the journal will show the IRQs as drifted).
-    pub fn beside_irqbalance(mut self, ignore: bool) -> Result<Plan> {
+    pub fn beside_irqbalance(self, ignore: bool) -> Result<Plan> {
+        self.with_bans(|why| match ignore {
+            true => {
+                eprintln!("warning: {why}");
+                Ok(())
+            }
+            false => Err(Error::MissingKernelFeature { feature: "irqbalance's socket".into(), detail: why }),
+        })
+    }
+
+    /// [`Plan::beside_irqbalance`] for a hold that follows the machine
+    /// (`--follow`, the installed unit): an irqbalance that started since
+    /// (restarted, upgraded: a new pid, its own banned list) is asked in
+    /// turn, before the drift it caused is set again; one without a socket
+    /// is passed over in silence (the drift then names it). The changes.
+    pub fn beside_new_irqbalance(self) -> Vec<Planned> {
+        let changes = self.changes.clone();
+        self.with_bans(|_| Ok(())).map_or(changes, |p| p.changes)
+    }
+
+    fn with_bans(mut self, socketless: impl Fn(String) -> Result<()>) -> Result<Plan> {
         let mut moved: Vec<u32> = self
             .changes
             .iter()
@@ -408,11 +428,8 @@ impl Plan {
                     irqlab_host::irqbalance::format_irqs(&moved),
                     daemon.socket().display()
                 );
-                if ignore {
-                    eprintln!("warning: {why}");
-                    continue;
-                }
-                return Err(Error::MissingKernelFeature { feature: "irqbalance's socket".into(), detail: why });
+                socketless(why)?;
+                continue;
             }
             let banned = daemon.banned()?;
             let mut wanted = banned.clone();

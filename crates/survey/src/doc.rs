@@ -86,6 +86,10 @@ pub struct ThreadName {
     pub comm: String,
     /// No other thread had this name.
     pub unique: bool,
+    /// A kernel thread (a `comm:` MATCH takes one only on purpose:
+    /// the profile's `all_matching`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kernel: bool,
 }
 
 impl Survey {
@@ -96,6 +100,11 @@ impl Survey {
             Some(t) => format!("comm:{}", glob::Pattern::escape(&t.comm)),
             None => format!("pid:{pid}"),
         }
+    }
+
+    /// Whether thread `pid` was a kernel thread.
+    pub fn is_kernel_thread(&self, pid: u32) -> bool {
+        self.thread_names.iter().any(|t| t.pid == pid && t.kernel)
     }
 }
 

@@ -124,7 +124,8 @@ pub fn survey(config: &Config, taskset: Option<&TaskSet>, stop: &AtomicBool, on_
     let survey = &mut runner.survey;
     survey.elapsed_ns = started.elapsed().as_nanos() as u64;
     survey.complete = !stop.load(Ordering::SeqCst) && survey.steps.iter().all(|s| s.status != StepStatus::Interrupted);
-    survey.thread_names = thread_names(survey, &irqlab_host::journal::threads::all_threads());
+    survey.thread_names =
+        thread_names(survey, &irqlab_host::journal::threads::all_threads(), irqlab_host::journal::threads::is_kernel_thread);
     survey.boot_id = irqlab_control::profile::current_boot_id();
     findings::derive(survey, taskset);
     Ok(runner.survey)
@@ -132,8 +133,9 @@ pub fn survey(config: &Config, taskset: Option<&TaskSet>, stop: &AtomicBool, on_
 
 /// The threads the curves' sources name, as found among `now` (every
 /// thread on the machine after the measurements): their name, and whether
-/// it is theirs alone. A thread that has exited is left out.
-pub fn thread_names(survey: &Survey, now: &[irqlab_host::journal::threads::Thread]) -> Vec<ThreadName> {
+/// it is theirs alone, and whether `is_kernel` says it is a kernel thread.
+/// A thread that has exited is left out.
+pub fn thread_names(survey: &Survey, now: &[irqlab_host::journal::threads::Thread], is_kernel: impl Fn(i32) -> bool) -> Vec<ThreadName> {
     let pids: std::collections::BTreeSet<u32> = survey
         .cpus
         .iter()
@@ -148,7 +150,8 @@ pub fn thread_names(survey: &Survey, now: &[irqlab_host::journal::threads::Threa
         .filter_map(|pid| {
             let t = now.iter().find(|t| t.tid == pid as i32)?;
             let unique = now.iter().filter(|o| o.comm == t.comm).count() == 1;
-            Some(ThreadName { pid, comm: t.comm.clone(), unique })
+            let kernel = is_kernel(t.tid);
+            Some(ThreadName { pid, comm: t.comm.clone(), unique, kernel })
         })
         .collect()
 }

@@ -332,18 +332,30 @@ fn the_profile_declares_what_the_recommendations_apply() {
 fn a_uniquely_named_thread_is_selected_by_its_name() {
     use irqlab_host::journal::threads::Thread;
     let thread = ("rt-hog/4211 FIFO 95", SourceKind::Thread, Some(4211), Some("fifo:95"), 600_000);
-    let matched = |now: &[Thread]| {
+    let profile_of = |now: &[Thread], kernel: bool| {
         let mut survey = with_sources(0.75, &[thread], true);
-        survey.thread_names = irqlab_survey::run::thread_names(&survey, now);
+        survey.thread_names = irqlab_survey::run::thread_names(&survey, now, |_| kernel);
         findings::derive(&mut survey, None);
         let text = irqlab_survey::profile::text(&survey, std::path::Path::new("/tmp/s"));
         let profile = irqlab_control::profile::Profile::parse("profile.toml", &text).unwrap_or_else(|e| panic!("{e}: {text}"));
-        (profile.threads[0].matched.get_ref().clone(), survey.thread_names)
+        (profile, survey.thread_names)
+    };
+    let matched = |now: &[Thread]| {
+        let (profile, names) = profile_of(now, false);
+        assert!(!profile.threads[0].all_matching, "not a kernel thread");
+        (profile.threads[0].matched.get_ref().clone(), names)
     };
     let t = |tid, comm: &str| Thread { tid, comm: comm.into(), start_ticks: 1 };
     let (unique, names) = matched(&[t(1, "init"), t(4211, "rt-hog"), t(4212, "rt-hog-2")]);
     assert_eq!(unique, "comm:rt-hog");
     assert_eq!((names[0].pid, names[0].comm.as_str(), names[0].unique), (4211, "rt-hog", true));
+    // A kernel thread (kdamond.0, moved by a survey on this VM) is named on
+    // purpose: `control apply` takes a `comm:` kernel thread only with
+    // all_matching.
+    let (kthread, names) = profile_of(&[t(4211, "kdamond.0")], true);
+    assert!(names[0].kernel);
+    assert_eq!(kthread.threads[0].matched.get_ref(), "comm:kdamond.0");
+    assert!(kthread.threads[0].all_matching);
     // A glob's own characters are escaped: the name matches only itself.
     assert_eq!(matched(&[t(4211, "w[0]*")]).0, "comm:w[[]0[]][*]");
     assert_eq!(matched(&[t(4211, "rt-hog"), t(4300, "rt-hog")]).0, "pid:4211");

@@ -95,8 +95,10 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         eprintln!("{file}: the profile declares no setting: nothing to apply");
     }
     // Followed: the profile resolved again against the threads there are
-    // now (a setting that names nothing now is nothing to add).
-    let replan = || profile.plan(&file, &text, true).map(|p| p.changes).unwrap_or_default();
+    // now (a setting that names nothing now is nothing to add), and every
+    // irqbalance running now asked to leave its IRQs alone (one restarted
+    // since has forgotten).
+    let replan = || profile.plan(&file, &text, true).map(|p| p.beside_new_irqbalance()).unwrap_or_default();
     hold_plan(file.clone(), plan, args.follow.then_some(&replan as &dyn Fn() -> Vec<profile::Planned>), args.hold)
 }
 

@@ -382,7 +382,7 @@ fn target_the_culprit(survey: &Survey, out: &mut Out, finding: &str, cpu: usize,
                     matched: survey.thread_selector(pid),
                     policy: policy.clone(),
                     cpus: Some(place.cpus.clone()),
-                    kernel_thread: false,
+                    kernel_thread: survey.is_kernel_thread(pid),
                 }),
                 _ => None,
             };
