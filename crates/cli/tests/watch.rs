@@ -40,7 +40,8 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// `irqlab watch` on CPU 1 with `args`; its document.
 fn watch(dir: &std::path::Path, args: &[&str]) -> Value {
     let file = dir.join("watch.json");
-    let out = irqlab().args(["watch", "--cpu", "1"]).args(args).args(["--json", path_str(&file)]).output().unwrap();
+    let cpu = if args.contains(&"--cpu") { &[][..] } else { &["--cpu", "1"][..] };
+    let out = irqlab().arg("watch").args(cpu).args(args).args(["--json", path_str(&file)]).output().unwrap();
     println!("{}", String::from_utf8_lossy(&out.stdout));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let doc = json(&file);
@@ -193,4 +194,43 @@ fn a_flood_received_on_the_watched_cpu_is_named() {
     // thread, 43 unseen, none anything else.
     let named = spikes.iter().filter(|s| receive(s)).count();
     assert!(named >= 10 && 4 * named >= spikes.len(), "{named} of {} spikes named the NAPI thread or NET_RX: {culprits:?}", spikes.len());
+}
+
+/// `watch --html`'s page in headless Chromium (irqlab-chromium): it loads
+/// without a console error or any fetch, shows one histogram per watched
+/// CPU and, for each spike the JSON kept, a row whose cause is not empty;
+/// a screenshot is kept (`target/tmp/watch-page.png`).
+#[test]
+fn the_watch_page_shows_each_cpus_histogram_and_its_spikes_in_chromium() {
+    if !common::live::enabled_as_root("the_watch_page_shows_each_cpus_histogram_and_its_spikes_in_chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("watch.html");
+    // A low threshold on this VM (p99 about 30 us): a few spikes to list.
+    let doc = watch(dir.path(), &["--cpu", "0-1", "--threshold", "40us", "--keep", "5", "--duration", "3s", "--html", path_str(&page)]);
+    let kept = doc["spikes"].as_array().unwrap().len();
+    let mut browser = irqlab_chromium::Browser::start(&dir.path().join("profile"), &dir.path().join("chromium.log"));
+    browser.open_page();
+    let url = format!("file://{}", page.display());
+    let loaded = browser.load(&url);
+    assert!(loaded.errors.is_empty(), "console errors: {:#?}", loaded.errors);
+    assert!(loaded.requests.iter().all(|r| *r == url), "fetched more than the page: {:?}", loaded.requests);
+    let dom = browser.evaluate_json(irqlab_chromium::INSPECT);
+    assert_eq!(dom["title"], "irqlab watch: timer latency");
+    assert_eq!(dom["empty"], serde_json::json!([]), "sections with nothing below their heading");
+    assert_eq!(dom["plotted"].as_u64(), Some(2), "one histogram per CPU: {dom}");
+    let rows = browser.evaluate_json(
+        r#"JSON.stringify((() => {
+  const s = [...document.querySelectorAll('section')].find(s => (s.querySelector('h2') || {}).textContent === 'The worst spikes and their causes');
+  return s ? [...s.querySelectorAll('tr')].slice(1).map(r => r.querySelectorAll('td')[3].innerText.trim()) : null;
+})())"#,
+    );
+    let causes: Vec<&str> = rows.as_array().expect("the spikes section").iter().map(|c| c.as_str().unwrap()).collect();
+    assert_eq!(causes.len(), kept, "a row per kept spike: {causes:?}");
+    assert!(causes.iter().all(|c| !c.is_empty()), "{causes:?}");
+    let png = browser.screenshot();
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("watch-page.png");
+    std::fs::write(&shot, &png).unwrap();
+    eprintln!("{kept} spikes listed; screenshot: {}", shot.display());
 }

@@ -34,3 +34,4 @@ pub mod survey;
 pub mod testbed;
 pub mod traffic;
 pub mod watch;
+pub mod watch_page;

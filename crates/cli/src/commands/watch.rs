@@ -58,6 +58,10 @@ pub struct Args {
     /// trace-event JSON: open it in Perfetto), one process per CPU
     #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     trace: Option<PathBuf>,
+    /// Write the result as a page: each CPU's histogram (log-scale bins,
+    /// log count), the figures per CPU and the worst spikes with their causes
+    #[arg(long, value_name = "FILE", value_parser = output::file_only())]
+    html: Option<PathBuf>,
 }
 
 /// A ceiling for an open-ended run: a century of wake-ups.
@@ -96,7 +100,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         recorder: !args.no_recorder,
     };
     config.validate().map_err(named)?;
-    output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--trace", args.trace.as_deref())])?;
+    output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--trace", args.trace.as_deref()), ("--html", args.html.as_deref())])?;
     let flush_to = args.json.clone().filter(|p| p.as_os_str() != "-");
     let stop = crate::signal::stop_flag();
     let live_view = output::text_on_stdout(args.json.as_deref()) && std::io::stdout().is_terminal();
@@ -126,6 +130,9 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     output::json_or_summary(args.json.as_deref(), &report, summary)?;
     if let Some(path) = &args.trace {
         output::write_json(path, &watch::trace::trace_events(&report))?;
+    }
+    if let Some(path) = &args.html {
+        output::write_text(path, &super::watch_page::render(&report)?)?;
     }
     if let Some(e) = flush_error {
         eprintln!("warning: a periodic write of the document failed (the final one succeeded): {e}");
