@@ -214,7 +214,9 @@ fn prometheus_scrapes_it_and_reads_back_growing_softirq_counters() {
     if !live_tests_enabled("prometheus_scrapes_it_and_reads_back_growing_softirq_counters") {
         return;
     }
-    let exporter = Exporter::start(&[]);
+    // With the timer latency histogram of CPU 0 (issue 52: the watch's
+    // histograms as Prometheus reads them).
+    let exporter = Exporter::start(&["--latency", "0", "--interval", "1s"]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
@@ -263,6 +265,20 @@ fn prometheus_scrapes_it_and_reads_back_growing_softirq_counters() {
         assert_eq!(query("up{job=\"irqlab\"}"), Some(1.0), "Prometheus does not see the target up");
         let scrapes = query("count_over_time(up{job=\"irqlab\"}[5m])").unwrap_or(0.0);
         assert!(scrapes >= 3.0, "Prometheus scraped {scrapes} times");
+        // The latency histogram read as one: its count grows between two
+        // readings, and PromQL's quantile over its buckets is a latency.
+        let count = || query("irqlab_timer_latency_seconds_count{cpu=\"0\"}");
+        let first = count().unwrap_or(0.0);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut later = first;
+        while later <= first && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1500));
+            later = count().unwrap_or(first);
+        }
+        assert!(later > first && first >= 0.0, "the latency histogram's count through Prometheus: {first} then {later}");
+        let p99 = query("histogram_quantile(0.99, irqlab_timer_latency_seconds_bucket{cpu=\"0\"})");
+        eprintln!("through Prometheus: CPU 0's timer latency count {first} then {later}, p99 {p99:?} s");
+        assert!(p99.is_some_and(|p| p > 0.0 && p < 1.0), "histogram_quantile over the buckets: {p99:?}");
     });
     let _ = prometheus.kill();
     let _ = prometheus.wait();
