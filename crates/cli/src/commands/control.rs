@@ -137,6 +137,15 @@ pub(crate) fn warn_of_stalld(starved: &str, breaks: &str) {
     }
 }
 
+/// [`warn_of_stalld`] for the interference probe (`measure interference`,
+/// `survey`): its SCHED_FIFO spin starves what shares its CPU.
+pub(crate) fn warn_of_stalld_beside_the_probe() {
+    warn_of_stalld(
+        "the threads the probe's SCHED_FIFO spin keeps off its CPU",
+        "put them on the CPU ahead of the probe, as interference from a SCHED_DEADLINE thread",
+    );
+}
+
 /// What the controller's own thread cost, one line.
 pub(crate) fn overhead_line(o: &irqlab_control::controller_thread::Overhead) -> String {
     format!(

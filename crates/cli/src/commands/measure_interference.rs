@@ -131,10 +131,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         sources: !args.no_sources,
     };
     if matches!(config.policy, Policy::Fifo) {
-        super::control::warn_of_stalld(
-            "the threads the probe's SCHED_FIFO spin keeps off its CPU",
-            "put them on the CPU ahead of the probe, as interference from a SCHED_DEADLINE thread",
-        );
+        super::control::warn_of_stalld_beside_the_probe();
     }
     let stop = crate::signal::stop_flag();
     let tty = std::io::stderr().is_terminal();

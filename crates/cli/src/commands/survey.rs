@@ -114,10 +114,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         None => None,
     };
     std::fs::create_dir_all(&args.out).map_err(|e| CliError::Usage(format!("--out {}: {e}", args.out.display())))?;
-    super::control::warn_of_stalld(
-        "the threads the probe's SCHED_FIFO spin keeps off its CPU",
-        "put them on the CPU ahead of the probe, as interference from a SCHED_DEADLINE thread",
-    );
+    super::control::warn_of_stalld_beside_the_probe();
     let stop = crate::signal::stop_flag();
     let bar = crate::progress::bar(1000, "survey");
     let result = run::survey(&config, taskset.as_ref(), &stop, |p| {

@@ -27,9 +27,7 @@ fn intro(r: &WatchReport) -> String {
     let threshold = r.threshold_ns.map_or("no threshold".to_string(), |t| format!("threshold {}", us(t)));
     let policy = if r.priority == 0 { "SCHED_OTHER".to_string() } else { format!("SCHED_FIFO {}", r.priority) };
     let ended = match (&r.ended_by, r.complete) {
-        (Some(by), true) => {
-            format!("ended by {}", serde_json::to_value(by).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default())
-        }
+        (Some(by), true) => format!("ended by {by}"),
         (_, false) => "incomplete: stopped early, or the recorder lost segments".to_string(),
         (None, true) => String::new(),
     };

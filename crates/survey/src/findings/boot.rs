@@ -30,12 +30,11 @@ const HOUSEKEEPING_CPU: usize = 0;
 /// Adds a finding for each CPU whose tick, RCU callbacks or load balancing
 /// the probe saw, and one recommendation per boot option answering them all.
 pub fn isolation(survey: &Survey, out: &mut Out) {
-    let isolated = Isolated::of(survey);
+    let BootState { isolated, preempt_rt } = BootState::of(survey);
     let mut nohz = Vec::new();
     let mut rates = Vec::new();
     let mut nocbs = Vec::new();
     let mut balanced = Vec::new();
-    let preempt_rt = super::setting(survey, "preemption").is_some_and(|p| p.starts_with("PREEMPT_RT"));
     for cpu in survey.cpus.iter().filter(|c| c.cpu != HOUSEKEEPING_CPU) {
         if let Some(tick) = Tick::of(cpu) {
             match tick_finding(cpu.cpu, &tick, isolated.nohz_full.contains(&cpu.cpu), out) {
@@ -119,27 +118,40 @@ fn recommend_for_all(out: &mut Out, found: &[(usize, String)], rec: impl Fn(&str
     }
 }
 
-/// Whether the boot options this module recommends would take `source`
-/// off `cpu` (the quiet-CPU choice counts it as movable): the local
-/// timer (`nohz_full=`; on PREEMPT_RT with the ktimers raise, also where
-/// nohz_full is in force and the tick kept firing), RCU callbacks
-/// (`rcu_nocbs=`) and load balancing (`isolcpus=domain,`), on any CPU but
-/// the housekeeping CPU, unless the running kernel already has the
-/// option for that CPU (then what is left stays).
-pub(super) fn removed_at_boot(survey: &Survey, cpu: usize, source: &Source) -> bool {
-    if cpu == HOUSEKEEPING_CPU {
-        return false;
+/// What this module's recommendations start from: the running kernel's
+/// isolation, and whether it is PREEMPT_RT. Read once per survey.
+pub(super) struct BootState {
+    isolated: Isolated,
+    preempt_rt: bool,
+}
+
+impl BootState {
+    pub(super) fn of(survey: &Survey) -> BootState {
+        let preempt_rt = super::setting(survey, "preemption").is_some_and(|p| p.starts_with("PREEMPT_RT"));
+        BootState { isolated: Isolated::of(survey), preempt_rt }
     }
-    let isolated = Isolated::of(survey);
-    let preempt_rt = super::setting(survey, "preemption").is_some_and(|p| p.starts_with("PREEMPT_RT"));
-    if source.kind == SourceKind::Irq && source.label == LOCAL_TIMER {
-        !isolated.nohz_full.contains(&cpu) || preempt_rt
-    } else if is_rcu_callbacks(source) {
-        !isolated.rcu_nocbs.contains(&cpu)
-    } else if is_load_balancing(source) {
-        !isolated.domain.contains(&cpu)
-    } else {
-        false
+
+    /// Whether the boot options this module recommends would take
+    /// `source` off `cpu` (the quiet-CPU choice counts it as movable):
+    /// the local timer (`nohz_full=`; on PREEMPT_RT with the ktimers
+    /// raise, also where nohz_full is in force and the tick kept firing),
+    /// RCU callbacks (`rcu_nocbs=`) and load balancing
+    /// (`isolcpus=domain,`), on any CPU but the housekeeping CPU, unless
+    /// the running kernel already has the option for that CPU (then what
+    /// is left stays).
+    pub(super) fn removes(&self, cpu: usize, source: &Source) -> bool {
+        let isolated = &self.isolated;
+        if cpu == HOUSEKEEPING_CPU {
+            false
+        } else if source.kind == SourceKind::Irq && source.label == LOCAL_TIMER {
+            !isolated.nohz_full.contains(&cpu) || self.preempt_rt
+        } else if is_rcu_callbacks(source) {
+            !isolated.rcu_nocbs.contains(&cpu)
+        } else if is_load_balancing(source) {
+            !isolated.domain.contains(&cpu)
+        } else {
+            false
+        }
     }
 }
 

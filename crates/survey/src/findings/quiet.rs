@@ -53,7 +53,8 @@ const TIE_WINDOWS_NS: [u64; 2] = [10 * MS, 100 * MS];
 pub fn choose(survey: &Survey) -> Option<QuietCpu> {
     let mut curves = survey.cpus.iter().flat_map(|c| &c.curves).filter(|l| load_at(l.judged(), MS).is_some());
     let basis = if curves.all(has_sources) { QuietBasis::Unmovable } else { QuietBasis::Load };
-    let mut cpus: Vec<CpuScore> = survey.cpus.iter().filter_map(|c| score(survey, c, basis)).collect();
+    let boot = super::boot::BootState::of(survey);
+    let mut cpus: Vec<CpuScore> = survey.cpus.iter().filter_map(|c| score(&boot, c, basis)).collect();
     if cpus.len() < 2 {
         return None;
     }
@@ -68,12 +69,12 @@ fn has_sources(curve: &LoadCurve) -> bool {
 /// What counts of CPU `cpu`'s curve's max-load window nearest
 /// `window_ns`, as a share of the window: with sources, what neither a
 /// run-time recommendation nor a recommended boot option takes off it.
-fn counted(survey: &Survey, cpu: usize, curve: &LoadCurve, window_ns: u64, basis: QuietBasis) -> Option<f64> {
+fn counted(boot: &super::boot::BootState, cpu: usize, curve: &LoadCurve, window_ns: u64, basis: QuietBasis) -> Option<f64> {
     match basis {
         QuietBasis::Load => load_at(curve.judged(), window_ns),
         QuietBasis::Unmovable => {
             let w = curve.sources.as_ref()?.nearest(window_ns)?;
-            let stays = |s: &&Source| !movable(s) && !super::boot::removed_at_boot(survey, cpu, s);
+            let stays = |s: &&Source| !movable(s) && !boot.removes(cpu, s);
             let fixed: u64 = w.sources.iter().filter(stays).map(|s| s.ns).sum();
             Some(fixed as f64 / w.window_ns.max(1) as f64)
         }
@@ -81,8 +82,8 @@ fn counted(survey: &Survey, cpu: usize, curve: &LoadCurve, window_ns: u64, basis
 }
 
 /// A CPU's worst share over every load, per window.
-fn score(survey: &Survey, cpu: &CpuSurvey, basis: QuietBasis) -> Option<CpuScore> {
-    let worst = |window_ns| cpu.curves.iter().filter_map(|l| counted(survey, cpu.cpu, l, window_ns, basis)).reduce(f64::max);
+fn score(boot: &super::boot::BootState, cpu: &CpuSurvey, basis: QuietBasis) -> Option<CpuScore> {
+    let worst = |window_ns| cpu.curves.iter().filter_map(|l| counted(boot, cpu.cpu, l, window_ns, basis)).reduce(f64::max);
     Some(CpuScore { cpu: cpu.cpu, at_1ms: worst(MS)?, at_10ms: worst(TIE_WINDOWS_NS[0]), at_100ms: worst(TIE_WINDOWS_NS[1]) })
 }
 
