@@ -29,9 +29,42 @@ fn gettid() -> u32 {
     nix::unistd::gettid().as_raw() as u32
 }
 
-fn thread_cpu_ns() -> u64 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+fn clock_ns(clock: nix::time::ClockId) -> u64 {
+    let t = nix::time::clock_gettime(clock).unwrap();
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+fn thread_cpu_ns() -> u64 {
+    clock_ns(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The scheduler's task clock of this thread's CPU (`rq_clock_task`: the
+/// clock its CPU time is charged in, less paravirt steal and, where the
+/// kernel accounts it, IRQ time) beside CLOCK_MONOTONIC (the clock of
+/// `bpf_ktime_get_ns`, the accounting's), read together; with the span of
+/// the reads, the most the two readings may be apart. Reading
+/// `schedstat` brings the running thread's `se.exec_start` up to the
+/// task clock's now (task_sched_runtime); `sched` then shows it. None
+/// where the kernel does not show `se.exec_start`.
+fn task_clock_and_monotonic_ns() -> Option<(u64, u64, u64)> {
+    let before = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let sched = std::fs::read_to_string("/proc/thread-self/sched").ok()?;
+    let after = clock_ns(nix::time::ClockId::CLOCK_MONOTONIC);
+    // "se.exec_start   :   10779297.374982": ms with six decimals.
+    let value = sched.lines().find(|l| l.starts_with("se.exec_start"))?.split(':').nth(1)?.trim();
+    let (ms, ns) = value.split_once('.')?;
+    let task_clock = ms.parse::<u64>().ok()? * 1_000_000 + ns.parse::<u64>().ok()?;
+    Some((task_clock, after, after - before))
+}
+
+/// How much less the scheduler's task clock advanced than CLOCK_MONOTONIC
+/// between two readings of `task_clock_and_monotonic_ns` on one CPU, and
+/// the readings' combined uncertainty.
+fn left_out_of_task_clock(start: (u64, u64, u64), end: (u64, u64, u64)) -> (i64, u64) {
+    let monotonic = end.1 as i64 - start.1 as i64;
+    let task_clock = end.0 as i64 - start.0 as i64;
+    (monotonic - task_clock, start.2 + end.2)
 }
 
 struct Load {
@@ -41,6 +74,11 @@ struct Load {
     /// reads (from before its spawn to after its join): run time the
     /// accounting sees and `spinner_cpu_ns` does not.
     spinner_outside_ns: u64,
+    /// Over the spinner's life, on its CPU: how much less the scheduler's
+    /// task clock advanced than CLOCK_MONOTONIC (paravirt steal, any rate
+    /// difference between the two clocks), and the readings' uncertainty;
+    /// None where the kernel does not show the task clock.
+    spinner_left_out_ns: Option<(i64, u64)>,
     receiver_tid: u32,
     received: u64,
 }
@@ -74,9 +112,20 @@ fn run_load(d: Duration) -> Load {
             std::thread::sleep(Duration::from_micros(200));
         }
     });
+    // On one CPU, so that one CPU's task clock is the one its CPU time is
+    // charged in: the last the test may use (the flood's softirqs mostly
+    // on the first).
+    let spinner_cpu = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .ok()
+        .and_then(|set| (0..nix::sched::CpuSet::count()).rfind(|&c| set.is_set(c).unwrap_or(false)))
+        .unwrap_or(0);
     let spawned = Instant::now();
     let spinner = std::thread::spawn(move || {
         let tid = gettid();
+        let mut only = nix::sched::CpuSet::new();
+        only.set(spinner_cpu).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &only).unwrap();
+        let clocks_at_start = task_clock_and_monotonic_ns();
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
         let mut x = 1u64;
@@ -87,14 +136,16 @@ fn run_load(d: Duration) -> Load {
             std::hint::black_box(x);
         }
         let inside = t0.elapsed();
-        (tid, thread_cpu_ns() - c0, inside)
+        let cpu_ns = thread_cpu_ns() - c0;
+        let left_out = clocks_at_start.zip(task_clock_and_monotonic_ns()).map(|(a, b)| left_out_of_task_clock(a, b));
+        (tid, cpu_ns, inside, left_out)
     });
-    let (spinner_tid, spinner_cpu_ns, inside) = spinner.join().unwrap();
+    let (spinner_tid, spinner_cpu_ns, inside, spinner_left_out_ns) = spinner.join().unwrap();
     let spinner_outside_ns = spawned.elapsed().saturating_sub(inside).as_nanos() as u64;
     stop.store(true, Ordering::Relaxed);
     sender.join().unwrap();
     let receiver_tid = receiver.join().unwrap();
-    Load { spinner_tid, spinner_cpu_ns, spinner_outside_ns, receiver_tid, received: received.load(Ordering::Relaxed) }
+    Load { spinner_tid, spinner_cpu_ns, spinner_outside_ns, spinner_left_out_ns, receiver_tid, received: received.load(Ordering::Relaxed) }
 }
 
 fn measure(d: Duration) -> (Report, RawSnapshot, Load) {
@@ -237,7 +288,13 @@ fn accounting_is_consistent_on_this_kernel() {
     // apart: hypervisor steal, which the accounting's wall-clock segments
     // contain and the scheduler's clock leaves out (paravirt steal time;
     // /proc/stat has it in ticks, so up to one tick more per CPU), and the
-    // thread's life outside its two clock reads (spawn, exit). That holds
+    // thread's life outside its two clock reads (spawn, exit). The steal
+    // /proc/stat shows is not all the scheduler left out (a CI run: 34 ms
+    // apart over 3 s, /proc/stat's steal 10 ms), so the spinner also reads
+    // its CPU's task clock against CLOCK_MONOTONIC over its life: what the
+    // scheduler's clock did not count there, steal or a slewed monotonic
+    // clock alike, measured by the kernel's own clock; the larger of the
+    // two readings is allowed. That holds
     // where the scheduler's clock reads the clocksource's counter (tsc,
     // kvm-clock); an emulated guest (QEMU TCG) marks its TSC unstable and
     // keeps time with the HPET while the scheduler's clock still counts
@@ -283,14 +340,16 @@ fn check_spinner(report: &Report, load: &Load, spinner: &TaskReport) {
     let seen = spinner.time.run_ns + spinner.time.stolen_ns;
     let tick_ns = 1_000_000_000 / procfs::ticks_per_second().max(1);
     let steal_ns: u64 = report.cpus.iter().map(|c| c.steal_ns + tick_ns).sum();
-    let allowed = steal_ns + load.spinner_outside_ns;
+    let (left_out_ns, reads_ns) = load.spinner_left_out_ns.map_or((0, 0), |(ns, reads)| (ns.unsigned_abs(), reads));
+    let allowed = steal_ns.max(left_out_ns + reads_ns) + load.spinner_outside_ns;
     let gap = seen as i64 - load.spinner_cpu_ns as i64;
     eprintln!(
-        "spinner: run {} stolen {} vs thread cputime {}: gap {gap} ns ({:.3}%), allowed {allowed} ns (steal + ticks {steal_ns}, outside its clock reads {})",
+        "spinner: run {} stolen {} vs thread cputime {}: gap {gap} ns ({:.3}%), allowed {allowed} ns (the larger of steal + ticks {steal_ns} and the task clock's {:?} ns left out, read within {reads_ns} ns; outside its clock reads {})",
         spinner.time.run_ns,
         spinner.time.stolen_ns,
         load.spinner_cpu_ns,
         gap as f64 * 100.0 / load.spinner_cpu_ns as f64,
+        load.spinner_left_out_ns.map(|(ns, _)| ns),
         load.spinner_outside_ns
     );
     assert!(gap.unsigned_abs() <= allowed, "spinner run+stolen differs from its CPU clock by {gap} ns, more than {allowed} ns");
