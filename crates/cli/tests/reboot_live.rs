@@ -193,34 +193,50 @@ fn an_exported_profile_loads_in_debians_tuned_and_verifies() {
 }
 
 /// Issue 54, with Debian's own daemons: in the systemd root, where Debian
-/// starts irqbalance and tuned, `doctor` names both running, tuned with
-/// its active profile, and warns when that profile writes
+/// starts irqbalance and tuned, with Debian's `realtime` profile active
+/// (through a profile of the test's that includes it and adds one
+/// scheduler rule), `doctor` names both daemons running, tuned with its
+/// active profile, warns that the profile writes
 /// `kernel.sched_rt_runtime_us` on a kernel with fair servers (6.12 and
-/// later: the write makes the kernel forget their bandwidth). The profile
-/// here is one of the test's, writing the sysctl as the realtime profiles
-/// do; the fields are asserted, not the words.
+/// later: the write makes the kernel forget their bandwidth), and names
+/// each setting where tuned's profile and the irqlab profile in
+/// /etc/irqlab disagree: the boot option, the thread policy (which tuned
+/// is seen to have set), the IRQ on a CPU tuned isolates; the next boot
+/// keeps tuned's, since the irqlab profile is not installed. The fields
+/// are asserted, not the words.
 #[test]
-fn doctor_names_debians_tuned_and_irqbalance_and_a_profile_writing_rt_runtime() {
-    let Some((kernel, pristine)) = setup("doctor_names_debians_tuned_and_irqbalance_and_a_profile_writing_rt_runtime") else {
+fn doctor_names_debians_tuned_and_irqbalance_and_where_tuned_disagrees() {
+    let Some((kernel, pristine)) = setup("doctor_names_debians_tuned_and_irqbalance_and_where_tuned_disagrees") else {
         return;
     };
     let (_dir, root) = copy_of(&pristine);
-    let profile_dir = root.join("etc/tuned/irqlab-rt-runtime");
+    let profile_dir = root.join("etc/tuned/irqlab-realtime");
     std::fs::create_dir_all(&profile_dir).unwrap();
     std::fs::write(
         profile_dir.join("tuned.conf"),
-        "[main]\nsummary=writes kernel.sched_rt_runtime_us, as the realtime profiles do\n\n[sysctl]\nkernel.sched_rt_runtime_us=950000\n",
+        "[main]\nsummary=Debian's realtime profile and one scheduler rule of irqlab's test\ninclude=realtime\n\n\
+         [scheduler]\ngroup.irqlab_kswapd=0:f:7:*:^\\[kswapd0\\]$\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("etc/irqlab")).unwrap();
+    std::fs::write(
+        root.join("etc/irqlab/profile.toml"),
+        "schema = \"irqlab/profile/v1\"\n\n[[irq]]\nirq = \"rtc0\"\ncpus = \"1\"\n\n[[threads]]\nmatch = \"comm:kswapd0\"\n\
+         policy = \"fifo:20\"\nall_matching = true\n\n[boot]\ncmdline = \"isolcpus=1\"\n",
     )
     .unwrap();
     let read = boot(
         &kernel,
         &root,
-        "tuned with a profile writing sched_rt_runtime_us",
-        "tuned-adm profile irqlab-rt-runtime >&2; echo tuned_profile=$?; irqlab doctor --json /root/doctor.json >/dev/null; \
-         echo doctor=$?; echo release=$(uname -r)",
+        "tuned with Debian's realtime profile",
+        "tuned-adm profile irqlab-realtime >&2; echo tuned_profile=$?; \
+         echo kswapd=$(ps -eo comm=,cls=,rtprio= | awk '$1 == \"kswapd0\" { print $2 \":\" $3 }'); \
+         grep TUNED_BOOT_CMDLINE /etc/tuned/bootcmdline >&2; irqlab doctor >&2; \
+         irqlab doctor --json /root/doctor.json >/dev/null; echo doctor=$?; echo release=$(uname -r)",
     );
     assert_eq!(read.get("tuned_profile").map(String::as_str), Some("0"), "{read:?}");
     assert_eq!(read.get("doctor").map(String::as_str), Some("0"), "{read:?}");
+    assert_eq!(read.get("kswapd").map(String::as_str), Some("FF:7"), "tuned's rule in force: {read:?}");
     let doctor = json(&root.join("root/doctor.json"));
     let tool = |name: &str| {
         doctor["other_tools"]
@@ -233,10 +249,38 @@ fn doctor_names_debians_tuned_and_irqbalance_and_a_profile_writing_rt_runtime() 
     };
     let tuned = tool("tuned");
     assert!(!tuned["running"].as_array().unwrap().is_empty(), "tuned runs under systemd: {tuned:#}");
-    assert_eq!(tuned["detail"], "active profile: irqlab-rt-runtime", "{tuned:#}");
+    assert_eq!(tuned["detail"], "active profile: irqlab-realtime", "{tuned:#}");
     let release = read["release"].split(['.', '-']).take(2).map(|p| p.parse::<u32>().unwrap()).collect::<Vec<_>>();
     let fair_servers = (release[0], release[1]) >= (6, 12);
     assert_eq!(tuned.get("warning").is_some(), fair_servers, "the warning on {}: {tuned:#}", read["release"]);
     let irqbalance = tool("irqbalance");
     assert!(!irqbalance["running"].as_array().unwrap().is_empty(), "irqbalance runs under systemd: {irqbalance:#}");
+
+    let beside = &doctor["beside_tuned"];
+    assert_eq!(
+        beside["tuned_merges"],
+        serde_json::json!(["latency-performance", "network-latency", "realtime", "irqlab-realtime"]),
+        "{beside:#}"
+    );
+    let disagreement = |setting: &str| {
+        beside["disagreements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["setting"].as_str().unwrap().starts_with(setting))
+            .cloned()
+            .unwrap_or_else(|| panic!("no disagreement on {setting}: {beside:#}"))
+    };
+    let thread = disagreement("threads comm:kswapd0");
+    assert_eq!((thread["irqlab"].as_str(), thread["tuned"].as_str()), (Some("SCHED_FIFO 20"), Some("SCHED_FIFO 7")), "{thread:#}");
+    assert!(thread["tuned_from"].as_str().unwrap().contains("group.irqlab_kswapd"), "{thread:#}");
+    // Debian's realtime-variables.conf isolates all but the first CPU of
+    // each package (calc_isolated_cores): CPU 1 of the 2-CPU guest.
+    let irq = disagreement("irq rtc0");
+    assert!(irq["tuned_from"].as_str().unwrap().contains("isolated_cores"), "{irq:#}");
+    let boot_option = disagreement("boot isolcpus");
+    assert_eq!(boot_option["tuned"], "isolcpus=managed_irq,domain,1", "{boot_option:#}");
+    for d in [&thread, &irq, &boot_option] {
+        assert!(d["next_boot"].as_str().unwrap().starts_with("tuned's"), "not installed, tuned's stays: {d:#}");
+    }
 }

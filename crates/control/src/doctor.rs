@@ -52,6 +52,10 @@ pub struct Report {
     /// The other tools that manage the same knobs (irqbalance, tuned,
     /// stalld, rtirq, the kernel's own options), running or installed.
     pub other_tools: Vec<irqlab_host::daemons::Tool>,
+    /// tuned's active profile beside the installed irqlab profile: each
+    /// setting they set differently, and which the next boot keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beside_tuned: Option<crate::beside_tuned::BesideTuned>,
 }
 
 /// Examines this machine. Reads only; the trial runs (SCHED_FIFO in a
@@ -79,6 +83,7 @@ pub fn examine() -> Report {
         problems: irqlab_host::journal::unreadable().iter().map(ToString::to_string).collect(),
         command_line: crate::boot::command_line(),
         other_tools: irqlab_host::daemons::found(),
+        beside_tuned: crate::beside_tuned::installed_beside_tuned(),
     }
 }
 

@@ -10,6 +10,7 @@
 //! a controller is a module here with the shape
 //! `run(&Config, &stop, on_event) -> Result<Report>`.
 
+pub mod beside_tuned;
 pub mod bh_budget;
 pub mod boot;
 pub mod controller_thread;
@@ -24,5 +25,6 @@ pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;
 pub mod tuned_export;
+pub mod tuned_profile;
 
 pub use irqlab_host::{Error, Result};

@@ -71,6 +71,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     let text = output::read_text(&args.profile)?;
     let profile = profile::Profile::parse(&file, &text)?;
     let plan = profile.plan(&file, &text, args.allow_missing)?;
+    tell_beside_tuned(&profile, &file);
     if args.boot {
         return apply_boot(&profile, &plan, &file, args.hold.dry_run);
     }
@@ -102,6 +103,19 @@ pub fn run(args: Args) -> Result<Status, CliError> {
     hold_plan(file.clone(), plan, args.follow.then_some(&replan as &dyn Fn() -> Vec<profile::Planned>), args.hold)
 }
 
+/// Each setting tuned's active profile sets differently, before anything
+/// changes: which one holds now is whichever applied last, and the lines
+/// say which the next boot keeps.
+fn tell_beside_tuned(profile: &profile::Profile, file: &str) {
+    let Some(beside) = irqlab_control::beside_tuned::on_this_machine(profile, file) else { return };
+    if beside.disagreements.is_empty() && beside.unresolved.is_empty() {
+        return;
+    }
+    for line in beside.lines() {
+        eprintln!("note: {line}");
+    }
+}
+
 /// `control install`: the profile checked (its threads may start only
 /// later: a MATCH naming nothing now is no error), then handed to systemd,
 /// with its `[boot]` options for the boot loader.
@@ -121,6 +135,9 @@ pub fn install(args: InstallArgs) -> Result<Status, CliError> {
         eprintln!("wrote {file} (journal entry {entry})");
     }
     eprintln!("started {}: it applies {} now and at every boot", installed.service, irqlab_control::install::PROFILE);
+    if let Some(beside) = irqlab_control::beside_tuned::installed_beside_tuned().filter(|b| !b.disagreements.is_empty()) {
+        beside.lines().iter().for_each(|l| eprintln!("note: {l}"));
+    }
     // Written from the installed copy: its header names that copy, which
     // makes the drop-in part of the install (`uninstall` removes it).
     if !plan.boot.is_empty() {

@@ -180,5 +180,10 @@ fn text(report: &Report) -> String {
             }
         }
     }
+    if let Some(beside) = &report.beside_tuned {
+        let mut lines = beside.lines().into_iter();
+        tools.push_str(&format!("\n  TUNED BESIDE THE INSTALLED PROFILE\n  {}\n", lines.next().unwrap_or_default()));
+        tools.extend(lines.map(|l| format!("    {l}\n")));
+    }
     format!("kernel {}\n\n{}\n  SETTING\n{settings}{boot}{tools}{leftovers}{problems}", report.kernel, commands.to_text())
 }
