@@ -232,7 +232,11 @@ fn doctor_names_debians_tuned_and_irqbalance_and_where_tuned_disagrees() {
         "tuned-adm profile irqlab-realtime >&2; echo tuned_profile=$?; \
          echo kswapd=$(ps -eo comm=,cls=,rtprio= | awk '$1 == \"kswapd0\" { print $2 \":\" $3 }'); \
          grep TUNED_BOOT_CMDLINE /etc/tuned/bootcmdline >&2; irqlab doctor >&2; \
-         irqlab doctor --json /root/doctor.json >/dev/null; echo doctor=$?; echo release=$(uname -r)",
+         irqlab doctor --json /root/doctor.json >/dev/null; echo doctor=$?; echo release=$(uname -r); \
+         irqlab control threads comm:kswapd0 --policy fifo:20 --all-matching --persist >&2; echo persisted=$?; \
+         tuned-adm profile irqlab-realtime >&2; \
+         echo kswapd_again=$(ps -eo comm=,cls=,rtprio= | awk '$1 == \"kswapd0\" { print $2 \":\" $3 }'); \
+         irqlab control status --json - > /root/status.json; irqlab control status >&2",
     );
     assert_eq!(read.get("tuned_profile").map(String::as_str), Some("0"), "{read:?}");
     assert_eq!(read.get("doctor").map(String::as_str), Some("0"), "{read:?}");
@@ -283,4 +287,21 @@ fn doctor_names_debians_tuned_and_irqbalance_and_where_tuned_disagrees() {
     for d in [&thread, &irq, &boot_option] {
         assert!(d["next_boot"].as_str().unwrap().starts_with("tuned's"), "not installed, tuned's stays: {d:#}");
     }
+
+    // irqlab's value persisted, then tuned applying its profile again sets
+    // its rule's back (the value irqlab found, tuned's own): `control
+    // status` shows it back to the old value, by tuned's rule.
+    assert_eq!(read.get("persisted").map(String::as_str), Some("0"), "{read:?}");
+    assert_eq!(read.get("kswapd_again").map(String::as_str), Some("FF:7"), "tuned set its rule's value again: {read:?}");
+    let status = json(&root.join("root/status.json"));
+    let drifted = status["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["object"]["kind"] == "thread-sched" && e["object"]["thread"]["comm"] == "kswapd0")
+        .cloned()
+        .unwrap_or_else(|| panic!("no entry for kswapd0: {status:#}"));
+    assert_eq!(drifted["now"], "old", "{drifted:#}");
+    let by = drifted["by"].as_str().unwrap_or_default();
+    assert!(by.starts_with("tuned (profile irqlab-realtime), whose rule group.irqlab_kswapd"), "{drifted:#}");
 }

@@ -28,10 +28,9 @@
 //! profile keeps its values and one applied for this boot only does not.
 
 use crate::profile::{fixed_policy, Profile};
-use crate::tuned_profile::{self, Merged, Roots};
-use irqlab_host::journal::sched::SchedAttr;
 use irqlab_host::journal::threads::{Match, Thread};
 use irqlab_host::rt::format_cpu_list;
+use irqlab_host::tuned_profile::{self, Merged, Roots};
 use serde::Serialize;
 
 /// A thread as tuned's scheduler plugin sees it.
@@ -112,7 +111,7 @@ pub struct Inputs<'a> {
 pub fn compare(profile: &Profile, inputs: &Inputs) -> BesideTuned {
     let mut unresolved = inputs.merged.unresolved.clone();
     let mut disagreements = boot_options(profile, inputs);
-    let rules = scheduler_rules(inputs.merged, &mut unresolved);
+    let rules = tuned_profile::scheduler_rules(inputs.merged, &mut unresolved);
     disagreements.extend(thread_policies(profile, inputs, &rules, &mut unresolved));
     disagreements.extend(isolated_cores(profile, inputs, &mut unresolved));
     BesideTuned {
@@ -165,68 +164,6 @@ fn boot_options(profile: &Profile, inputs: &Inputs) -> Vec<Disagreement> {
     out
 }
 
-/// One `[scheduler] group.` rule.
-struct Rule {
-    name: String,
-    from: String,
-    priority: i64,
-    policy: Option<SchedAttr>,
-    affinity: Option<Vec<usize>>,
-    regex: fancy_regex::Regex,
-}
-
-/// The rules in the order tuned applies them (by RULE_PRIO, then as
-/// written); a rule irqlab cannot read is said, not guessed.
-fn scheduler_rules(merged: &Merged, unresolved: &mut Vec<String>) -> Vec<Rule> {
-    let mut rules = Vec::new();
-    for (key, s) in merged.unit("scheduler") {
-        let Some(name) = key.strip_prefix("group.") else { continue };
-        match parse_rule(&s.value) {
-            Ok((priority, policy, affinity, regex)) => {
-                rules.push(Rule { name: name.to_string(), from: s.from.clone(), priority, policy, affinity, regex })
-            }
-            Err(why) => unresolved.push(format!("{}: [scheduler] {key}: {why}", s.from)),
-        }
-    }
-    rules.sort_by_key(|r| r.priority);
-    rules
-}
-
-type ParsedRule = (i64, Option<SchedAttr>, Option<Vec<usize>>, fancy_regex::Regex);
-
-fn parse_rule(value: &str) -> Result<ParsedRule, String> {
-    let parts: Vec<&str> = value.splitn(5, ':').collect();
-    let [priority, sched, prio, affinity, regex] = parts[..] else {
-        return Err(format!("{value:?} is not RULE_PRIO:SCHED:PRIO:AFFINITY:REGEX"));
-    };
-    let priority = priority.trim().parse().map_err(|_| format!("rule priority {priority:?} is not a number"))?;
-    let number = |p: &str| p.trim().parse::<u32>().map_err(|_| format!("priority {p:?} is not a number"));
-    let policy = match sched.trim() {
-        "*" => None,
-        "f" => Some(SchedAttr::Fifo { priority: number(prio)? }),
-        "r" => Some(SchedAttr::Rr { priority: number(prio)? }),
-        "o" => Some(SchedAttr::Other { nice: 0 }),
-        "b" => Some(SchedAttr::Batch { nice: 0 }),
-        "i" => Some(SchedAttr::Idle),
-        other => return Err(format!("scheduler {other:?} is none of f, r, o, b, i, *")),
-    };
-    let affinity = match affinity.trim() {
-        "*" => None,
-        mask => Some(tuned_profile::hex_cpus(mask)?),
-    };
-    let regex = fancy_regex::Regex::new(regex).map_err(|e| format!("regex {regex:?}: {e}"))?;
-    Ok((priority, policy, affinity, regex))
-}
-
-/// Whether two policies differ in what tuned sets: the class, and the
-/// priority of the real-time ones (tuned sets no nice value).
-fn policies_differ(ours: &SchedAttr, theirs: &SchedAttr) -> bool {
-    match (ours, theirs) {
-        (SchedAttr::Other { .. }, SchedAttr::Other { .. }) | (SchedAttr::Batch { .. }, SchedAttr::Batch { .. }) => false,
-        _ => ours != theirs,
-    }
-}
-
 fn run_time_next_boot(inputs: &Inputs) -> String {
     if inputs.installed {
         "irqlab's: its unit (irqlab-profile.service) starts after tuned.service and holds the profile, setting back what \
@@ -239,27 +176,16 @@ fn run_time_next_boot(inputs: &Inputs) -> String {
     }
 }
 
-fn thread_policies(profile: &Profile, inputs: &Inputs, rules: &[Rule], unresolved: &mut Vec<String>) -> Vec<Disagreement> {
+fn thread_policies(profile: &Profile, inputs: &Inputs, rules: &[tuned_profile::Rule], unresolved: &mut Vec<String>) -> Vec<Disagreement> {
     let mut out: Vec<Disagreement> = Vec::new();
     for s in &profile.threads {
         let (Ok(matched), Ok(ours)) = (Match::parse(s.matched.get_ref()), fixed_policy(s.policy.get_ref())) else { continue };
         let pin = s.cpus.as_ref().and_then(|c| irqlab_host::rt::parse_cpu_list(c.get_ref()).ok());
         for t in inputs.threads.iter().filter(|t| matched.matches(&Thread { tid: t.tid, comm: t.comm.clone(), start_ticks: 0 })) {
-            let mut policy: Option<&Rule> = None;
-            let mut affinity: Option<&Rule> = None;
-            for rule in rules {
-                match rule.regex.is_match(&t.cmd) {
-                    Ok(true) => {
-                        policy = if rule.policy.is_some() { Some(rule) } else { policy };
-                        affinity = if rule.affinity.is_some() { Some(rule) } else { affinity };
-                    }
-                    Ok(false) => {}
-                    Err(e) => unresolved.push(format!("{}: group.{}: {e}", rule.from, rule.name)),
-                }
-            }
+            let (policy, affinity) = tuned_profile::deciding_rules(rules, &t.cmd, unresolved);
             let setting = format!("threads {}", s.matched.get_ref());
             let thread = format!("{} ({})", t.comm, t.tid);
-            if let Some(rule) = policy.filter(|r| r.policy.as_ref().is_some_and(|p| policies_differ(&ours, p))) {
+            if let Some(rule) = policy.filter(|r| r.policy.as_ref().is_some_and(|p| !ours.same_class_and_priority(p))) {
                 let theirs = rule.policy.as_ref().map(ToString::to_string).unwrap_or_default();
                 add(
                     &mut out,
@@ -352,13 +278,7 @@ fn isolated_cores(profile: &Profile, inputs: &Inputs, unresolved: &mut Vec<Strin
 pub fn ps_threads() -> Vec<PsThread> {
     irqlab_host::journal::threads::all_threads()
         .into_iter()
-        .map(|t| {
-            let cmdline = std::fs::read(format!("/proc/{}/cmdline", t.tid)).unwrap_or_default();
-            let words: Vec<String> =
-                cmdline.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
-            let cmd = if words.is_empty() { format!("[{}]", t.comm) } else { words.join(" ") };
-            PsThread { tid: t.tid, comm: t.comm, cmd }
-        })
+        .map(|t| PsThread { cmd: tuned_profile::ps_cmd(t.tid, &t.comm), tid: t.tid, comm: t.comm })
         .collect()
 }
 
@@ -407,7 +327,7 @@ pub fn installed_beside_tuned() -> Option<BesideTuned> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tuned_profile::Setting;
+    use irqlab_host::tuned_profile::Setting;
 
     fn merged(units: &[(&str, &[(&str, &str)])]) -> Merged {
         let mut m = Merged { profiles: vec!["rt".into()], ..Merged::default() };

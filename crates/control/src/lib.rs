@@ -25,6 +25,5 @@ pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;
 pub mod tuned_export;
-pub mod tuned_profile;
 
 pub use irqlab_host::{Error, Result};

@@ -26,5 +26,6 @@ pub mod stop;
 pub mod task_stat;
 pub mod testbed;
 pub mod tracepoints;
+pub mod tuned_profile;
 
 pub use error::{Error, Result};

@@ -332,8 +332,12 @@ pub enum Now {
     Held,
     /// The value irqlab set.
     AsSet,
-    /// The value from before irqlab's change: someone put it back.
-    Old,
+    /// The value from before irqlab's change: someone put it back (who,
+    /// where irqlab can tell, as for a drift).
+    Old {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+    },
     /// Neither: someone changed it since.
     Drifted {
         value: Value,
@@ -353,7 +357,8 @@ impl std::fmt::Display for Now {
         match self {
             Now::Held => write!(f, "held by its owner"),
             Now::AsSet => write!(f, "as set"),
-            Now::Old => write!(f, "back to the old value"),
+            Now::Old { by: None } => write!(f, "back to the old value"),
+            Now::Old { by: Some(by) } => write!(f, "back to the old value, by {by}"),
             Now::Drifted { value, by: None } => write!(f, "DRIFTED: now {value}"),
             Now::Drifted { value, by: Some(by) } => write!(f, "DRIFTED: now {value}, by {by}"),
             Now::Gone => write!(f, "gone"),
@@ -618,21 +623,51 @@ impl Entry {
         }
         match read(&self.object) {
             Ok(v) if v.same_setting(&self.new) => Now::AsSet,
-            Ok(v) if v.same_setting(&self.old) => Now::Old,
-            Ok(value) => Now::Drifted { value, by: drifted_by(&self.object) },
+            Ok(v) if v.same_setting(&self.old) => Now::Old { by: drifted_by(&self.object, &v) },
+            Ok(value) => Now::Drifted { by: drifted_by(&self.object, &value), value },
             Err(e) => Now::Unknown { why: e.to_string() },
         }
     }
 }
 
-/// Who likely moved `object` from what irqlab set: an IRQ that a running
-/// irqbalance does not leave alone is moved at its every pass.
-fn drifted_by(object: &Object) -> Option<String> {
-    let Object::IrqAffinity { irq, .. } = object else { return None };
-    crate::irqbalance::running()
-        .into_iter()
-        .find(|d| !d.banned().is_ok_and(|banned| banned.contains(irq)))
-        .map(|d| format!("irqbalance (pid {}), which balances IRQ {irq}", d.pid))
+/// Who likely moved `object` from what irqlab set (issue 54): an IRQ
+/// that a running irqbalance does not leave alone is moved at its every
+/// pass; a thread at SCHED_DEADLINE where stalld runs is stalld's boost;
+/// a thread whose policy or CPUs are what a rule of tuned's active
+/// profile sets is tuned's (it applies its rules again at every start and
+/// profile change).
+fn drifted_by(object: &Object, value: &Value) -> Option<String> {
+    match (object, value) {
+        (Object::IrqAffinity { irq, .. }, _) => crate::irqbalance::running()
+            .into_iter()
+            .find(|d| !d.banned().is_ok_and(|banned| banned.contains(irq)))
+            .map(|d| format!("irqbalance (pid {}), which balances IRQ {irq}", d.pid)),
+        (Object::ThreadSched { .. }, Value::Sched { attr: SchedAttr::Deadline { .. } }) => {
+            let stalld = crate::daemons::stalld_running();
+            (!stalld.is_empty()).then(|| {
+                let pids = stalld.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+                format!("stalld (pid {pids}), which boosts starved threads to SCHED_DEADLINE")
+            })
+        }
+        (Object::ThreadSched { thread } | Object::ThreadAffinity { thread }, _) => by_tuned_rule(thread, value),
+        _ => None,
+    }
+}
+
+/// tuned, where a rule of its active profile sets `thread` to `value`.
+fn by_tuned_rule(thread: &threads::Thread, value: &Value) -> Option<String> {
+    use crate::tuned_profile;
+    let roots = tuned_profile::Roots::system();
+    let active = roots.active()?;
+    let merged = tuned_profile::load(&active, &roots, &tuned_profile::Machine::read());
+    let rules = tuned_profile::scheduler_rules(&merged, &mut Vec::new());
+    let (policy, affinity) = tuned_profile::deciding_rules(&rules, &tuned_profile::ps_cmd(thread.tid, &thread.comm), &mut Vec::new());
+    let rule = match value {
+        Value::Sched { attr } => policy.filter(|r| r.policy.is_some_and(|p| p.same_class_and_priority(attr))),
+        Value::Cpus { cpus } => affinity.filter(|r| r.affinity.as_ref() == Some(cpus)),
+        _ => None,
+    }?;
+    Some(format!("tuned (profile {active}), whose rule group.{} ({}) sets it", rule.name, rule.from))
 }
 
 fn now_unix_ms() -> u64 {

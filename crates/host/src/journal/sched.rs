@@ -59,6 +59,15 @@ impl std::fmt::Display for SchedAttr {
 }
 
 impl SchedAttr {
+    /// Whether the two set the same class and real-time priority, nice
+    /// values aside: what tuned's scheduler rules set (they set no nice).
+    pub fn same_class_and_priority(&self, other: &SchedAttr) -> bool {
+        match (self, other) {
+            (SchedAttr::Other { .. }, SchedAttr::Other { .. }) | (SchedAttr::Batch { .. }, SchedAttr::Batch { .. }) => true,
+            _ => self == other,
+        }
+    }
+
     /// The kernel's number of the policy (`SCHED_OTHER` 0 .. `SCHED_DEADLINE` 6).
     pub fn policy_number(self) -> u32 {
         self.raw().policy

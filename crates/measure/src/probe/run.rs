@@ -305,7 +305,10 @@ pub fn measure_with_gaps(config: &Config, stop: &AtomicBool, on_tick: impl FnMut
     let throttled_windows_ns = if limited { throttling_could_explain(&points, throttled) } else { Vec::new() };
     let rounds = outcome.rounds.max(1);
     let windows: Vec<u64> = points.iter().map(|p| p.window_ns).collect();
-    let sources = sources::assemble(collected, cpu, origin_mono_ns, (tid != 0).then_some(tid), &gaps, duration_ns, &windows);
+    let mut sources = sources::assemble(collected, cpu, origin_mono_ns, (tid != 0).then_some(tid), &gaps, duration_ns, &windows);
+    sources.name_stalld_boosts(&irqlab_host::daemons::stalld_running(), |tid| {
+        irqlab_host::journal::sched::get(tid as i32).ok().map(|attr| attr.policy_number())
+    });
     let gaps_over_100us = gaps.iter().filter(|g| g.len_ns > 100_000).count() as f64;
     let curve = InterferenceCurve {
         schema: InterferenceCurve::SCHEMA,

@@ -120,7 +120,45 @@ pub struct SourceTotal {
     pub unseen_ns: u64,
 }
 
+/// What a stalld boost adds to the label of the thread it boosted.
+pub const STALLD_BOOST: &str = "(stalld's boost)";
+
 impl GapSources {
+    /// Names stalld's boosts (issue 54): where stalld runs (`stalld`, its
+    /// pids), a thread seen at SCHED_DEADLINE that is no longer at it
+    /// after the run (`policy_now`: its policy number now, None where it
+    /// exited) ran as stalld's boost (SCHED_DEADLINE for a few seconds,
+    /// then its own policy back), not as a deadline task of its own: its
+    /// label says so, and the note. How many threads were named.
+    pub fn name_stalld_boosts(&mut self, stalld: &[i32], policy_now: impl Fn(u32) -> Option<u32>) -> usize {
+        const SCHED_DEADLINE: u32 = 6;
+        if stalld.is_empty() {
+            return 0;
+        }
+        let boosted = |kind: SourceKind, label: &str, pid: Option<u32>| {
+            kind == SourceKind::Thread && label.ends_with(" DEADLINE") && pid.and_then(&policy_now).is_some_and(|now| now != SCHED_DEADLINE)
+        };
+        let mut named: Vec<u32> = Vec::new();
+        let sources = self.windows.iter_mut().flat_map(|w| w.sources.iter_mut().map(|s| (s.kind, &mut s.label, s.pid)));
+        let totals = self.totals.iter_mut().map(|t| (t.kind, &mut t.label, t.pid));
+        for (kind, label, pid) in sources.chain(totals) {
+            if boosted(kind, label, pid) {
+                label.push(' ');
+                label.push_str(STALLD_BOOST);
+                named.extend(pid.filter(|p| !named.contains(p)));
+            }
+        }
+        if !named.is_empty() {
+            let pids = stalld.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+            self.note.push_str(&format!(
+                "; {} thread(s) ran at SCHED_DEADLINE and were back at their own policy after the run while stalld (pid {pids}) ran: \
+                 stalld's boosts, named so",
+                named.len()
+            ));
+        }
+        named.len()
+    }
+
     /// No sources, and why.
     pub fn off(note: impl Into<String>) -> Self {
         GapSources { available: false, note: note.into(), segments: 0, lost_segments: 0, windows: Vec::new(), totals: Vec::new() }
@@ -752,6 +790,40 @@ mod tests {
 
     fn id(label: &str, kind: SourceKind) -> SourceId {
         SourceId { label: label.into(), kind, pid: None, policy: None }
+    }
+
+    #[test]
+    fn a_deadline_thread_back_at_its_own_policy_is_named_stalld_s_boost_where_stalld_runs() {
+        let thread = |label: &str, pid: u32| Source { label: label.into(), kind: SourceKind::Thread, pid: Some(pid), policy: None, ns: 5 };
+        let mut g = GapSources::off("BPF monitor on CPU 1");
+        g.windows.push(WindowSources {
+            window_ns: 1_000,
+            start_ns: 0,
+            busy_ns: 15,
+            sources: vec![thread("spin/7 DEADLINE", 7), thread("dl/8 DEADLINE", 8), thread("gone/9 DEADLINE", 9)],
+        });
+        g.totals.push(SourceTotal {
+            label: "spin/7 DEADLINE".into(),
+            kind: SourceKind::Thread,
+            pid: Some(7),
+            policy: None,
+            gaps: 1,
+            ns: 5,
+            max_ns: 5,
+            unseen_ns: 0,
+        });
+        // 7 is back at SCHED_OTHER, 8 still at SCHED_DEADLINE, 9 exited.
+        let now = |tid: u32| match tid {
+            7 => Some(0),
+            8 => Some(6),
+            _ => None,
+        };
+        assert_eq!(g.clone().name_stalld_boosts(&[], now), 0, "no stalld, no boost");
+        assert_eq!(g.name_stalld_boosts(&[42], now), 1);
+        let labels: Vec<&str> = g.windows[0].sources.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["spin/7 DEADLINE (stalld's boost)", "dl/8 DEADLINE", "gone/9 DEADLINE"]);
+        assert_eq!(g.totals[0].label, "spin/7 DEADLINE (stalld's boost)");
+        assert!(g.note.contains("stalld (pid 42)"), "{}", g.note);
     }
 
     #[test]

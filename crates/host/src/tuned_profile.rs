@@ -1,6 +1,7 @@
-//! The active tuned profile as tuned merges it, read rather than run, for
-//! [`crate::beside_tuned`]: which of its settings touch what an irqlab
-//! profile sets.
+//! The active tuned profile as tuned merges it, read rather than run:
+//! which of its settings touch what irqlab sets (`irqlab_control::beside_tuned`,
+//! and the journal's drift, which names tuned's rule where one set the
+//! value).
 //!
 //! Read off tuned's loader and merger (`tuned/profiles/loader.py`,
 //! `merger.py`, `variables.py`, `functions/`; the same in 2.20, Debian 12's,
@@ -18,6 +19,7 @@
 //!   assertions); any other, or `exec`, which is never run, leaves the
 //!   value unresolved and said so.
 
+use crate::journal::sched::SchedAttr;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +89,7 @@ impl Machine {
         let list = |f: &str| {
             std::fs::read_to_string(format!("/sys/devices/system/cpu/{f}"))
                 .ok()
-                .and_then(|t| irqlab_host::rt::parse_cpu_list(t.trim()).ok())
+                .and_then(|t| crate::rt::parse_cpu_list(t.trim()).ok())
                 .unwrap_or_default()
         };
         let packages = list("possible")
@@ -337,16 +339,16 @@ impl Expander<'_> {
         let args = split_args(call);
         let (name, args) = args.split_first().ok_or("no function named")?;
         let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
-        let cpus = |text: &str| irqlab_host::rt::parse_cpu_list(text.trim()).map_err(|e| format!("CPU list {text:?}: {e}"));
+        let cpus = |text: &str| crate::rt::parse_cpu_list(text.trim()).map_err(|e| format!("CPU list {text:?}: {e}"));
         let joined = |cpus: Vec<usize>| cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         let invert = |list: &[usize]| self.machine.online.iter().copied().filter(|c| !list.contains(c)).collect::<Vec<_>>();
         Ok(match name.as_str() {
             "cpulist_unpack" => joined(cpus(&args.join(","))?),
-            "cpulist_pack" => irqlab_host::rt::format_cpu_list(&cpus(&args.join(","))?),
-            "cpulist_invert" => irqlab_host::rt::format_cpu_list(&invert(&cpus(&args.join(","))?)),
+            "cpulist_pack" => crate::rt::format_cpu_list(&cpus(&args.join(","))?),
+            "cpulist_invert" => crate::rt::format_cpu_list(&invert(&cpus(&args.join(","))?)),
             "cpulist2hex" => hex_mask(&cpus(&args.join(","))?),
             "cpulist2hex_invert" => hex_mask(&invert(&cpus(&args.join(","))?)),
-            "hex2cpulist" => irqlab_host::rt::format_cpu_list(&hex_cpus(arg(0))?),
+            "hex2cpulist" => crate::rt::format_cpu_list(&hex_cpus(arg(0))?),
             "cpulist_online" => joined(cpus(&args.join(","))?.into_iter().filter(|c| self.machine.online.contains(c)).collect()),
             "cpulist_present" => joined(cpus(&args.join(","))?.into_iter().filter(|c| self.machine.present.contains(c)).collect()),
             "strip" => args.concat().trim().to_string(),
@@ -488,6 +490,95 @@ pub fn bootloader_cmdline(merged: &Merged) -> Vec<(String, String)> {
         }
     }
     words
+}
+
+/// One `[scheduler] group.` rule.
+pub struct Rule {
+    pub name: String,
+    /// Where it is written (`realtime/tuned.conf:12`).
+    pub from: String,
+    pub priority: i64,
+    /// The policy it sets; None for `*`.
+    pub policy: Option<SchedAttr>,
+    /// The CPUs it pins to; None for `*`.
+    pub affinity: Option<Vec<usize>>,
+    pub regex: fancy_regex::Regex,
+}
+
+/// The rules in the order tuned applies them (by RULE_PRIO, then as
+/// written); a rule irqlab cannot read is said, not guessed.
+pub fn scheduler_rules(merged: &Merged, unresolved: &mut Vec<String>) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    for (key, s) in merged.unit("scheduler") {
+        let Some(name) = key.strip_prefix("group.") else { continue };
+        match parse_rule(&s.value) {
+            Ok((priority, policy, affinity, regex)) => {
+                rules.push(Rule { name: name.to_string(), from: s.from.clone(), priority, policy, affinity, regex })
+            }
+            Err(why) => unresolved.push(format!("{}: [scheduler] {key}: {why}", s.from)),
+        }
+    }
+    rules.sort_by_key(|r| r.priority);
+    rules
+}
+
+type ParsedRule = (i64, Option<SchedAttr>, Option<Vec<usize>>, fancy_regex::Regex);
+
+fn parse_rule(value: &str) -> Result<ParsedRule, String> {
+    let parts: Vec<&str> = value.splitn(5, ':').collect();
+    let [priority, sched, prio, affinity, regex] = parts[..] else {
+        return Err(format!("{value:?} is not RULE_PRIO:SCHED:PRIO:AFFINITY:REGEX"));
+    };
+    let priority = priority.trim().parse().map_err(|_| format!("rule priority {priority:?} is not a number"))?;
+    let number = |p: &str| p.trim().parse::<u32>().map_err(|_| format!("priority {p:?} is not a number"));
+    let policy = match sched.trim() {
+        "*" => None,
+        "f" => Some(SchedAttr::Fifo { priority: number(prio)? }),
+        "r" => Some(SchedAttr::Rr { priority: number(prio)? }),
+        "o" => Some(SchedAttr::Other { nice: 0 }),
+        "b" => Some(SchedAttr::Batch { nice: 0 }),
+        "i" => Some(SchedAttr::Idle),
+        other => return Err(format!("scheduler {other:?} is none of f, r, o, b, i, *")),
+    };
+    let affinity = match affinity.trim() {
+        "*" => None,
+        mask => Some(hex_cpus(mask)?),
+    };
+    let regex = fancy_regex::Regex::new(regex).map_err(|e| format!("regex {regex:?}: {e}"))?;
+    Ok((priority, policy, affinity, regex))
+}
+
+/// The rules that decide a thread's policy and its CPUs when tuned applies
+/// its profile (`cmd` as `ps -eo cmd` shows it): of those matching, the
+/// last in `rules`' order that sets each. A rule whose regex fails on
+/// `cmd` is said in `unresolved`.
+pub fn deciding_rules<'r>(rules: &'r [Rule], cmd: &str, unresolved: &mut Vec<String>) -> (Option<&'r Rule>, Option<&'r Rule>) {
+    let mut policy = None;
+    let mut affinity = None;
+    for rule in rules {
+        match rule.regex.is_match(cmd) {
+            Ok(true) => {
+                policy = if rule.policy.is_some() { Some(rule) } else { policy };
+                affinity = if rule.affinity.is_some() { Some(rule) } else { affinity };
+            }
+            Ok(false) => {}
+            Err(e) => unresolved.push(format!("{}: group.{}: {e}", rule.from, rule.name)),
+        }
+    }
+    (policy, affinity)
+}
+
+/// What tuned's scheduler plugin matches a thread by (`ps -eo cmd`):
+/// `[comm]` for a kernel thread, else its process's command line.
+pub fn ps_cmd(tid: i32, comm: &str) -> String {
+    let cmdline = std::fs::read(format!("/proc/{tid}/cmdline")).unwrap_or_default();
+    let words: Vec<String> =
+        cmdline.split(|&b| b == 0).filter(|w| !w.is_empty()).map(|w| String::from_utf8_lossy(w).into_owned()).collect();
+    if words.is_empty() {
+        format!("[{comm}]")
+    } else {
+        words.join(" ")
+    }
 }
 
 /// The profile directory a test or a guest root holds tuned in.
