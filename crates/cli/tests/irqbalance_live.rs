@@ -24,6 +24,9 @@ fn affinities() -> Vec<(u32, String)> {
     numbered_irqs().into_iter().map(|irq| (irq, affinity(irq))).collect()
 }
 
+/// One test at a time: each runs its own irqbalance over every IRQ.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A running irqbalance, stopped and every IRQ's affinity written back
 /// when dropped.
 struct Irqbalance {
@@ -89,6 +92,7 @@ fn control_irq_keeps_its_irq_for_30_s_beside_a_running_irqbalance_and_gives_ever
     if !live::enabled_as_root("control_irq_keeps_its_irq_for_30_s_beside_a_running_irqbalance_and_gives_everything_back") {
         return;
     }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(binary) = irqbalance_binary() else {
         panic!("no irqbalance in the cache: `make deps` (scripts/install-daemons.sh) fetches it");
     };
@@ -234,5 +238,60 @@ fn control_irq_keeps_its_irq_for_30_s_beside_a_running_irqbalance_and_gives_ever
     let bans: Vec<&serde_json::Value> = rows.iter().filter(|r| r["setting"] == "irqbalance").collect();
     assert_eq!(bans.len(), 2, "one ban per irqbalance, the first and the restarted one: {bans:#?}");
     assert!(!balancer.daemon().banned().unwrap().contains(&irq), "the restarted irqbalance's list not given back");
+    assert!(control_entries().is_empty(), "{:?}", control_entries());
+}
+
+/// A followed profile (`control apply --follow`, what the installed unit
+/// runs) killed with SIGKILL while it holds an IRQ beside irqbalance: both
+/// of its changes, the IRQ's affinity and the IRQ on irqbalance's banned
+/// list, are leftovers `control status` names, and `control revert --all`
+/// gives both back (the IRQ its affinity, irqbalance its own list).
+#[test]
+fn a_killed_follow_leaves_its_irq_and_irqbalance_ban_as_leftovers_that_revert_gives_back() {
+    if !live::enabled_as_root("a_killed_follow_leaves_its_irq_and_irqbalance_ban_as_leftovers_that_revert_gives_back") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(binary) = irqbalance_binary() else {
+        panic!("no irqbalance in the cache: `make deps` (scripts/install-daemons.sh) fetches it");
+    };
+    let balancer = Irqbalance::start(&binary);
+    let banned_before = balancer.daemon().banned().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.toml");
+    let mut held = None;
+    for irq in balancer.daemon().balanced().unwrap() {
+        let before = affinity(irq);
+        std::fs::write(&profile, format!("schema = \"irqlab/profile/v1\"\n\n[[irq]]\nirq = \"{irq}\"\ncpus = \"0\"\n")).unwrap();
+        let mut child = irqlab()
+            .args(["control", "apply", path_str(&profile), "--follow", "--duration", "120s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let holding = || affinity(irq) == "0" && balancer.daemon().banned().is_ok_and(|b| b.contains(&irq));
+        while !holding() && started.elapsed() < Duration::from_secs(5) && child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if child.try_wait().unwrap().is_some() {
+            // The kernel refused to move this one (exit 3): the next.
+            continue;
+        }
+        assert!(holding(), "IRQ {irq} not held on CPU 0 and banned within 5 s");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        held = Some((irq, before));
+        break;
+    }
+    let (irq, before) = held.expect("no IRQ here could be moved");
+    let leftovers: Vec<serde_json::Value> = control_entries().into_iter().filter(|e| e["state"] == "leftover").collect();
+    let kinds: Vec<&str> = leftovers.iter().map(|e| e["object"]["kind"].as_str().unwrap_or_default()).collect();
+    let revert = run(&["control", "revert", "--all"]);
+    assert_eq!(revert.status.code(), Some(0), "{}", stderr(&revert));
+    assert!(kinds.contains(&"irq-affinity") && kinds.contains(&"irqbalance-bans"), "leftovers after kill -9: {leftovers:#?}");
+    assert_eq!(affinity(irq), before, "IRQ {irq} not given back");
+    assert_eq!(balancer.daemon().banned().unwrap(), banned_before, "irqbalance's banned list not given back");
     assert!(control_entries().is_empty(), "{:?}", control_entries());
 }
