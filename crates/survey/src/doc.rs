@@ -286,6 +286,24 @@ impl LoadCurve {
 pub struct LatencyPhase {
     pub load: Load,
     pub report: LatencyReport,
+    /// Each CPU's worst wake-up and what ran in its lateness, from the
+    /// flight recorder of `irqlab watch` (issue 52). Absent in surveys
+    /// from before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worst: Vec<WorstWakeUp>,
+    /// What the flight recorder ran on, or why it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<String>,
+}
+
+/// A CPU's worst wake-up of a latency step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorstWakeUp {
+    pub cpu: usize,
+    pub latency_ns: u64,
+    /// What ran between its expiry and its wake-up; None where the
+    /// recorder could not run.
+    pub cause: Option<irqlab_measure::watch::cause::Cause>,
 }
 
 /// Stimulus latency under one load.

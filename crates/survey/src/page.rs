@@ -395,7 +395,7 @@ fn timer_latency(survey: &Survey) -> Result<Section, PageError> {
         short_ns(r.interval_ns),
         overflow_note(&histograms)
     );
-    let mut table = Table::new(["load", "CPU", "wake-ups", "p50", "p99", "max"]);
+    let mut table = Table::new(["load", "CPU", "wake-ups", "p50", "p99", "max", "what ran in the worst (flight recorder)"]);
     for phase in &survey.latency {
         latency_rows(&mut table, phase);
     }
@@ -406,6 +406,12 @@ fn latency_rows(table: &mut Table, phase: &LatencyPhase) {
     let incomplete = if phase.report.complete { "" } else { " (stopped early)" };
     for t in &phase.report.threads {
         let l = &t.latency;
+        let worst = phase.worst.iter().find(|w| w.cpu == t.cpu);
+        let cause = match (worst.and_then(|w| w.cause.as_ref()), &phase.recorder) {
+            (Some(c), _) => c.verdict.clone(),
+            (None, Some(note)) if worst.is_some() => format!("not explained: {note}"),
+            _ => "-".to_string(),
+        };
         table.push_row([
             format!("{}{incomplete}", phase.load.name()),
             t.cpu.to_string(),
@@ -413,6 +419,7 @@ fn latency_rows(table: &mut Table, phase: &LatencyPhase) {
             opt_ns(l.p50_ns),
             opt_ns(l.p99_ns),
             opt_ns(l.max_ns),
+            cause,
         ]);
     }
 }

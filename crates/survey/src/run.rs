@@ -26,7 +26,7 @@ use irqlab_host::testbed::{Side, Testbed};
 use irqlab_measure::accounting::{self, Report as AccountingReport};
 use irqlab_measure::probe::SourceKind;
 use irqlab_measure::stimulus::{generator, responder, GeneratorConfig, PathKind, Pattern, ResponderConfig};
-use irqlab_measure::{latency, probe};
+use irqlab_measure::{latency, probe, watch};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -256,10 +256,10 @@ impl<F: FnMut(&Progress)> Runner<'_, F> {
         }
         let focus = *cpus.last().expect("at least one CPU");
         let planned = config.latency_ns + loads::RAMP.as_nanos() as u64;
-        if let Some(report) =
+        if let Some(phase) =
             self.step(&format!("latency {}", load.name()), planned, |stop| latency_under(load, cpus, focus, config.latency_ns, stop))
         {
-            self.survey.latency.push(LatencyPhase { load, report });
+            self.survey.latency.push(phase);
         }
         self.stimulus(config, load, focus);
         accounting_stop.store(true, Ordering::SeqCst);
@@ -367,11 +367,40 @@ fn probe_under(load: Load, cpu: usize, duration_ns: u64, stop: &AtomicBool) -> R
     Ok(curve)
 }
 
-/// Timer latency on every surveyed CPU under `load` (focused on `focus`).
-fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, stop: &AtomicBool) -> Result<latency::LatencyReport> {
+/// Timer latency on every surveyed CPU under `load` (focused on `focus`),
+/// with `irqlab watch`'s flight recorder on: each CPU's worst wake-up is
+/// explained by what ran in it (each new worst of a thread is a spike,
+/// the last one its worst).
+fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, stop: &AtomicBool) -> Result<LatencyPhase> {
     let _running = start_and_ramp(load, focus, stop)?;
-    let config = latency::Config { cpus: Some(cpus.to_vec()), priority: LATENCY_PRIORITY, duration_ns, ..latency::Config::default() };
-    latency::measure(&config, stop, |_| {})
+    let config = watch::Config {
+        latency: latency::Config { cpus: Some(cpus.to_vec()), priority: LATENCY_PRIORITY, duration_ns, ..latency::Config::default() },
+        open_ended: false,
+        threshold_ns: Some(watch::Config::MIN_THRESHOLD_NS),
+        on_threshold: watch::OnThreshold::Continue,
+        record_ns: WORST_RECORD_NS,
+        // Every new worst kept: a few dozen per CPU in a step.
+        keep: 64 * cpus.len(),
+        recorder: true,
+        worst_only: true,
+    };
+    let (watched, report) = watch::watch_with_latency(&config, stop, |_| {}, None, |_| {})?;
+    Ok(LatencyPhase { load, report, worst: worst_per_cpu(&watched), recorder: Some(watched.recorder.note) })
+}
+
+/// The recorder's window kept with each worst wake-up (watch's default).
+const WORST_RECORD_NS: u64 = 20_000_000;
+
+/// Each CPU's latest kept spike of a worst-only watch: its worst wake-up.
+fn worst_per_cpu(watched: &watch::WatchReport) -> Vec<WorstWakeUp> {
+    watched
+        .cpus
+        .iter()
+        .filter_map(|c| {
+            let worst = watched.spikes.iter().filter(|s| s.cpu == c.cpu).max_by_key(|s| s.latency_ns)?;
+            Some(WorstWakeUp { cpu: c.cpu, latency_ns: worst.latency_ns, cause: worst.cause.clone() })
+        })
+        .collect()
 }
 
 /// Stimulus latency from testbed host b to this machine (the root

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         record_ns: args.record.0,
         keep: args.keep,
         recorder: !args.no_recorder,
+        worst_only: false,
     };
     config.validate().map_err(named)?;
     output::refuse_clashes(&[], &[("--json", args.json.as_deref()), ("--trace", args.trace.as_deref()), ("--html", args.html.as_deref())])?;

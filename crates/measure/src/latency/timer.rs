@@ -253,7 +253,19 @@ pub struct Spike {
 /// sample (keep it short: it delays the next sleep, not this sample).
 pub struct SpikeReport<'a> {
     pub threshold_ns: u64,
+    /// Only a wake-up later than every earlier one of its thread (each
+    /// new worst, a handful per run): what `survey` explains, its worst
+    /// sample per CPU, without explaining every wake-up past a low line.
+    pub worst_only: bool,
     pub report: &'a (dyn Fn(Spike) + Sync),
+}
+
+impl SpikeReport<'_> {
+    /// Whether a wake-up `latency_ns` late, after a worst of
+    /// `worst_before_ns` on its thread (None: the first), is reported.
+    pub fn reports(&self, latency_ns: u64, worst_before_ns: Option<u64>) -> bool {
+        latency_ns >= self.threshold_ns && !(self.worst_only && worst_before_ns.is_some_and(|w| latency_ns <= w))
+    }
 }
 
 /// [`measure`], and each wake-up over a threshold handed to `spikes`
@@ -390,6 +402,7 @@ fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &Live
         sleep_until_ns(next);
         let now = monotonic_ns();
         let latency = now.saturating_sub(next);
+        let worst_before = m.stats.max_ns();
         m.stats.record(latency);
         m.act_ns = latency;
         live.cycles.fetch_add(1, Ordering::Relaxed);
@@ -398,7 +411,7 @@ fn measure_thread(config: &Config, start_ns: u64, stop: &AtomicBool, live: &Live
         live.min_ns.fetch_min(latency, Ordering::Relaxed);
         live.max_ns.fetch_max(latency, Ordering::Relaxed);
         live.histogram.record(latency);
-        if let Some(s) = spikes.filter(|s| latency >= s.threshold_ns) {
+        if let Some(s) = spikes.filter(|s| s.reports(latency, worst_before)) {
             (s.report)(Spike { cpu: live.cpu, tid: tid as u32, due_ns: next, woke_ns: now });
         }
         next += interval;
@@ -418,6 +431,19 @@ mod tests {
 
     fn config() -> Config {
         Config { cpus: Some(vec![0]), priority: 0, duration_ns: 50_000_000, ..Config::default() }
+    }
+
+    #[test]
+    fn worst_only_reports_each_new_worst_past_the_threshold() {
+        let report = |_: Spike| {};
+        let each = SpikeReport { threshold_ns: 10, worst_only: false, report: &report };
+        let worst = SpikeReport { threshold_ns: 10, worst_only: true, report: &report };
+        // (latency, the thread's worst before it)
+        let samples = [(5, None), (12, Some(5)), (11, Some(12)), (12, Some(12)), (30, Some(12))];
+        let by = |s: &SpikeReport| samples.iter().map(|&(l, w)| s.reports(l, w)).collect::<Vec<_>>();
+        assert_eq!(by(&each), [false, true, true, true, true]);
+        assert_eq!(by(&worst), [false, true, false, false, true]);
+        assert!(worst.reports(10, None), "the first sample past the line is the worst so far");
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct Config {
     /// Run the flight recorder (false: spikes are counted, not explained;
     /// a run without it beside one with it measures its cost).
     pub recorder: bool,
+    /// Only each new worst wake-up of a thread past the threshold is a
+    /// spike (`survey`: its worst sample per CPU explained).
+    pub worst_only: bool,
 }
 
 impl Config {
@@ -414,10 +417,22 @@ impl<'a> Spikes<'a> {
 pub fn watch(
     config: &Config,
     stop: &AtomicBool,
+    on_tick: impl FnMut(&Progress),
+    flush_every_ns: Option<u64>,
+    on_flush: impl FnMut(&WatchReport),
+) -> Result<WatchReport> {
+    watch_with_latency(config, stop, on_tick, flush_every_ns, on_flush).map(|(report, _)| report)
+}
+
+/// [`watch`], and the run's `measure latency` report beside it (the
+/// survey keeps both).
+pub fn watch_with_latency(
+    config: &Config,
+    stop: &AtomicBool,
     mut on_tick: impl FnMut(&Progress),
     flush_every_ns: Option<u64>,
     mut on_flush: impl FnMut(&WatchReport),
-) -> Result<WatchReport> {
+) -> Result<(WatchReport, LatencyReport)> {
     config.validate()?;
     let cpus = config.latency.resolve_cpus()?;
     let run = RunEnd::start(stop, (!config.open_ended).then_some(config.latency.duration_ns));
@@ -428,7 +443,11 @@ pub fn watch(
     let report_spike = move |s: Spike| {
         let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(s);
     };
-    let reported = config.threshold_ns.map(|threshold_ns| latency::timer::SpikeReport { threshold_ns, report: &report_spike });
+    let reported = config.threshold_ns.map(|threshold_ns| latency::timer::SpikeReport {
+        threshold_ns,
+        worst_only: config.worst_only,
+        report: &report_spike,
+    });
     let halt = AtomicBool::new(false);
     let mut spikes = Spikes::new(config);
     let mut next_flush = flush_every_ns.map(|f| started + f);
@@ -489,7 +508,7 @@ pub fn watch(
             histogram: t.log_histogram.clone(),
         })
         .collect();
-    Ok(spikes.document(cpus, info, Some(ended_by), monotonic_ns() - started))
+    Ok((spikes.document(cpus, info, Some(ended_by), monotonic_ns() - started), report))
 }
 
 /// A CPU's figures while the run goes on, from its thread's live state.
@@ -554,6 +573,7 @@ mod tests {
             record_ns: 20_000_000,
             keep: 10,
             recorder: true,
+            worst_only: false,
         };
         assert!(config(Some(500_000)).validate().is_ok());
         assert!(config(None).validate().is_ok());
