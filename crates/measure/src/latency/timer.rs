@@ -294,7 +294,13 @@ fn measure_locked(
     let dma = DmaLatencyHold::zero()?;
     let barrier = Barrier::new(cpus.len());
     let setup_failed = AtomicBool::new(false);
-    let start_ns = start_time(config);
+    // The first wake-up is set once every thread is pinned and raised: set
+    // before (as it was), a set-up slower than the margin (~30 ms of thread
+    // start, pinning and the first touches of memory in an emulated guest)
+    // made the first sample of each thread that late, irqlab's maximum
+    // 1,000 times cyclictest's there, which starts its timers after its
+    // set-up too.
+    let start_ns = AtomicU64::new(0);
     let live: Vec<LiveThread> = cpus.iter().map(|&cpu| LiveThread::new(cpu)).collect();
 
     let outcomes: Vec<Result<Measured>> = std::thread::scope(|scope| {
@@ -304,19 +310,32 @@ fn measure_locked(
             .map(|(&cpu, live)| {
                 let barrier = &barrier;
                 let setup_failed = &setup_failed;
+                let start_ns = &start_ns;
                 scope.spawn(move || {
                     let setup = rt::pin_to_cpu(cpu).and_then(|_| rt::set_fifo(config.priority));
                     if setup.is_err() {
                         setup_failed.store(true, Ordering::SeqCst);
                     }
                     // Every thread finishes its set-up before any measures, so
-                    // one thread's failure stops all of them before they start.
+                    // one thread's failure stops all of them before they start;
+                    // then one of them sets the common start, which all read
+                    // past the second barrier.
+                    if barrier.wait().is_leader() {
+                        start_ns.store(start_time(config), Ordering::SeqCst);
+                    }
                     barrier.wait();
                     setup?;
                     if setup_failed.load(Ordering::SeqCst) {
                         return Ok(Measured::default());
                     }
-                    Ok(measure_thread(config, start_ns, stop, live, spikes))
+                    let measured = measure_thread(config, start_ns.load(Ordering::SeqCst), stop, live, spikes);
+                    // No thread leaves while another still waits for a
+                    // wake-up: a thread's exit frees its stack, whose TLB
+                    // flush interrupts every CPU running the process (in an
+                    // emulated guest that made each run's last sample its
+                    // worst, 150-250 us against cyclictest's 40).
+                    barrier.wait();
+                    Ok(measured)
                 })
             })
             .collect();
@@ -376,7 +395,8 @@ fn start_time(config: &Config) -> u64 {
         let second = now / 1_000_000_000 + if now % 1_000_000_000 > 900_000_000 { 2 } else { 1 };
         second * 1_000_000_000
     } else {
-        // Leave the threads time to pin and raise their priority.
+        // Set up already: leave the threads time to pass the barrier and
+        // reach their first sleep (a futex wake-up each, slow in a guest).
         now + 10_000_000
     }
 }
