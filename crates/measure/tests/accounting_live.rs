@@ -125,6 +125,14 @@ fn run_load(d: Duration) -> Load {
         let mut only = nix::sched::CpuSet::new();
         only.set(spinner_cpu).unwrap();
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &only).unwrap();
+        // SCHED_FIFO 1: the test's own threads (the flood's sender and
+        // receiver) do not preempt it. Each switch puts the schedule path
+        // (16-20 us on this VM) on the switched-out thread in the
+        // accounting (cut at sched_switch) and on the next one in the
+        // scheduler's clock (cut at its clock update, earlier): a spinner
+        // preempted a thousand times a second (a watch thread beside the
+        // test) read 17-52 ms more than its CPU clock over 3 s.
+        irqlab_measure::probe::sched::set_policy(irqlab_measure::probe::Policy::Fifo, 1).unwrap();
         let clocks_at_start = task_clock_and_monotonic_ns();
         let c0 = thread_cpu_ns();
         let t0 = Instant::now();
@@ -137,6 +145,10 @@ fn run_load(d: Duration) -> Load {
         }
         let inside = t0.elapsed();
         let cpu_ns = thread_cpu_ns() - c0;
+        let switches = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+        for line in switches.lines().filter(|l| l.contains("ctxt_switches")) {
+            eprintln!("spinner: {}", line.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
         let left_out = clocks_at_start.zip(task_clock_and_monotonic_ns()).map(|(a, b)| left_out_of_task_clock(a, b));
         (tid, cpu_ns, inside, left_out)
     });
