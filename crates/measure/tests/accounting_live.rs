@@ -300,13 +300,14 @@ fn accounting_is_consistent_on_this_kernel() {
     // apart: hypervisor steal, which the accounting's wall-clock segments
     // contain and the scheduler's clock leaves out (paravirt steal time;
     // /proc/stat has it in ticks, so up to one tick more per CPU), and the
-    // thread's life outside its two clock reads (spawn, exit). The steal
-    // /proc/stat shows is not all the scheduler left out (a CI run: 34 ms
-    // apart over 3 s, /proc/stat's steal 10 ms), so the spinner also reads
-    // its CPU's task clock against CLOCK_MONOTONIC over its life: what the
-    // scheduler's clock did not count there, steal or a slewed monotonic
-    // clock alike, measured by the kernel's own clock; the larger of the
-    // two readings is allowed. That holds
+    // thread's life outside its two clock reads (spawn, exit). /proc/stat
+    // shows steal in 10 ms ticks (a 2.8 ms steal read as 0 here), so the
+    // spinner also reads its CPU's task clock against CLOCK_MONOTONIC over
+    // its life: what the scheduler's clock did not count there, steal or
+    // a slewed monotonic clock alike, by the kernel's own clock; the
+    // larger of the two readings is allowed. (A CI run once read 34 ms
+    // apart with the spinner at SCHED_OTHER beside the flood: its switches,
+    // not steal; see the spinner's set-up.) That holds
     // where the scheduler's clock reads the clocksource's counter (tsc,
     // kvm-clock); an emulated guest (QEMU TCG) marks its TSC unstable and
     // keeps time with the HPET while the scheduler's clock still counts
