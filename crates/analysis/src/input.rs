@@ -92,6 +92,31 @@ impl InputError {
     }
 }
 
+/// Reads a JSON document of `schema` (its `schema` field): a JSON error
+/// is located at its line and column, another kind of document is named
+/// by its schema.
+pub fn json_document<T: serde::de::DeserializeOwned>(file: &str, text: &str, schema: &str) -> Result<T, InputError> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        schema: Option<String>,
+    }
+    let wrong_schema = |found: &str| {
+        let offset = text.find("\"schema\"").unwrap_or(0);
+        InputError::at(format!("schema is `{found}`, expected `{schema}`"), Location::at_offset(file, text, offset))
+    };
+    if let Ok(Head { schema: Some(found) }) = serde_json::from_str::<Head>(text) {
+        if found != schema {
+            return Err(wrong_schema(&found));
+        }
+    }
+    serde_json::from_str::<T>(text).map_err(|e| {
+        // serde_json counts a line's columns from 1 but says 0 for an
+        // error found at a line's very start.
+        let location = Location { file: file.to_string(), line: e.line(), col: e.column().max(1) };
+        InputError::at(format!("not an {schema} document: {e}"), location)
+    })
+}
+
 /// An input file's bytes as text, or where the first byte that is not
 /// UTF-8 sits (every parser here reads UTF-8 only).
 pub fn utf8<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, InputError> {

@@ -118,9 +118,44 @@ impl Serialize for EndedBy {
     }
 }
 
+/// Read back from its text, as a document written it (`watch --from`).
+impl<'de> serde::Deserialize<'de> for EndedBy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let command = text.strip_prefix("the background command exited (").and_then(|t| t.strip_suffix(')'));
+        Ok(match (text.as_str(), command) {
+            (_, Some(status)) => EndedBy::CommandExited(status.to_string()),
+            ("duration", _) => EndedBy::Duration,
+            ("stopped", _) => EndedBy::Stopped,
+            ("persisted", _) => EndedBy::Persisted,
+            ("threads exited", _) => EndedBy::ThreadsExited,
+            ("device gone", _) => EndedBy::DeviceGone,
+            ("threshold", _) => EndedBy::Threshold,
+            (other, _) => return Err(serde::de::Error::custom(format!("`{other}` is not how a run ends"))),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_end_reads_back_from_its_text() {
+        for ended in [
+            EndedBy::Duration,
+            EndedBy::Stopped,
+            EndedBy::Persisted,
+            EndedBy::ThreadsExited,
+            EndedBy::DeviceGone,
+            EndedBy::CommandExited("exit status: 3".into()),
+            EndedBy::Threshold,
+        ] {
+            let text = serde_json::to_string(&ended).unwrap();
+            assert_eq!(serde_json::from_str::<EndedBy>(&text).unwrap(), ended, "{text}");
+        }
+        assert!(serde_json::from_str::<EndedBy>("\"bored\"").is_err());
+    }
 
     #[test]
     fn one_rule_for_complete() {

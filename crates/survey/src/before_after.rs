@@ -22,7 +22,7 @@
 use crate::doc::{Finding, Load, LoadCurve, Severity, Survey, SCHEMA};
 use crate::findings::load_at;
 use crate::page::{self, PageError};
-use irqlab_analysis::{InputError, Location};
+use irqlab_analysis::InputError;
 use irqlab_report::html::{Section, Table, Tone};
 use irqlab_report::plot::{LinePlot, PlotError, Series};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,27 +45,7 @@ pub struct Baseline {
 /// Reads an `irqlab/survey/v1` document; a JSON error is located at its
 /// line and column, another kind of document is named by its schema.
 pub fn parse(file: &str, text: &str) -> Result<Survey, InputError> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        schema: Option<String>,
-    }
-    let wrong_schema = |schema: &str| {
-        let offset = text.find("\"schema\"").unwrap_or(0);
-        InputError::at(format!("schema is `{schema}`, expected `{SCHEMA}`"), Location::at_offset(file, text, offset))
-    };
-    match serde_json::from_str::<Survey>(text) {
-        Ok(survey) if survey.schema == SCHEMA => Ok(survey),
-        Ok(survey) => Err(wrong_schema(&survey.schema)),
-        Err(e) => {
-            if let Ok(Head { schema: Some(schema) }) = serde_json::from_str::<Head>(text) {
-                if schema != SCHEMA {
-                    return Err(wrong_schema(&schema));
-                }
-            }
-            let location = Location { file: file.to_string(), line: e.line(), col: e.column() };
-            Err(InputError::at(format!("not an {SCHEMA} document: {e}"), location))
-        }
-    }
+    irqlab_analysis::input::json_document(file, text, SCHEMA)
 }
 
 /// Which way a number went (lower is better for every number compared).

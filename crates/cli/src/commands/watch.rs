@@ -62,12 +62,30 @@ pub struct Args {
     /// log count), the figures per CPU and the worst spikes with their causes
     #[arg(long, value_name = "FILE", value_parser = output::file_only())]
     html: Option<PathBuf>,
+    /// Measure nothing: read a document `watch --json` wrote
+    /// (irqlab/watch/v1, a periodic write too) and show it as a run would:
+    /// its summary, --json, --trace, --html
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["cpu", "policy", "duration", "threshold", "record", "no_recorder"]
+    )]
+    from: Option<PathBuf>,
 }
 
 /// A ceiling for an open-ended run: a century of wake-ups.
 const OPEN_ENDED_NS: u64 = 100 * 365 * 24 * 3_600 * 1_000_000_000;
 
 pub fn run(args: Args) -> Result<Status, CliError> {
+    if let Some(from) = &args.from {
+        output::refuse_clashes(
+            &[("--from", Some(from.as_path()))],
+            &[("--json", args.json.as_deref()), ("--trace", args.trace.as_deref()), ("--html", args.html.as_deref())],
+        )?;
+        let file = from.display().to_string();
+        let report: WatchReport = irqlab_analysis::input::json_document(&file, &output::read_text(from)?, watch::SCHEMA)?;
+        return show(&args, &report);
+    }
     let flag_names = [
         ("cpu", "--cpu"),
         ("priority", "--policy"),
@@ -128,15 +146,21 @@ pub fn run(args: Args) -> Result<Status, CliError> {
         let _ = write!(std::io::stdout(), "\x1b[{drawn}A\x1b[J");
     }
     let report = report.map_err(named)?;
-    output::json_or_summary(args.json.as_deref(), &report, summary)?;
-    if let Some(path) = &args.trace {
-        output::write_json(path, &watch::trace::trace_events(&report))?;
-    }
-    if let Some(path) = &args.html {
-        output::write_text(path, &super::watch_page::render(&report)?)?;
-    }
+    let status = show(&args, &report)?;
     if let Some(e) = flush_error {
         eprintln!("warning: a periodic write of the document failed (the final one succeeded): {e}");
+    }
+    Ok(status)
+}
+
+/// The summary (or --json), --trace and --html of a run's document.
+fn show(args: &Args, report: &WatchReport) -> Result<Status, CliError> {
+    output::json_or_summary(args.json.as_deref(), report, summary)?;
+    if let Some(path) = &args.trace {
+        output::write_json(path, &watch::trace::trace_events(report))?;
+    }
+    if let Some(path) = &args.html {
+        output::write_text(path, &super::watch_page::render(report)?)?;
     }
     Ok(Status::from_ok(report.complete))
 }

@@ -184,7 +184,7 @@ pub struct RecorderInfo {
 }
 
 /// `irqlab/watch/v1`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WatchReport {
     pub schema: String,
     /// The one rule of `run_end`: false for a periodic flush, for a run
