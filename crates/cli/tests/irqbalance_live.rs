@@ -179,8 +179,12 @@ fn control_irq_keeps_its_irq_for_30_s_beside_a_running_irqbalance_and_gives_ever
     let revert = run(&["control", "revert", "--all", "--force"]);
     assert_eq!(revert.status.code(), Some(0), "{}", stderr(&revert));
     let e = drifted.unwrap_or_else(|| panic!("irqbalance, CPU {other} banned, did not move IRQ {irq} off it in 20 s (now {moved_to})"));
-    let by = e["by"].as_str().unwrap_or_default();
-    assert!(by.contains(&format!("irqbalance (pid {})", balancer.child.id())), "drift not put on the running irqbalance: {e}");
+    let by = &e["by"];
+    assert_eq!(
+        (&by["tool"], &by["pids"]),
+        (&serde_json::json!("irqbalance"), &serde_json::json!([balancer.child.id()])),
+        "drift not put on the running irqbalance: {e}"
+    );
     // What a user reads: the entry's NOW column names irqbalance.
     assert!(text.contains(&format!("by irqbalance (pid {})", balancer.child.id())), "{text}");
 

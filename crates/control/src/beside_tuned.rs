@@ -53,8 +53,18 @@ pub struct Disagreement {
     /// What tuned's sets, and where.
     pub tuned: String,
     pub tuned_from: String,
-    /// Which of the two the next boot keeps, and why.
+    /// Which of the two the next boot keeps.
+    pub next_boot_keeps: Keeps,
+    /// Why, for people.
     pub next_boot: String,
+}
+
+/// Whose value a setting has after the next boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Keeps {
+    Irqlab,
+    Tuned,
 }
 
 /// tuned's active profile beside an irqlab profile.
@@ -142,21 +152,29 @@ fn boot_options(profile: &Profile, inputs: &Inputs) -> Vec<Disagreement> {
                 continue;
             }
             let k = key(ours);
-            let next_boot = if !inputs.boot_written {
-                "tuned's: irqlab's [boot] options are not written for the next boot (`irqlab control apply PROFILE --boot`)".to_string()
+            let (next_boot_keeps, next_boot) = if !inputs.boot_written {
+                (
+                    Keeps::Tuned,
+                    "tuned's: irqlab's [boot] options are not written for the next boot (`irqlab control apply PROFILE --boot`)"
+                        .to_string(),
+                )
             } else if matches!(k, "isolcpus" | "nohz_full") {
-                format!(
-                    "irqlab's: GRUB puts irqlab's options before tuned's, and the kernel keeps the first {k}= mask and refuses a \
-                     different later one (\"Housekeeping: nohz_full= must match isolcpus=\")"
+                (
+                    Keeps::Irqlab,
+                    format!(
+                        "irqlab's: GRUB puts irqlab's options before tuned's, and the kernel keeps the first {k}= mask and refuses a \
+                         different later one (\"Housekeeping: nohz_full= must match isolcpus=\")"
+                    ),
                 )
             } else {
-                format!("tuned's: GRUB puts tuned's options after irqlab's, and the kernel takes the last {k}=")
+                (Keeps::Tuned, format!("tuned's: GRUB puts tuned's options after irqlab's, and the kernel takes the last {k}="))
             };
             out.push(Disagreement {
                 setting: format!("boot {k}"),
                 irqlab: ours.to_string(),
                 tuned: theirs.clone(),
                 tuned_from: from.clone(),
+                next_boot_keeps,
                 next_boot,
             });
         }
@@ -164,15 +182,21 @@ fn boot_options(profile: &Profile, inputs: &Inputs) -> Vec<Disagreement> {
     out
 }
 
-fn run_time_next_boot(inputs: &Inputs) -> String {
+fn run_time_next_boot(inputs: &Inputs) -> (Keeps, String) {
     if inputs.installed {
-        "irqlab's: its unit (irqlab-profile.service) starts after tuned.service and holds the profile, setting back what \
-         tuned changes"
-            .into()
+        (
+            Keeps::Irqlab,
+            "irqlab's: its unit (irqlab-profile.service) starts after tuned.service and holds the profile, setting back what \
+             tuned changes"
+                .into(),
+        )
     } else {
-        "tuned's: it applies its profile at every boot, and this irqlab profile is applied for this boot only (`irqlab control \
-         install` keeps it)"
-            .into()
+        (
+            Keeps::Tuned,
+            "tuned's: it applies its profile at every boot, and this irqlab profile is applied for this boot only (`irqlab \
+             control install` keeps it)"
+                .into(),
+        )
     }
 }
 
@@ -226,13 +250,8 @@ fn add(out: &mut Vec<Disagreement>, setting: &str, thread: &str, irqlab: String,
         d.setting.insert_str(d.setting.len() - 1, &format!(", {thread}"));
         return;
     }
-    out.push(Disagreement {
-        setting: format!("{setting} ({thread})"),
-        irqlab,
-        tuned,
-        tuned_from: from,
-        next_boot: run_time_next_boot(inputs),
-    });
+    let (next_boot_keeps, next_boot) = run_time_next_boot(inputs);
+    out.push(Disagreement { setting: format!("{setting} ({thread})"), irqlab, tuned, tuned_from: from, next_boot_keeps, next_boot });
 }
 
 fn isolated_cores(profile: &Profile, inputs: &Inputs, unresolved: &mut Vec<String>) -> Vec<Disagreement> {
@@ -251,12 +270,14 @@ fn isolated_cores(profile: &Profile, inputs: &Inputs, unresolved: &mut Vec<Strin
         let Ok(cpus) = irqlab_host::rt::parse_cpu_list(cpus) else { return };
         let on: Vec<usize> = cpus.iter().copied().filter(|c| cores.contains(c)).collect();
         if !on.is_empty() {
+            let (next_boot_keeps, next_boot) = run_time_next_boot(inputs);
             out.push(Disagreement {
                 setting,
                 irqlab: format!("CPUs {} ({} of them isolated by tuned)", format_cpu_list(&cpus), format_cpu_list(&on)),
                 tuned: tuned.clone(),
                 tuned_from: from.clone(),
-                next_boot: run_time_next_boot(inputs),
+                next_boot_keeps,
+                next_boot,
             });
         }
     };
@@ -403,12 +424,12 @@ cmdline = "nohz_full=1 rcu_nocbs=1 irqaffinity=0"
                 ("irq eth0", "CPUs 0 (0 of them isolated by tuned)", "every IRQ and thread off CPUs 0"),
             ]
         );
-        assert!(b.disagreements[0].next_boot.starts_with("irqlab's"), "the first nohz_full= mask stays");
-        assert!(b.disagreements[1].next_boot.starts_with("tuned's"), "the last rcu_nocbs= wins");
-        assert!(b.disagreements[2].next_boot.starts_with("tuned's"), "not installed: tuned applies at every boot");
+        assert_eq!(b.disagreements[0].next_boot_keeps, Keeps::Irqlab, "the first nohz_full= mask stays");
+        assert_eq!(b.disagreements[1].next_boot_keeps, Keeps::Tuned, "the last rcu_nocbs= wins");
+        assert_eq!(b.disagreements[2].next_boot_keeps, Keeps::Tuned, "not installed: tuned applies at every boot");
         assert_eq!(b.disagreements[2].tuned_from, "[scheduler] group.late (rt/tuned.conf:1)");
         let installed = compare(&profile, &inputs(&m, &threads, true));
-        assert!(installed.disagreements[2].next_boot.starts_with("irqlab's"), "{:?}", installed.disagreements[2]);
+        assert_eq!(installed.disagreements[2].next_boot_keeps, Keeps::Irqlab, "{:?}", installed.disagreements[2]);
     }
 
     #[test]
@@ -427,6 +448,6 @@ cmdline = "nohz_full=1 rcu_nocbs=1 irqaffinity=0"
         assert_eq!(b.disagreements.len(), 1);
         assert_eq!(b.disagreements[0].tuned_from, "/etc/tuned/bootcmdline (tuned's own evaluation)");
         i.boot_written = false;
-        assert!(compare(&profile, &i).disagreements[0].next_boot.contains("--boot"), "not written yet");
+        assert_eq!(compare(&profile, &i).disagreements[0].next_boot_keeps, Keeps::Tuned, "not written yet");
     }
 }

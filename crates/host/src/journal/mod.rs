@@ -336,7 +336,7 @@ pub enum Now {
     /// where irqlab can tell, as for a drift).
     Old {
         #[serde(skip_serializing_if = "Option::is_none")]
-        by: Option<String>,
+        by: Option<Author>,
     },
     /// Neither: someone changed it since.
     Drifted {
@@ -344,7 +344,7 @@ pub enum Now {
         /// Who likely changed it, where irqlab can tell (an IRQ a running
         /// irqbalance balances).
         #[serde(skip_serializing_if = "Option::is_none")]
-        by: Option<String>,
+        by: Option<Author>,
     },
     /// The object is gone (its thread exited, its device went away).
     Gone,
@@ -630,23 +630,52 @@ impl Entry {
     }
 }
 
+/// Who likely changed a value irqlab set, for programs (`tool`, `pids`,
+/// tuned's `rule`) and for people (`says`, what Display shows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Author {
+    /// `irqbalance`, `stalld` or `tuned`.
+    pub tool: &'static str,
+    /// Its processes running (irqbalance's that balances the IRQ, stalld's).
+    pub pids: Vec<i32>,
+    /// tuned's rule that sets the value (`group.NAME`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    pub says: String,
+}
+
+impl std::fmt::Display for Author {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.says)
+    }
+}
+
 /// Who likely moved `object` from what irqlab set (issue 54): an IRQ
 /// that a running irqbalance does not leave alone is moved at its every
 /// pass; a thread at SCHED_DEADLINE where stalld runs is stalld's boost;
 /// a thread whose policy or CPUs are what a rule of tuned's active
 /// profile sets is tuned's (it applies its rules again at every start and
 /// profile change).
-fn drifted_by(object: &Object, value: &Value) -> Option<String> {
+fn drifted_by(object: &Object, value: &Value) -> Option<Author> {
     match (object, value) {
-        (Object::IrqAffinity { irq, .. }, _) => crate::irqbalance::running()
-            .into_iter()
-            .find(|d| !d.banned().is_ok_and(|banned| banned.contains(irq)))
-            .map(|d| format!("irqbalance (pid {}), which balances IRQ {irq}", d.pid)),
+        (Object::IrqAffinity { irq, .. }, _) => {
+            crate::irqbalance::running().into_iter().find(|d| !d.banned().is_ok_and(|banned| banned.contains(irq))).map(|d| Author {
+                tool: "irqbalance",
+                pids: vec![d.pid],
+                rule: None,
+                says: format!("irqbalance (pid {}), which balances IRQ {irq}", d.pid),
+            })
+        }
         (Object::ThreadSched { .. }, Value::Sched { attr: SchedAttr::Deadline { .. } }) => {
             let stalld = crate::daemons::stalld_running();
             (!stalld.is_empty()).then(|| {
-                let pids = stalld.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
-                format!("stalld (pid {pids}), which boosts starved threads to SCHED_DEADLINE")
+                let list = stalld.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+                Author {
+                    tool: "stalld",
+                    says: format!("stalld (pid {list}), which boosts starved threads to SCHED_DEADLINE"),
+                    pids: stalld,
+                    rule: None,
+                }
             })
         }
         (Object::ThreadSched { thread } | Object::ThreadAffinity { thread }, _) => by_tuned_rule(thread, value),
@@ -654,20 +683,35 @@ fn drifted_by(object: &Object, value: &Value) -> Option<String> {
     }
 }
 
-/// tuned, where a rule of its active profile sets `thread` to `value`.
-fn by_tuned_rule(thread: &threads::Thread, value: &Value) -> Option<String> {
+/// tuned's active profile and its `[scheduler]` rules in tuned's order,
+/// read once per command (`control status` asks for each entry).
+fn tuned_rules() -> &'static Option<(String, Vec<crate::tuned_profile::Rule>)> {
     use crate::tuned_profile;
-    let roots = tuned_profile::Roots::system();
-    let active = roots.active()?;
-    let merged = tuned_profile::load(&active, &roots, &tuned_profile::Machine::read());
-    let rules = tuned_profile::scheduler_rules(&merged, &mut Vec::new());
-    let (policy, affinity) = tuned_profile::deciding_rules(&rules, &tuned_profile::ps_cmd(thread.tid, &thread.comm), &mut Vec::new());
+    static RULES: std::sync::OnceLock<Option<(String, Vec<tuned_profile::Rule>)>> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let roots = tuned_profile::Roots::system();
+        let active = roots.active()?;
+        let merged = tuned_profile::load(&active, &roots, &tuned_profile::Machine::read());
+        Some((active, tuned_profile::scheduler_rules(&merged, &mut Vec::new())))
+    })
+}
+
+/// tuned, where a rule of its active profile sets `thread` to `value`.
+fn by_tuned_rule(thread: &threads::Thread, value: &Value) -> Option<Author> {
+    use crate::tuned_profile;
+    let (active, rules) = tuned_rules().as_ref()?;
+    let (policy, affinity) = tuned_profile::deciding_rules(rules, &tuned_profile::ps_cmd(thread.tid, &thread.comm), &mut Vec::new());
     let rule = match value {
         Value::Sched { attr } => policy.filter(|r| r.policy.is_some_and(|p| p.same_class_and_priority(attr))),
         Value::Cpus { cpus } => affinity.filter(|r| r.affinity.as_ref() == Some(cpus)),
         _ => None,
     }?;
-    Some(format!("tuned (profile {active}), whose rule group.{} ({}) sets it", rule.name, rule.from))
+    Some(Author {
+        tool: "tuned",
+        pids: crate::machine::processes_named("tuned"),
+        rule: Some(format!("group.{}", rule.name)),
+        says: format!("tuned (profile {active}), whose rule group.{} ({}) sets it", rule.name, rule.from),
+    })
 }
 
 fn now_unix_ms() -> u64 {
