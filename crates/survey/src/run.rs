@@ -378,7 +378,7 @@ fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, sto
         open_ended: false,
         threshold_ns: Some(watch::Config::MIN_THRESHOLD_NS),
         on_threshold: watch::OnThreshold::Continue,
-        record_ns: WORST_RECORD_NS,
+        record_ns: watch::Config::DEFAULT_RECORD_NS,
         // Every new worst kept: a few dozen per CPU in a step.
         keep: 64 * cpus.len(),
         recorder: true,
@@ -387,9 +387,6 @@ fn latency_under(load: Load, cpus: &[usize], focus: usize, duration_ns: u64, sto
     let (watched, report) = watch::watch_with_latency(&config, stop, |_| {}, None, |_| {})?;
     Ok(LatencyPhase { load, report, worst: worst_per_cpu(&watched), recorder: Some(watched.recorder.note) })
 }
-
-/// The recorder's window kept with each worst wake-up (watch's default).
-const WORST_RECORD_NS: u64 = 20_000_000;
 
 /// Each CPU's latest kept spike of a worst-only watch: its worst wake-up.
 fn worst_per_cpu(watched: &watch::WatchReport) -> Vec<WorstWakeUp> {

@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long, value_name = "ACTION", default_value = "continue", requires = "threshold")]
     on_threshold: String,
     /// The flight recorder's window kept with each spike, up to its wake-up
-    #[arg(long, value_name = "D", default_value_t = flags::Duration(20_000_000), value_parser = flags::positive)]
+    #[arg(long, value_name = "D", default_value_t = flags::Duration(watch::Config::DEFAULT_RECORD_NS), value_parser = flags::positive)]
     record: flags::Duration,
     /// Spikes kept in full (the worst); every spike is counted
     #[arg(long, value_name = "N", default_value_t = 100)]

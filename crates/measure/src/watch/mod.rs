@@ -112,6 +112,10 @@ impl Config {
     /// bin); below it every wake-up is a spike.
     pub const MIN_THRESHOLD_NS: u64 = 1_000;
 
+    /// The recorder's window kept with each spike unless asked otherwise:
+    /// 20 ms, longer than any tick or wake-up path it explains.
+    pub const DEFAULT_RECORD_NS: u64 = 20_000_000;
+
     /// Refuses what cannot run, naming the value (exit 2).
     pub fn validate(&self) -> Result<()> {
         if let Some(t) = self.threshold_ns {
