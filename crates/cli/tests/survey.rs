@@ -283,6 +283,9 @@ struct Verification {
     max_gap_ns: u64,
     /// /proc/stat steal of CPU 1 during the run (10 ms ticks).
     steal_ticks: u64,
+    /// The probe's curve document (its `sources`: what ran in each
+    /// window length's worst window).
+    curve: serde_json::Value,
 }
 
 fn steal_ticks_cpu1() -> u64 {
@@ -303,21 +306,33 @@ fn verify(dir: &Path, index: usize) -> Verification {
     std::fs::write(&measured, format!("[[task]]\nname = \"driver\"\nkind = \"curve\"\nfile = \"{file}\"\n{TASKSET}")).unwrap();
     let analysis = dir.join(format!("analysis-{index}.json"));
     run(&["analyze", path_str(&measured), "--json", path_str(&analysis)]);
-    let max_gap_ns = json(&curve)["max_gap_ns"].as_u64().unwrap();
-    Verification { index, schedulable: json(&analysis)["schedulable"] == true, max_gap_ns, steal_ticks }
+    let curve = json(&curve);
+    let max_gap_ns = curve["max_gap_ns"].as_u64().unwrap();
+    Verification { index, schedulable: json(&analysis)["schedulable"] == true, max_gap_ns, steal_ticks, curve }
 }
 
-/// The prediction holds: the task set is schedulable with what the probe
-/// measured. This VM's host (Firecracker) stops a vCPU for about 5-7 ms at
-/// random while both vCPUs are busy: one interruption of the probe with no
+/// The prediction holds: the served driver takes no more than its server
+/// lets it, and the task set is schedulable with what the probe measured.
+///
+/// The recommendation was analysed with the driver as a sporadic server
+/// and nothing else (findings::schedulability): it bounds the driver, not
+/// the rest. This VM's host (Firecracker) stops a vCPU for about 1-7 ms at
+/// random while both vCPUs are busy: an interruption of the probe with no
 /// context switch and no hard IRQ or softirq over 0.5 ms on the CPU
 /// (bpftrace on sched_switch and irq/softirq entry/exit, 2026-11-25), in
 /// about half of 4 s runs under this flood, rarely counted as steal in
-/// /proc/stat. No bound on a guest thread holds through that. So: some run
-/// must be schedulable, and every run that is not must show one
-/// interruption longer than the served driver can make (its budget plus
-/// the controller's longest measured reaction), while the controller's own
-/// monitor shows the driver never ran more than that in a period.
+/// /proc/stat; the probe's sources show it as `unseen`. No bound on a
+/// guest thread holds through that. So the test checks what the server
+/// promises, in every run, from both sides:
+/// - the controller's own monitor: the driver never ran more than its
+///   budget plus two reactions in a period;
+/// - the probe (independent of the controller): in the worst window of
+///   every length, the driver's threads took at most what a sporadic
+///   server of that budget can serve in it, ceil(w / period) budgets plus
+///   two of the controller's longest reactions each;
+///
+/// and that some run is schedulable. A run that is not is shown with what
+/// filled its worst window of one period beside the driver.
 fn judge(runs: &[Verification], control: &serde_json::Value, command: &str) {
     assert!(runs.iter().any(|r| r.schedulable), "no run schedulable after applying {command}");
     let Some(server) = control["server"].as_object() else {
@@ -326,18 +341,44 @@ fn judge(runs: &[Verification], control: &serde_json::Value, command: &str) {
         return;
     };
     let budget = server["params"]["budget_ns"].as_u64().unwrap();
-    for thread in server["threads"].as_array().unwrap() {
-        let reaction = thread["reaction"]["max_ns"].as_u64().unwrap_or(0);
+    let period = server["params"]["period_ns"].as_u64().unwrap();
+    let threads = server["threads"].as_array().unwrap();
+    let mut reaction = 0;
+    for thread in threads {
+        reaction = reaction.max(thread["reaction"]["max_ns"].as_u64().unwrap_or(0));
         let served = thread["served_per_period"]["max_ns"].as_u64().unwrap_or(0);
+        let reaction = thread["reaction"]["max_ns"].as_u64().unwrap_or(0);
         eprintln!("{}: served per period at most {served} ns, reaction at most {reaction} ns (budget {budget} ns)", thread["comm"]);
         assert!(served <= budget + 2 * reaction, "the server let {} run {served} ns in a period", thread["comm"]);
-        for r in runs.iter().filter(|r| !r.schedulable) {
+    }
+    let served_tids: Vec<u64> = threads.iter().filter_map(|t| t["tid"].as_u64()).collect();
+    assert!(!served_tids.is_empty(), "no served thread in {control:#}");
+    for r in runs {
+        let sources = &r.curve["sources"];
+        assert_eq!(sources["available"], true, "run {}: no sources: {}", r.index, sources["note"]);
+        let windows = sources["windows"].as_array().unwrap();
+        for w in windows {
+            let window = w["window_ns"].as_u64().unwrap();
+            let driver: u64 = w["sources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["pid"].as_u64().is_some_and(|pid| served_tids.contains(&pid)))
+                .map(|s| s["ns"].as_u64().unwrap())
+                .sum();
+            let bound = window.div_ceil(period) * (budget + 2 * reaction);
             assert!(
-                r.max_gap_ns > budget + reaction,
-                "run {} missed with no interruption longer than the served driver can make ({} ns): the prediction failed",
+                driver <= bound,
+                "run {}: in its worst {window} ns window the served driver ran {driver} ns, more than a server of {budget} ns per {period} ns serves ({bound} ns): {}",
                 r.index,
-                r.max_gap_ns
+                w["sources"]
             );
+        }
+        if !r.schedulable {
+            let one_period = windows.iter().rfind(|w| w["window_ns"].as_u64().unwrap() <= period);
+            let composition = one_period
+                .map_or_else(|| "none".to_string(), |w| format!("{} ns busy in {} ns: {}", w["busy_ns"], w["window_ns"], w["sources"]));
+            eprintln!("run {} missed, its worst window of one period: {composition}", r.index);
         }
     }
 }
