@@ -280,6 +280,66 @@ fn a_persisted_change_changed_by_hand_is_drifted_and_reverted_only_with_force() 
     drop(sleeper);
 }
 
+/// Issue 50: a value something else changes while a run holds it is said
+/// while the run goes on (stderr, within the hold's one-second read-back),
+/// not only by `control status` after, and the report lists it; the end
+/// of the run restores the old value all the same.
+#[test]
+fn a_drift_while_held_is_said_as_it_happens_and_reported() {
+    if !live_tests_enabled("a_drift_while_held_is_said_as_it_happens_and_reported") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut sleeper = Command::new("chrt").args(["-b", "0", "sleep", "60"]).spawn().expect("chrt (util-linux)");
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = sleeper.id() as i32;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("held.json");
+    let mut held = irqlab()
+        .args(["control", "threads", &format!("pid:{pid}"), "--policy", "fifo:10", "--duration", "5s", "--json"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = held.stderr.take().unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send((Instant::now(), line));
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while sched::get(pid).unwrap() != (SchedAttr::Fifo { priority: 10 }) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(sched::get(pid).unwrap(), SchedAttr::Fifo { priority: 10 });
+    let chrt = Command::new("chrt").args(["-f", "-p", "20", &pid.to_string()]).status().expect("chrt (util-linux)");
+    assert!(chrt.success());
+    let changed = Instant::now();
+    // Said while the run holds (it ends 5 s after it began).
+    let drift = loop {
+        let (at, line) = said.recv_timeout(Duration::from_secs(4)).expect("no drift said within 4 s of the change");
+        if line.starts_with("drift:") {
+            break (at, line);
+        }
+    };
+    assert!(held.try_wait().unwrap().is_none(), "the drift was said only once the run ended: {}", drift.1);
+    assert!(drift.0.duration_since(changed) < Duration::from_millis(2500), "said {:?} after the change", drift.0.duration_since(changed));
+    assert!(drift.1.contains(&format!("pid {pid}")) || drift.1.contains(&pid.to_string()), "{}", drift.1);
+    assert!(drift.1.contains("SCHED_FIFO 20") && drift.1.contains("SCHED_FIFO 10"), "{}", drift.1);
+    let status = wait_at_most(&mut held, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let drifts = report["drifts"].as_array().expect("drifts in the report");
+    assert_eq!(drifts.len(), 1, "said once, not every second: {drifts:?}");
+    assert_eq!((drifts[0]["found"].as_str(), drifts[0]["set_back"].as_bool()), (Some("SCHED_FIFO 20"), Some(false)), "{}", drifts[0]);
+    // The end restores what was there before irqlab, drift or not.
+    assert_eq!(sched::get(pid).unwrap(), SchedAttr::Batch { nice: 0 });
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}
+
 /// Issue 44: an open-ended `control threads comm:GLOB` started before any
 /// matching thread exists takes the ones that appear while it holds
 /// (journalled, reported) and restores them at the end.

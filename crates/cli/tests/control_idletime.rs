@@ -139,8 +139,16 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         let mut fg = reader(&fg_file, Some("2ms"), 8);
         std::thread::sleep(Duration::from_millis(300));
         let out = dir.path().join(format!("report-{interval}-{gate}.json"));
-        let bg_cmd =
-            format!("{} load reads --file {} --sequential --block 256k --duration 60s", env!("CARGO_BIN_EXE_irqlab"), path_str(&bg_file));
+        // The command notes its own scheduling policy first: the
+        // controller's thread starts it, and its SCHED_FIFO 90 must not
+        // pass on (SCHED_RESET_ON_FORK).
+        let policy_file = dir.path().join(format!("policy-{interval}-{gate}"));
+        let bg_cmd = format!(
+            "grep -m1 '^policy' /proc/$$/sched > {}; exec {} load reads --file {} --sequential --block 256k --duration 60s",
+            path_str(&policy_file),
+            env!("CARGO_BIN_EXE_irqlab"),
+            path_str(&bg_file)
+        );
         let status = irqlab()
             .args([
                 "control",
@@ -173,6 +181,8 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         );
         assert_eq!(r["complete"], true, "{r}");
         assert!(r["foreground"]["completed"].as_u64().unwrap() > 300, "the foreground read: {r}");
+        let policy = std::fs::read_to_string(&policy_file).unwrap();
+        assert_eq!(policy.split(':').nth(1).map(str::trim), Some("0"), "the background command's policy (0: SCHED_OTHER): {policy}");
         reports.push(r);
         assert!(idletime_entries().is_empty(), "journal after p = {interval}: {:?}", idletime_entries());
         assert!(no_idletime_cgroups().is_empty(), "{:?}", no_idletime_cgroups());

@@ -58,7 +58,6 @@
 use crate::controller_thread;
 use crate::monitor::napi::{NapiWatch, Polls};
 use crate::monitor::thread::ThreadWatch;
-use crate::napi_layout::NapiLayout;
 use irqlab_analysis::format_ns;
 use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::sched::{self, SchedAttr};
@@ -567,28 +566,18 @@ pub fn readiness_note(machine: &Machine) -> Option<String> {
 /// through the journal and is restored on return (and at exit).
 pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow) + Send) -> Result<Outcome> {
     config.check()?;
-    if let Some(cpu) = config.cpu {
-        irqlab_host::rt::require_online(cpu, "--cpu")?;
-    }
-    let mut layout = NapiLayout::find(&config.dev)?;
-    check_prerequisites()?;
     let start_attr = match config.enforce {
         Enforce::Fifo => Some(SchedAttr::Fifo { priority: config.high }),
         Enforce::Deadline => Some(deadline_attr(config.initial() as f64, config.period_ns)),
         Enforce::Observe => None,
     };
-    layout.hold(config.cpu, start_attr)?;
-    let threads = layout.threads.clone();
     let machine = Machine::read();
     let context = MachineContext::of(&machine);
-    let started = monotonic_ns();
-    let off: Vec<usize> = config.cpu.into_iter().collect();
-    let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
-    let looped = controller_thread::run("bh-budget", setup, || control_loop(config, &threads, stop, on_period));
-    let held_ns = monotonic_ns() - started;
-    // Restore before reporting (errors here are the run's errors).
-    let switched_threaded_on = layout.restore()?;
-    let (looped, cost) = looped?;
+    let held = crate::napi_layout::control("bh-budget", &config.dev, config.cpu, start_attr, check_prerequisites, |threads| {
+        control_loop(config, threads, stop, on_period)
+    })?;
+    let (looped, cost, threads, held_ns, switched_threaded_on) =
+        (held.result, held.cost, held.threads, held.held_ns, held.switched_threaded_on);
     let figures = Figures::of(&looped.rows, config.period_ns);
     // The one rule (`irqlab_host::run_end`); the trace says so too.
     let complete = looped.ended_by.complete(config.duration_ns, looped.lost_events);

@@ -5,7 +5,9 @@
 //! which is another event: a livelock seen when bh-budget's controller was
 //! pinned with its kthreads), its memory locked so that no page fault
 //! delays a decision, and its own CPU time measured: what running the
-//! controller costs (issue 42's figure, `Overhead`).
+//! controller costs (issue 42's figure, `Overhead`). What it starts (the
+//! background command idletime controls) starts at SCHED_OTHER
+//! (SCHED_RESET_ON_FORK), not at the controller's priority.
 
 use irqlab_host::error::{Error, Result};
 use irqlab_host::rt;
@@ -111,86 +113,52 @@ fn thread_name(name: &str) -> String {
 /// `name` in messages, [`thread_name`] on the machine); returns its result
 /// and what the thread used.
 pub fn run<T: Send>(name: &str, setup: Setup<'_>, work: impl FnOnce() -> Result<T> + Send) -> Result<(T, Cost)> {
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name(thread_name(name))
-            .spawn_scoped(scope, || {
-                rt::set_fifo(setup.priority)?;
-                // One CPU off: every other; more: the others left (all
-                // of them when nothing is left).
-                match setup.off {
-                    [] => {}
-                    [one] => rt::pin_off(*one)?,
-                    many => {
-                        let rest: Vec<usize> = rt::online_cpus()?.into_iter().filter(|c| !many.contains(c)).collect();
-                        if !rest.is_empty() {
-                            rt::set_affinity(0, &rest)?;
-                        }
+    std::thread::scope(|scope| join(name, spawn(scope, name, setup, work)?))
+}
+
+/// [`run`] beside other work: the thread starts in `scope` and the caller
+/// goes on; [`join`] gives its result and cost (a controller's measuring
+/// thread beside its control loop, as process-aware's accounting).
+pub fn spawn<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    setup: Setup<'scope>,
+    work: impl FnOnce() -> Result<T> + Send + 'scope,
+) -> Result<std::thread::ScopedJoinHandle<'scope, Result<(T, Cost)>>> {
+    std::thread::Builder::new()
+        .name(thread_name(name))
+        .spawn_scoped(scope, move || {
+            rt::set_fifo_not_inherited(setup.priority)?;
+            // One CPU off: every other; more: the others left (all
+            // of them when nothing is left).
+            match setup.off {
+                [] => {}
+                [one] => rt::pin_off(*one)?,
+                many => {
+                    let rest: Vec<usize> = rt::online_cpus()?.into_iter().filter(|c| !many.contains(c)).collect();
+                    if !rest.is_empty() {
+                        rt::set_affinity(0, &rest)?;
                     }
                 }
-                if setup.lock_memory {
-                    rt::lock_memory()?;
-                }
-                CONTROL_START.with(|c| c.set(None));
-                let start = clocks();
-                let result = work();
-                let cost = Cost::between(start, CONTROL_START.with(|c| c.get()), clocks());
-                if setup.lock_memory {
-                    rt::unlock_memory();
-                }
-                result.map(|r| (r, cost))
-            })
-            .map_err(|e| Error::Failed(format!("the {name} controller's thread: {e}")))?
-            .join()
-            .unwrap_or_else(|_| Err(Error::Failed(format!("the {name} controller panicked"))))
-    })
+            }
+            if setup.lock_memory {
+                rt::lock_memory()?;
+            }
+            CONTROL_START.with(|c| c.set(None));
+            let start = clocks();
+            let result = work();
+            let cost = Cost::between(start, CONTROL_START.with(|c| c.get()), clocks());
+            if setup.lock_memory {
+                rt::unlock_memory();
+            }
+            result.map(|r| (r, cost))
+        })
+        .map_err(|e| Error::Failed(format!("the {name} controller's thread: {e}")))
 }
 
-/// The controller's setup on the calling thread, for a controller whose
-/// monitor and actuator stay on it (idletime's BPF watch, cgroup gate and
-/// background child): SCHED_FIFO and memory locked while this lives, the
-/// thread's own scheduling back when it is dropped; `cost` is what the
-/// thread used since. It stays on every CPU: what it controls are whole
-/// processes, wherever they run.
-pub struct ThisThread {
-    tid: i32,
-    before: irqlab_host::journal::sched::SchedAttr,
-    lock_memory: bool,
-    start: (u64, u64),
-    control: Option<(u64, u64)>,
-}
-
-impl ThisThread {
-    pub fn raise(priority: u8, lock_memory: bool) -> Result<ThisThread> {
-        use irqlab_host::journal::sched;
-        let tid = nix::unistd::gettid().as_raw();
-        let before = sched::get(tid)?;
-        sched::set(tid, sched::SchedAttr::Fifo { priority: u32::from(priority) })?;
-        let raised = ThisThread { tid, before, lock_memory, start: clocks(), control: None };
-        if lock_memory {
-            rt::lock_memory()?;
-        }
-        Ok(raised)
-    }
-
-    /// Control begins: [`ThisThread::cost`] counts from here.
-    pub fn control_starts(&mut self) {
-        self.control = Some(clocks());
-    }
-
-    /// What the thread used since it was raised.
-    pub fn cost(&self) -> Cost {
-        Cost::between(self.start, self.control, clocks())
-    }
-}
-
-impl Drop for ThisThread {
-    fn drop(&mut self) {
-        if self.lock_memory {
-            rt::unlock_memory();
-        }
-        let _ = irqlab_host::journal::sched::set(self.tid, self.before);
-    }
+/// The result of a thread [`spawn`] started, once it ends.
+pub fn join<T>(name: &str, thread: std::thread::ScopedJoinHandle<'_, Result<(T, Cost)>>) -> Result<(T, Cost)> {
+    thread.join().unwrap_or_else(|_| Err(Error::Failed(format!("the {name} controller panicked"))))
 }
 
 #[cfg(test)]

@@ -4,9 +4,11 @@
 //! policy, each change journalled; at the end restored newest first, the
 //! kthreads' settings before threaded NAPI goes back off.
 
+use crate::controller_thread::{self, Cost};
 use irqlab_host::journal::sched::SchedAttr;
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Applied, Object, Value};
+use irqlab_host::journal::{self, Applied};
+use irqlab_host::rt::monotonic_ns;
 use irqlab_host::Result;
 
 pub struct NapiLayout {
@@ -24,14 +26,8 @@ impl NapiLayout {
 
     /// Pins every kthread to `cpu` and sets `attr`, where given.
     pub fn hold(&mut self, cpu: Option<usize>, attr: Option<SchedAttr>) -> Result<()> {
-        for t in &self.threads {
-            if let Some(cpu) = cpu {
-                self.guards.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![cpu] })?);
-            }
-            if let Some(attr) = attr {
-                self.guards.push(journal::apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr })?);
-            }
-        }
+        let cpus = cpu.map(|c| vec![c]);
+        self.guards.extend(journal::netdev::hold_kthreads(&self.threads, cpus.as_deref(), attr)?);
         Ok(())
     }
 
@@ -45,4 +41,49 @@ impl NapiLayout {
         }
         Ok(switched_on)
     }
+}
+
+/// A controller's run over a device's NAPI kthreads: its loop's result,
+/// what its thread cost, and what was held.
+pub struct HeldRun<T> {
+    pub result: T,
+    pub cost: Cost,
+    pub threads: Vec<Thread>,
+    /// From the kthreads' hold to the end of the loop.
+    pub held_ns: u64,
+    /// Whether the run switched threaded NAPI on (and back off).
+    pub switched_threaded_on: bool,
+}
+
+/// The one lifecycle of a controller of `dev`'s NAPI kthreads (bh-budget,
+/// process-aware): `--cpu` online, the kthreads found, its
+/// `prerequisites` (privileges, BPF) checked before anything changes,
+/// the kthreads held (pinned to `cpu`, set to `attr`), `work` run on the
+/// controller's thread (SCHED_FIFO 99 off `cpu`, memory locked) with the
+/// held threads, and everything restored before the result is given back
+/// (a restore's error is the run's error; the loop's comes after it).
+pub fn control<T: Send>(
+    name: &str,
+    dev: &str,
+    cpu: Option<usize>,
+    attr: Option<SchedAttr>,
+    prerequisites: impl FnOnce() -> Result<()>,
+    work: impl FnOnce(&[Thread]) -> Result<T> + Send,
+) -> Result<HeldRun<T>> {
+    if let Some(cpu) = cpu {
+        irqlab_host::rt::require_online(cpu, "--cpu")?;
+    }
+    let mut layout = NapiLayout::find(dev)?;
+    prerequisites()?;
+    layout.hold(cpu, attr)?;
+    let threads = layout.threads.clone();
+    let started = monotonic_ns();
+    // Off the kthreads' CPU, as every controller.
+    let off: Vec<usize> = cpu.into_iter().collect();
+    let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
+    let looped = controller_thread::run(name, setup, || work(&threads));
+    let held_ns = monotonic_ns() - started;
+    let switched_threaded_on = layout.restore()?;
+    let (result, cost) = looped?;
+    Ok(HeldRun { result, cost, threads, held_ns, switched_threaded_on })
 }

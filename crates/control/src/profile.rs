@@ -543,7 +543,7 @@ pub struct Row {
     /// What happened: `applied`, `already` (it was so: nothing changed),
     /// `refused` (a wildcard IRQ the kernel does not move), `dry-run`,
     /// `absent` (its MATCH names no thread now: nothing set); told while
-    /// following, not kept in the report: `drift` (see `Report::drifts`).
+    /// held, not kept in the report: `drift` (see `Report::drifts`).
     pub outcome: &'static str,
     /// The kernel's refusal, for `refused`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -584,7 +584,8 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: Option<EndedBy>,
     pub complete: bool,
-    /// Held values something else changed, set again (`follow`).
+    /// Held values something else changed while held, as found (set
+    /// again with `follow`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drifts: Vec<Drift>,
 }
@@ -635,25 +636,9 @@ pub fn dry_run(config: &Config, plan: &Plan) -> Result<Report> {
     })
 }
 
-/// How often a followed profile is checked (`Config::follow`): new
-/// threads and drift are taken within a second, at the cost of one walk of
-/// /proc and one read per held setting a second.
-const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// A value something else changed while the profile held it, set back.
-#[derive(Debug, Clone, Serialize)]
-pub struct Drift {
-    pub object: String,
-    /// What irqlab set (and set again).
-    pub set: String,
-    /// What it found instead.
-    pub found: String,
-    /// When, from the start of the hold.
-    pub at_ms: u64,
-    /// Setting it again failed: why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed: Option<String>,
-}
+/// A value something else changed while the profile held it (set back
+/// with `--follow`).
+pub use irqlab_host::journal::hold::Drift;
 
 /// One change in force: its row's index and its journal guard.
 struct Held {
@@ -716,35 +701,32 @@ pub fn apply(
     // while it is being applied. Without NOTIFY_SOCKET this does nothing.
     let status = format!("STATUS=holding {} setting(s)", held.len());
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Custom(&status)]);
-    let started = std::time::Instant::now();
-    let mut drifts = Vec::new();
-    let mut checked = std::time::Instant::now();
+    // Read back every second: a drift is a row as it is found, set again
+    // when following.
+    let mut watch = hold::DriftWatch::new(false);
     let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
-        let follow = follow?;
-        if checked.elapsed() < FOLLOW_EVERY {
+        if !watch.due() {
             return None;
         }
-        checked = std::time::Instant::now();
-        take_late_threads(follow, &mut rows, &mut held, &mut on_applied);
+        if let Some(follow) = follow {
+            take_late_threads(follow, &mut rows, &mut held, &mut on_applied);
+        }
         for h in &held {
-            let Some(found) = h.applied.drift() else { continue };
-            let entry = h.applied.entry();
-            let failed = h.applied.set_again().err().map(|e| e.to_string());
-            let drift = Drift {
-                object: entry.object.to_string(),
-                set: entry.new.to_string(),
-                found: found.to_string(),
-                at_ms: started.elapsed().as_millis() as u64,
-                failed,
-            };
+            let Some(drift) = watch.check(&h.applied, follow.is_some()) else { continue };
             let mut row = rows[h.row].0.clone();
             row.outcome = "drift";
-            row.why = Some(format!("found {}; {}", drift.found, drift.failed.as_deref().unwrap_or("set again")));
+            let by = drift.by.as_ref().map(|by| format!(", by {by}")).unwrap_or_default();
+            let then = match (&drift.failed, drift.set_back) {
+                (Some(why), _) => why.as_str(),
+                (None, true) => "set again",
+                (None, false) => "held as it is now (--follow sets it again)",
+            };
+            row.why = Some(format!("found {}{by}; {then}", drift.found));
             on_applied(&row);
-            drifts.push(drift);
         }
         None
     });
+    let drifts = watch.drifts;
     let complete = ended_by.complete(config.duration_ns, 0);
     let indices: Vec<usize> = held.iter().map(|h| h.row).collect();
     let settled = hold::settle(held.into_iter().map(|h| h.applied).collect(), config.persist)?;

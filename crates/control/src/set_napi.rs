@@ -110,6 +110,10 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: EndedBy,
     pub complete: bool,
+    /// Values something else changed while the run held them, as found
+    /// (each said on stderr then; `control status` names them after).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifts: Vec<hold::Drift>,
 }
 
 /// Applies the settings (each recorded in the journal first), holds them
@@ -149,8 +153,13 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Report> {
         }
     }
     let during = list(&config.dev)?;
+    let mut drift = hold::DriftWatch::new(true);
     let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
-        (netdev::ifindex(&config.dev).ok() != Some(before.ifindex)).then_some(EndedBy::DeviceGone)
+        let gone = (netdev::ifindex(&config.dev).ok() != Some(before.ifindex)).then_some(EndedBy::DeviceGone);
+        if gone.is_none() {
+            drift.check_all(&applied);
+        }
+        gone
     });
     // Restored newest first, as every hold is.
     let changes = hold::settle(applied, config.persist)?;
@@ -164,6 +173,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> Result<Report> {
         held_ns,
         complete: ended_by.complete(config.duration_ns, 0),
         ended_by,
+        drifts: drift.drifts,
     })
 }
 

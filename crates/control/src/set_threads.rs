@@ -84,6 +84,10 @@ pub struct Report {
     /// Why it ended: "duration", "stopped", "threads exited", "persisted".
     pub ended_by: EndedBy,
     pub complete: bool,
+    /// Values something else changed while the run held them, as found
+    /// (each said on stderr then; `control status` names them after).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifts: Vec<hold::Drift>,
 }
 
 /// Applies the policy to every matched thread and holds it (a sporadic
@@ -132,6 +136,9 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         applied.push(held);
     }
     let run = RunEnd::start(stop, config.duration_ns);
+    // A fixed policy is read back while held; a server changes the
+    // threads' priorities itself.
+    let mut drift = hold::DriftWatch::new(true);
     let mut server_report = None;
     let ended_by = if config.persist {
         EndedBy::Persisted
@@ -142,6 +149,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
     } else {
         let mut last_scan = Instant::now();
         loop {
+            drift.check_all(applied.iter().flat_map(|(_, _, change, pinned)| std::iter::once(change).chain(pinned)));
             if open_hold && last_scan.elapsed() >= NEW_THREAD_SCAN {
                 last_scan = Instant::now();
                 let taken: Vec<Thread> = applied.iter().map(|h| h.0.clone()).collect();
@@ -188,5 +196,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         complete: run.complete(&ended_by, server_report.as_ref().map_or(0, |s| s.lost_events)),
         server: server_report,
         ended_by,
+        drifts: drift.drifts,
     })
 }

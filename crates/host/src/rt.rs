@@ -202,13 +202,24 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> Result<()> {
 /// Puts the calling thread in SCHED_FIFO at `priority` (1..=99), or leaves
 /// it in SCHED_OTHER when `priority` is 0, as cyclictest's `-p 0` does.
 pub fn set_fifo(priority: u8) -> Result<()> {
+    fifo(priority, 0)
+}
+
+/// [`set_fifo`] with SCHED_RESET_ON_FORK: a process the thread starts
+/// begins at SCHED_OTHER, not at the thread's real-time priority (a
+/// controller's thread starts the command it then controls).
+pub fn set_fifo_not_inherited(priority: u8) -> Result<()> {
+    fifo(priority, libc::SCHED_RESET_ON_FORK)
+}
+
+fn fifo(priority: u8, flags: libc::c_int) -> Result<()> {
     if priority == 0 {
         return Ok(());
     }
     if priority > 99 {
         return Err(Error::Invalid(format!("priority {priority}: outside SCHED_FIFO's 1..=99")));
     }
-    set_scheduler(libc::SCHED_FIFO, priority as i32).map_err(|err| match err.raw_os_error() {
+    set_scheduler(libc::SCHED_FIFO | flags, priority as i32).map_err(|err| match err.raw_os_error() {
         Some(libc::EPERM) => Error::MissingPrivilege {
             capability: "CAP_SYS_NICE",
             purpose: format!("run at SCHED_FIFO priority {priority} (or raise RLIMIT_RTPRIO)"),

@@ -210,7 +210,10 @@ fn apply_summary(r: &profile::Report) -> String {
     };
     let drifts = match r.drifts.len() {
         0 => String::new(),
-        n => format!("\n{n} value(s) changed by something else while held, set again (see the report's `drifts`)"),
+        n => {
+            let again = r.drifts.iter().filter(|d| d.set_back && d.failed.is_none()).count();
+            format!("\n{n} value(s) changed by something else while held, {again} set again (see the report's `drifts`)")
+        }
     };
     format!("{head}\n{}{drifts}", t.to_text())
 }

@@ -211,7 +211,8 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: EndedBy,
     pub complete: bool,
-    /// What the controller's thread cost, from when it was raised to FIFO 90.
+    /// What the controller's thread cost: its setup, then per second of
+    /// control.
     pub overhead: crate::controller_thread::Overhead,
     pub foreground: ClassFigures,
     pub background: ClassFigures,
@@ -654,8 +655,25 @@ fn classify(
 /// background command) the command's end. Every change is undone on
 /// return, error or panic, and by `irqlab control revert --all` after a
 /// SIGKILL.
-pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep)) -> Result<Report> {
+///
+/// It runs on the controller's thread (`controller_thread::run`, named
+/// `irqlab-idletime`): it must see a foreground request before the
+/// background gets the device again, so it runs at SCHED_FIFO 90, above
+/// the processes it gates, its memory locked. It stays on every CPU: what
+/// it controls are whole processes, wherever they run. The background
+/// command it starts begins at SCHED_OTHER (the thread's priority is not
+/// inherited, SCHED_RESET_ON_FORK).
+pub fn run(config: &Config, stop: &AtomicBool, on_step: impl FnMut(&GateStep) + Send) -> Result<Report> {
     let resource = check(config)?;
+    let setup = crate::controller_thread::Setup { priority: 90, off: &[], lock_memory: true };
+    let (mut report, cost) = crate::controller_thread::run("idletime", setup, || control(config, resource, stop, on_step))?;
+    report.overhead = crate::controller_thread::Overhead::of(cost);
+    Ok(report)
+}
+
+/// The run on the controller's thread ([`run`]); its report's `overhead`
+/// is filled in by [`run`] when the thread ends.
+fn control(config: &Config, resource: Resource, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep)) -> Result<Report> {
     let mut notes = Vec::new();
     if config.interval_ns == 0 {
         notes.push("p = 0: a plain two-class priority (background whenever no foreground request is in the device)".into());
@@ -688,11 +706,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         _ => None,
     };
     let started = child.as_ref().map(|c| c.child.id() as i32);
-    // The controller must see a foreground request before the background
-    // gets the disk again: it runs at SCHED_FIFO 90 (its own thread, back
-    // to its own scheduling when it returns), above the processes it gates;
-    // raised after the command is started, which must not inherit it.
-    let mut controller = crate::controller_thread::ThisThread::raise(90, true)?;
     let mut classed: HashMap<i32, Class> = HashMap::new();
     let (mut fg_n, mut bg_n) = classify(config, started, &mut watch, &mut actuator, &mut classed)?;
 
@@ -727,7 +740,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     let (mut fg, mut bg) = (ClassCount::default(), ClassCount::default());
     let mut next_rescan = begin + RESCAN_NS;
     let mut command_status = None;
-    controller.control_starts();
+    crate::controller_thread::control_starts();
     let ended_by = loop {
         let exited = match child.as_mut() {
             Some(c) => c.exited()?,
@@ -762,7 +775,6 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
     };
     let end = irqlab_host::rt::monotonic_ns();
     let held_ns = end - begin;
-    let overhead = crate::controller_thread::Overhead::of(controller.cost());
     if let Some(c) = &mut child {
         if command_status.is_none() {
             // Stopped before the command ended: it must not outlive the run
@@ -802,7 +814,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_step: impl FnMut(&GateStep
         held_ns,
         ended_by,
         complete,
-        overhead,
+        overhead: Default::default(),
         foreground: fg.figures(held_ns),
         background: bg.figures(held_ns),
         gate: figures,

@@ -143,6 +143,8 @@ fn error(charge: Option<u64>, truth: u64) -> Option<f64> {
 pub fn run(cpus: &[usize], tick_ns: u64, record: bool, stop: &AtomicBool) -> Result<Accounted> {
     let mut storage = Storage::default();
     let mut session = Session::start(&mut storage, Options::default())?;
+    // Its thread's cost counts from here (its BPF programs loaded).
+    crate::controller_thread::control_starts();
     let slots: Vec<usize> = cpus.iter().filter_map(|c| session.online_cpus().iter().position(|o| o == c)).collect();
     let mut samplers: Vec<TickSampler> = slots.iter().map(|&s| TickSampler::new(s)).collect();
     let mut comps: Vec<Compensator> = slots.iter().map(|_| Compensator::new(tick_ns, compensation::GAMMA)).collect();

@@ -42,7 +42,6 @@ pub mod compensation;
 
 use crate::controller_thread;
 use crate::monitor::thread::{Kind, ThreadWatch, MAX_THREADS};
-use crate::napi_layout::NapiLayout;
 use candidates::Candidate;
 use compensation::Compensator;
 use irqlab_host::error::{Error, Result};
@@ -277,9 +276,11 @@ pub struct Report {
     pub recorded: Vec<(u64, Observation)>,
     pub switched_threaded_on: bool,
     pub held_ns: u64,
-    /// What the controller's thread cost (its accounting thread, when
-    /// asked for, is not counted: it is a measurement).
+    /// What the controller's thread cost.
     pub overhead: controller_thread::Overhead,
+    /// What the accounting's thread cost, when it ran: a measurement
+    /// beside the controller, not part of it, so reported apart.
+    pub accounting_overhead: Option<controller_thread::Overhead>,
     pub ended_by: EndedBy,
     pub complete: bool,
 }
@@ -294,14 +295,6 @@ pub fn check_prerequisites() -> Result<()> {
 /// journalled and restored on return.
 pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change) + Send) -> Result<Report> {
     config.check()?;
-    if let Some(cpu) = config.cpu {
-        irqlab_host::rt::require_online(cpu, "--cpu")?;
-    }
-    let mut layout = NapiLayout::find(&config.dev)?;
-    check_prerequisites()?;
-    layout.hold(config.cpu, Some(config.floor))?;
-    let threads = layout.threads.clone();
-    let started = monotonic_ns();
     let acct_cpus = match (&config.account_cpus, config.cpu) {
         (Some(cpus), _) => cpus.clone(),
         (None, Some(c)) => vec![c],
@@ -310,38 +303,38 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
     for &c in &acct_cpus {
         irqlab_host::rt::require_online(c, "--account-cpu")?;
     }
+    // The accounting's thread, beside the control loop: off the accounted
+    // CPU (else off the kthreads'), above what runs there, so the ticks
+    // come on time.
+    let acct_off: Vec<usize> = match acct_cpus.as_slice() {
+        [one] => vec![*one],
+        _ => config.cpu.into_iter().collect(),
+    };
     let acct_stop = AtomicBool::new(false);
-    let (looped, accounted) = std::thread::scope(|scope| {
-        let acct = config.accounting.then(|| {
-            scope.spawn(|| {
-                // Off the accounted CPU (else off the kthreads'), above
-                // what runs there, so the ticks come on time.
-                match acct_cpus.as_slice() {
-                    [one] => irqlab_host::rt::pin_off(*one)?,
-                    _ => {
-                        if let Some(cpu) = config.cpu {
-                            irqlab_host::rt::pin_off(cpu)?;
-                        }
-                    }
-                }
-                irqlab_host::rt::set_fifo(98)?;
-                accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
-            })
-        });
-        // Off the kthreads' CPU, as every controller.
-        let off: Vec<usize> = config.cpu.into_iter().collect();
-        let setup = controller_thread::Setup { priority: 99, off: &off, lock_memory: true };
-        let looped = controller_thread::run("process-aware", setup, || control_loop(config, &threads, stop, &mut on_change));
-        acct_stop.store(true, Ordering::SeqCst);
-        let accounted =
-            acct.map(|h| h.join().unwrap_or_else(|_| Err(Error::Failed("the process-aware accounting panicked".into())))).transpose();
-        (looped, accounted)
-    });
-    let held_ns = monotonic_ns() - started;
-    let switched_threaded_on = layout.restore()?;
-    let (l, cost) = looped?;
+    let held = crate::napi_layout::control("process-aware", &config.dev, config.cpu, Some(config.floor), check_prerequisites, |threads| {
+        std::thread::scope(|scope| {
+            let acct = config
+                .accounting
+                .then(|| {
+                    let setup = controller_thread::Setup { priority: 98, off: &acct_off, lock_memory: true };
+                    controller_thread::spawn(scope, "pa-accounting", setup, || {
+                        accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
+                    })
+                })
+                .transpose()?;
+            let looped = control_loop(config, threads, stop, &mut on_change);
+            acct_stop.store(true, Ordering::SeqCst);
+            let accounted = acct.map(|h| controller_thread::join("process-aware accounting", h)).transpose();
+            Ok((looped?, accounted?))
+        })
+    })?;
+    let ((l, accounted), cost, threads, held_ns, switched_threaded_on) =
+        (held.result, held.cost, held.threads, held.held_ns, held.switched_threaded_on);
     let overhead = controller_thread::Overhead::of(cost);
-    let accounted = accounted?;
+    let (accounted, accounting_overhead) = match accounted {
+        Some((a, cost)) => (Some(a), Some(controller_thread::Overhead::of(cost))),
+        None => (None, None),
+    };
     // The one rule (`irqlab_host::run_end`).
     let complete = l.ended_by.complete(config.duration_ns, l.lost_events);
     let mut recorded = l.recorded;
@@ -365,6 +358,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         switched_threaded_on,
         held_ns,
         overhead,
+        accounting_overhead,
         ended_by: l.ended_by,
         complete,
     })

@@ -19,7 +19,7 @@
 
 use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, Object, Value};
+use irqlab_host::journal::{self, netdev, Object, Value};
 use irqlab_host::rt;
 use irqlab_host::testbed::{self, Side, Testbed};
 use irqlab_measure::accounting::names::{softirq_name, NET_RX};
@@ -181,11 +181,8 @@ pub fn measure(config: &Config, stop: &AtomicBool, mut on_tick: impl FnMut(&Rate
     // after a kill.
     let rps = Object::File { path: format!("/sys/class/net/{}/queues/rx-0/rps_cpus", host.root_device) };
     let _rps = journal::apply(rps, Value::Text { text: rt::cpu_mask_hex(&[cpu]) })?;
-    let mut _napi = Vec::new();
-    for t in testbed::napi_threads(&host.root_device) {
-        let Some(thread) = Thread::of(t.pid) else { continue };
-        _napi.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: others.clone() })?);
-    }
+    let napi: Vec<Thread> = testbed::napi_threads(&host.root_device).iter().filter_map(|t| Thread::of(t.pid)).collect();
+    let _napi = netdev::hold_kthreads(&napi, Some(&others), None)?;
 
     // The UDP server: SCHED_OTHER on the measured CPU, alive for all rates.
     let server_stop = Arc::new(AtomicBool::new(false));

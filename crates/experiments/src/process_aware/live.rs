@@ -34,7 +34,7 @@ use super::sim;
 use crate::report::{Report, Row};
 use irqlab_control::process_aware::{self, accounting, accounting::Accounted};
 use irqlab_host::error::{Error, Result};
-use irqlab_host::journal::{self, netdev, Applied, Object, Value};
+use irqlab_host::journal::{netdev, Applied};
 use irqlab_host::rt;
 use irqlab_host::testbed::{self, Side, Testbed};
 use irqlab_measure::player::{self, Calibration};
@@ -275,9 +275,7 @@ fn layout(mode: Mode, focus: usize) -> Result<Vec<Applied>> {
             if mode == Mode::ProcessAware {
                 return Ok(changes);
             }
-            for thread in kthreads {
-                changes.push(journal::apply(Object::ThreadAffinity { thread }, Value::Cpus { cpus: vec![focus] })?);
-            }
+            changes.extend(netdev::hold_kthreads(&kthreads, Some(&[focus]), None)?);
         }
     }
     Ok(changes)

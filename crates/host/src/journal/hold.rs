@@ -1,13 +1,17 @@
 //! Holding a set of journalled changes for a run: until Ctrl-C / SIGTERM or
 //! a duration, then restored newest first, or kept as persistent entries.
 //! The run-end shape of the commands that only set values (`control irq`,
-//! `control apply`, `control sched-feature`, `control fair-server`).
+//! `control apply`, `control sched-feature`, `control fair-server`). While
+//! a run holds its changes it reads them back ([`DriftWatch`]): a value
+//! something else changed (irqbalance, tuned, stalld) is said as it
+//! happens, with who likely did it, not only by `control status` after.
 
-use super::{Applied, Restored};
+use super::{Applied, Author, Restored, Value};
 use crate::error::Result;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use crate::run_end::{EndedBy, RunEnd};
 
@@ -77,6 +81,115 @@ pub fn settle(applied: Vec<Applied>, persist: bool) -> Result<Vec<Changed>> {
     }
     changes.reverse();
     Ok(changes)
+}
+
+/// How often a hold reads back what it holds.
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// A value something else changed while a run held it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    pub object: String,
+    /// What irqlab set.
+    pub set: String,
+    /// What it found instead.
+    pub found: String,
+    /// Who likely changed it, where irqlab can tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<Author>,
+    /// When, from the start of the hold.
+    pub at_ms: u64,
+    /// Whether irqlab wrote its value again (`control apply --follow`).
+    pub set_back: bool,
+    /// Setting it again failed: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl std::fmt::Display for Drift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: irqlab set {}, now {}", self.object, self.set, self.found)?;
+        if let Some(by) = &self.by {
+            write!(f, ", by {by}")?;
+        }
+        match (&self.failed, self.set_back) {
+            (Some(why), _) => write!(f, "; setting it again failed: {why}"),
+            (None, true) => f.write_str("; set again"),
+            (None, false) => f.write_str("; held as it is now, restored at the end"),
+        }
+    }
+}
+
+/// Reads held changes back while a run holds them (every [`CHECK_EVERY`]):
+/// a change whose object holds something else now is a [`Drift`], said
+/// once per value found (a value that stays drifted is not said every
+/// second), written over when asked.
+pub struct DriftWatch {
+    started: Instant,
+    checked: Instant,
+    /// The drifted value last found, per journal entry.
+    found: HashMap<String, Value>,
+    /// Say each drift on stderr as it is found.
+    say: bool,
+    pub drifts: Vec<Drift>,
+}
+
+impl DriftWatch {
+    /// A watch starting now; `say`: each drift on stderr when found
+    /// (a command whose own rows say it passes false).
+    pub fn new(say: bool) -> DriftWatch {
+        let now = Instant::now();
+        DriftWatch { started: now, checked: now, found: HashMap::new(), say, drifts: Vec::new() }
+    }
+
+    /// Whether a check is due; the next is due [`CHECK_EVERY`] from now.
+    pub fn due(&mut self) -> bool {
+        if self.checked.elapsed() < CHECK_EVERY {
+            return false;
+        }
+        self.checked = Instant::now();
+        true
+    }
+
+    /// Reads one held change back: a drift not said before is recorded
+    /// (and, with `set_back`, written over) and returned.
+    pub fn check(&mut self, applied: &Applied, set_back: bool) -> Option<&Drift> {
+        let entry = applied.entry();
+        let Some(found) = applied.drift() else {
+            self.found.remove(&entry.id);
+            return None;
+        };
+        if self.found.get(&entry.id).is_some_and(|said| said.same_setting(&found)) {
+            return None;
+        }
+        let failed = if set_back { applied.set_again().err().map(|e| e.to_string()) } else { None };
+        if failed.is_some() || !set_back {
+            self.found.insert(entry.id.clone(), found.clone());
+        }
+        let drift = Drift {
+            object: entry.object.to_string(),
+            set: entry.new.to_string(),
+            by: super::drifted_by(&entry.object, &found),
+            found: found.to_string(),
+            at_ms: self.started.elapsed().as_millis() as u64,
+            set_back,
+            failed,
+        };
+        if self.say {
+            eprintln!("drift: {drift}");
+        }
+        self.drifts.push(drift);
+        self.drifts.last()
+    }
+
+    /// [`check`](Self::check) on each of `held` when a check is due.
+    pub fn check_all<'a>(&mut self, held: impl IntoIterator<Item = &'a Applied>) {
+        if self.due() {
+            for applied in held {
+                self.check(applied, false);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

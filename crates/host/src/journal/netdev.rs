@@ -335,12 +335,13 @@ pub fn softirq_receive_on(dev: &str, cpu: usize) -> Result<Vec<crate::journal::A
     ])
 }
 
-/// `dev`'s receive work in its NAPI kthreads: threaded NAPI on through the
-/// journal, and the kthreads once they appear (empty if none did).
+/// `dev`'s receive work in its NAPI kthreads: threaded NAPI switched on
+/// through the journal (set again where it was on: the guard puts back
+/// what it found), and the kthreads; exit 3 when the kernel or the device
+/// refuses it or no kthread appears.
 pub fn threaded_receive(dev: &str) -> Result<(crate::journal::Applied, Vec<super::threads::Thread>)> {
-    use crate::journal::{apply, Object, Value};
-    let on = apply(Object::File { path: format!("/sys/class/net/{dev}/threaded") }, Value::Text { text: "1".into() })?;
-    Ok((on, wait_for_napi_kthreads(dev)))
+    let on = switch_threaded_on(dev)?;
+    Ok((on, kthreads_appeared(dev)?))
 }
 
 /// The NAPI kthreads of `dev`, with threaded NAPI switched on through the
@@ -354,10 +355,17 @@ pub fn napi_kthreads(dev: &str) -> Result<(Vec<super::threads::Thread>, Option<c
             )));
         }
     }
-    let find = || super::threads::Match::Napi(dev.to_string()).resolve(&format!("napi:{dev}")).ok();
-    if let Some(found) = find() {
+    if let Ok(found) = super::threads::Match::Napi(dev.to_string()).resolve(&format!("napi:{dev}")) {
         return Ok((found, None));
     }
+    let on = switch_threaded_on(dev)?;
+    Ok((kthreads_appeared(dev)?, Some(on)))
+}
+
+/// `/sys/class/net/DEV/threaded` set to 1 through the journal, each
+/// refusal named: no privilege (exit 3), no threaded NAPI in this kernel
+/// (exit 3), a device without NAPI (exit 2).
+fn switch_threaded_on(dev: &str) -> Result<crate::journal::Applied> {
     crate::privilege::require(&[crate::privilege::Capability::NetAdmin], "switch threaded NAPI on")?;
     let path = format!("/sys/class/net/{dev}/threaded");
     if !std::path::Path::new(&path).exists() {
@@ -366,27 +374,51 @@ pub fn napi_kthreads(dev: &str) -> Result<(Vec<super::threads::Thread>, Option<c
             detail: format!("{path} does not exist (Linux 5.12+)"),
         });
     }
-    let applied = match crate::journal::apply(
-        crate::journal::Object::File { path: path.clone() },
-        crate::journal::Value::Text { text: "1".into() },
-    ) {
-        Ok(a) => a,
+    match crate::journal::apply(crate::journal::Object::File { path: path.clone() }, crate::journal::Value::Text { text: "1".into() }) {
+        Ok(a) => Ok(a),
         Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            return Err(Error::Invalid(format!("{dev} has no NAPI instance to thread ({path}: operation not supported)")))
+            Err(Error::Invalid(format!("{dev} has no NAPI instance to thread ({path}: operation not supported)")))
         }
         Err(Error::Io { source, .. }) => {
-            return Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{dev} refused it: {source}") })
+            Err(Error::MissingKernelFeature { feature: "threaded NAPI".into(), detail: format!("{dev} refused it: {source}") })
         }
-        Err(e) => return Err(e),
-    };
-    let found = wait_for_napi_kthreads(dev);
-    if !found.is_empty() {
-        return Ok((found, Some(applied)));
+        Err(e) => Err(e),
     }
-    Err(Error::MissingKernelFeature {
-        feature: "threaded NAPI".into(),
-        detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared"),
-    })
+}
+
+/// `dev`'s NAPI kthreads once threaded NAPI is on (the kernel creates
+/// them asynchronously: [`wait_for_napi_kthreads`]), exit 3 when none
+/// appeared.
+fn kthreads_appeared(dev: &str) -> Result<Vec<super::threads::Thread>> {
+    let found = wait_for_napi_kthreads(dev);
+    if found.is_empty() {
+        return Err(Error::MissingKernelFeature {
+            feature: "threaded NAPI".into(),
+            detail: format!("{dev} took threaded=1 but no napi/{dev}-* kthread appeared"),
+        });
+    }
+    Ok(found)
+}
+
+/// Pins each of `threads` to `cpus` and sets `attr`, where given, each
+/// change journalled (the guards in order: restored newest first). What a
+/// run does with the NAPI kthreads it holds.
+pub fn hold_kthreads(
+    threads: &[super::threads::Thread],
+    cpus: Option<&[usize]>,
+    attr: Option<super::sched::SchedAttr>,
+) -> Result<Vec<crate::journal::Applied>> {
+    use crate::journal::{apply, Object, Value};
+    let mut guards = Vec::new();
+    for t in threads {
+        if let Some(cpus) = cpus {
+            guards.push(apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: cpus.to_vec() })?);
+        }
+        if let Some(attr) = attr {
+            guards.push(apply(Object::ThreadSched { thread: t.clone() }, Value::Sched { attr })?);
+        }
+    }
+    Ok(guards)
 }
 
 #[cfg(test)]

@@ -528,6 +528,10 @@ pub struct Report {
     pub held_ns: u64,
     pub ended_by: EndedBy,
     pub complete: bool,
+    /// Values something else changed while the run held them, as found
+    /// (each said on stderr then; `control status` names them after).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drifts: Vec<hold::Drift>,
 }
 
 /// The knobs set for a run (a reproduction's `--hrtick-dl` or
@@ -594,7 +598,11 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
     }
     let debugfs = held.debugfs.mount.display().to_string();
     let mounted_debugfs = held.debugfs.mounted.is_some();
-    let (held_ns, ended_by) = hold::wait(stop, config.duration_ns, config.persist);
+    let mut drift = hold::DriftWatch::new(true);
+    let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
+        drift.check_all(&held.changes);
+        None
+    });
     let complete = ended_by.complete(config.duration_ns, 0);
     let changes = hold::settle(std::mem::take(&mut held.changes), config.persist)?;
     if let Some(mount) = held.debugfs.mounted.take() {
@@ -611,6 +619,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Objec
         held_ns,
         ended_by,
         complete,
+        drifts: drift.drifts,
     })
 }
 

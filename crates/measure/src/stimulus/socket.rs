@@ -6,7 +6,11 @@
 
 use super::wire::{self, Payload, PAYLOAD_LEN};
 use irqlab_host::error::{Error, Result};
+use nix::errno::Errno;
+use nix::sys::socket::{self, ControlMessageOwned, MsgFlags, MultiHeaders};
+use nix::sys::time::TimeSpec;
 use serde::{Deserialize, Serialize};
+use std::io::IoSliceMut;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
@@ -68,7 +72,6 @@ pub struct Stamp {
     pub hardware_ns: u64,
 }
 
-const SOL_IP: i32 = libc::SOL_IP;
 const ICMP_FILTER: i32 = 1;
 const SCM_TSTAMP_SND: u32 = 0;
 
@@ -241,7 +244,7 @@ impl StimulusSocket {
     /// none is queued; `Ok(Some((None, _)))` for a packet that is not one of
     /// this run's replies.
     pub fn recv_reply(&self, buf: &mut [u8]) -> std::io::Result<Option<(Option<Payload>, Stamp)>> {
-        let (len, stamp, _) = match recvmsg(self.fd.as_raw_fd(), buf, libc::MSG_DONTWAIT)? {
+        let (len, stamp, _) = match recvmsg(self.fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT)? {
             Some(r) => r,
             None => return Ok(None),
         };
@@ -255,7 +258,7 @@ impl StimulusSocket {
 
     /// One transmit timestamp waiting on the error queue, without blocking.
     pub fn recv_tx_stamp(&self, buf: &mut [u8]) -> std::io::Result<Option<(Option<Payload>, Stamp)>> {
-        let (len, stamp, is_send_stamp) = match recvmsg(self.fd.as_raw_fd(), buf, libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE)? {
+        let (len, stamp, is_send_stamp) = match recvmsg(self.fd.as_raw_fd(), buf, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_ERRQUEUE)? {
             Some(r) => r,
             None => return Ok(None),
         };
@@ -267,7 +270,7 @@ impl StimulusSocket {
     /// system call (recvmmsg(2)), without blocking; each entry as
     /// [`recv_reply`](Self::recv_reply) gives it. Returns how many were read.
     pub fn recv_replies(&self, batch: &mut RecvBatch) -> std::io::Result<usize> {
-        let n = batch.receive(self.fd.as_raw_fd(), libc::MSG_DONTWAIT)?;
+        let n = batch.receive(self.fd.as_raw_fd(), MsgFlags::MSG_DONTWAIT)?;
         for i in 0..n {
             let (len, stamp, _) = batch.meta[i];
             let data = &batch.bufs[i][..len];
@@ -283,7 +286,7 @@ impl StimulusSocket {
     /// Every transmit timestamp waiting on the error queue, up to `batch`'s
     /// size, in one system call, without blocking.
     pub fn recv_tx_stamps(&self, batch: &mut RecvBatch) -> std::io::Result<usize> {
-        let n = batch.receive(self.fd.as_raw_fd(), libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE)?;
+        let n = batch.receive(self.fd.as_raw_fd(), MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_ERRQUEUE)?;
         for i in 0..n {
             let (len, stamp, is_send_stamp) = batch.meta[i];
             let payload = if is_send_stamp { Payload::decode_tail(&batch.bufs[i][..len]) } else { None };
@@ -301,12 +304,16 @@ pub const MAX_BATCH: usize = 64;
 /// (the sent packet, link header included); longer packets are not
 /// stimuli and come back truncated.
 const SLOT_LEN: usize = 256;
-const CONTROL_LEN: usize = 32;
+/// Room for one message's control messages: the timestamps and, on the
+/// error queue, the extended error with its offender's address (about
+/// 120 bytes on x86-64); more than that comes back truncated (MSG_CTRUNC)
+/// and is read as no timestamp.
+const CONTROL_LEN: usize = 256;
 
 /// Buffers for one recvmmsg(2) call, kept across calls.
 pub struct RecvBatch {
     bufs: Vec<[u8; SLOT_LEN]>,
-    control: Vec<[u64; CONTROL_LEN]>,
+    headers: MultiHeaders<()>,
     meta: Vec<(usize, Option<Stamp>, bool)>,
     /// What the last call read: this run's payload (if it is one) and the
     /// kernel's timestamp, per message.
@@ -317,7 +324,7 @@ impl Default for RecvBatch {
     fn default() -> Self {
         RecvBatch {
             bufs: vec![[0; SLOT_LEN]; MAX_BATCH],
-            control: vec![[0; CONTROL_LEN]; MAX_BATCH],
+            headers: MultiHeaders::preallocate(MAX_BATCH, Some(Vec::with_capacity(CONTROL_LEN))),
             meta: vec![(0, None, false); MAX_BATCH],
             out: vec![(None, Stamp::default()); MAX_BATCH],
         }
@@ -325,30 +332,19 @@ impl Default for RecvBatch {
 }
 
 impl RecvBatch {
-    fn receive(&mut self, fd: RawFd, flags: i32) -> std::io::Result<usize> {
-        // SAFETY: zeroed iovec/mmsghdr are valid; filled in below.
-        let mut iovs: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..MAX_BATCH {
-            iovs[i] = libc::iovec { iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void, iov_len: SLOT_LEN };
-            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_control = self.control[i].as_mut_ptr() as *mut libc::c_void;
-            msgs[i].msg_hdr.msg_controllen = std::mem::size_of::<[u64; CONTROL_LEN]>();
-        }
-        // SAFETY: msgs point at live buffers for the call.
-        let n = unsafe { libc::recvmmsg(fd, msgs.as_mut_ptr(), MAX_BATCH as u32, flags, std::ptr::null_mut()) };
-        if n < 0 {
-            let err = std::io::Error::last_os_error();
-            return match err.kind() {
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(err),
-            };
-        }
-        let n = n as usize;
-        for (meta, m) in self.meta.iter_mut().zip(&msgs).take(n) {
-            let (stamp, is_send_stamp) = control_messages(&m.msg_hdr);
-            *meta = ((m.msg_len as usize).min(SLOT_LEN), stamp, is_send_stamp);
+    fn receive(&mut self, fd: RawFd, flags: MsgFlags) -> std::io::Result<usize> {
+        let mut bufs = self.bufs.iter_mut();
+        let mut iovs: [[IoSliceMut; 1]; MAX_BATCH] = std::array::from_fn(|_| [IoSliceMut::new(bufs.next().expect("MAX_BATCH buffers"))]);
+        let received = match socket::recvmmsg(fd, &mut self.headers, iovs.iter_mut(), flags, None) {
+            Ok(received) => received,
+            Err(Errno::EAGAIN | Errno::EINTR) => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let mut n = 0;
+        for (meta, m) in self.meta.iter_mut().zip(received) {
+            let (stamp, is_send_stamp) = control_messages(&m);
+            *meta = (m.bytes.min(SLOT_LEN), stamp, is_send_stamp);
+            n += 1;
         }
         Ok(n)
     }
@@ -357,49 +353,34 @@ impl RecvBatch {
 /// recvmsg(2) with the control messages irqlab reads: the kernel timestamps
 /// and whether an error-queue entry is a send timestamp. `Ok(None)` on
 /// EAGAIN.
-fn recvmsg(fd: RawFd, buf: &mut [u8], flags: i32) -> std::io::Result<Option<(usize, Option<Stamp>, bool)>> {
-    let mut control = [0u64; 64];
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
-    // SAFETY: zeroed msghdr is valid; pointers below stay alive for the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = std::mem::size_of_val(&control);
-    // SAFETY: msg describes valid buffers.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
-    if n < 0 {
-        let err = std::io::Error::last_os_error();
-        return match err.kind() {
-            std::io::ErrorKind::WouldBlock => Ok(None),
-            _ => Err(err),
-        };
+fn recvmsg(fd: RawFd, buf: &mut [u8], flags: MsgFlags) -> std::io::Result<Option<(usize, Option<Stamp>, bool)>> {
+    let mut control = Vec::with_capacity(CONTROL_LEN);
+    match socket::recvmsg::<()>(fd, &mut [IoSliceMut::new(buf)], Some(&mut control), flags) {
+        Ok(m) => {
+            let (stamp, is_send_stamp) = control_messages(&m);
+            Ok(Some((m.bytes, stamp, is_send_stamp)))
+        }
+        Err(Errno::EAGAIN) => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    let (stamp, is_send_stamp) = control_messages(&msg);
-    Ok(Some((n as usize, stamp, is_send_stamp)))
 }
 
 /// The kernel timestamp and whether an error-queue entry is a send
-/// timestamp, from the control messages of a received `msg`.
-fn control_messages(msg: &libc::msghdr) -> (Option<Stamp>, bool) {
+/// timestamp, from the control messages of a received message (none
+/// where they were truncated).
+fn control_messages(msg: &socket::RecvMsg<'_, '_, ()>) -> (Option<Stamp>, bool) {
     let mut stamp = None;
     let mut is_send_stamp = false;
-    // SAFETY: walking the control buffer the kernel filled, with its macros.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-        while !cmsg.is_null() {
-            let c = &*cmsg;
-            let data = libc::CMSG_DATA(cmsg);
-            if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SCM_TIMESTAMPING {
-                let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
-                let ns = |t: &libc::timespec| t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
-                stamp = Some(Stamp { software_ns: ns(&ts[0]), hardware_ns: ns(&ts[2]) });
-            } else if c.cmsg_level == SOL_IP && c.cmsg_type == libc::IP_RECVERR {
-                let ee = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
+    let Ok(cmsgs) = msg.cmsgs() else { return (None, false) };
+    let ns = |t: &TimeSpec| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64;
+    for cmsg in cmsgs {
+        match cmsg {
+            ControlMessageOwned::ScmTimestampsns(ts) => stamp = Some(Stamp { software_ns: ns(&ts.system), hardware_ns: ns(&ts.hw_raw) }),
+            ControlMessageOwned::Ipv4RecvErr(ee, _) => {
                 is_send_stamp =
                     ee.ee_errno == libc::ENOMSG as u32 && ee.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING && ee.ee_info == SCM_TSTAMP_SND;
             }
-            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+            _ => {}
         }
     }
     (stamp, is_send_stamp)

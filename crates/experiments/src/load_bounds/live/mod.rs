@@ -52,7 +52,7 @@ use irqlab_host::error::{Error, Result};
 use irqlab_host::journal::root_domain::{self, RootDomain};
 use irqlab_host::journal::sched::SchedAttr;
 use irqlab_host::journal::threads::Thread;
-use irqlab_host::journal::{self, netdev, Applied, Object, Value};
+use irqlab_host::journal::{netdev, Applied};
 use irqlab_host::rt;
 use irqlab_host::run_end::RunEnd;
 use irqlab_host::testbed::{self, Side, Testbed};
@@ -347,12 +347,6 @@ fn layout(setup: Setup, place: &Place) -> Result<Layout> {
     let (on, kthreads) = netdev::threaded_receive(DEVICE)?;
     l.changes.push(on);
     l.kthreads = kthreads;
-    if l.kthreads.is_empty() {
-        return Err(Error::MissingKernelFeature {
-            feature: "threaded NAPI".into(),
-            detail: format!("no napi/{DEVICE}-* kthread appeared"),
-        });
-    }
     if setup == Setup::Config(Configuration::Deadline) {
         let attr = SchedAttr::Deadline { runtime_ns: BUDGET, deadline_ns: SERVER_PERIOD, period_ns: SERVER_PERIOD };
         for t in &l.kthreads {
@@ -364,12 +358,11 @@ fn layout(setup: Setup, place: &Place) -> Result<Layout> {
         Setup::Config(Configuration::Background | Configuration::Sporadic) => SchedAttr::Fifo { priority: TAU_D_LOW },
         _ => SchedAttr::Fifo { priority: TAU_D_HIGH },
     };
-    for t in l.kthreads.clone() {
+    for t in &l.kthreads {
         // On cgroup v2 the CPU is the shield's partition's alone.
-        l.changes.append(&mut place.shield.admit(&t)?);
-        l.changes.push(journal::apply(Object::ThreadAffinity { thread: t.clone() }, Value::Cpus { cpus: vec![focus] })?);
-        l.changes.push(journal::apply(Object::ThreadSched { thread: t }, Value::Sched { attr })?);
+        l.changes.append(&mut place.shield.admit(t)?);
     }
+    l.changes.extend(netdev::hold_kthreads(&l.kthreads, Some(&[focus]), Some(attr))?);
     Ok(l)
 }
 
