@@ -21,6 +21,7 @@ pub mod monitor;
 pub mod napi_layout;
 pub mod process_aware;
 pub mod profile;
+pub mod sched_knobs;
 pub mod set_napi;
 pub mod set_threads;
 pub mod sporadic;

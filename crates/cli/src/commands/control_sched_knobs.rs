@@ -4,7 +4,8 @@ use super::control::online;
 use crate::error::{CliError, Status};
 use crate::flags;
 use crate::output::json_or_summary;
-use irqlab_host::journal::sched_knobs;
+use irqlab_control::sched_knobs;
+use irqlab_host::journal::sched_knobs::{check_fair_server, Change};
 use irqlab_report::html::Table;
 use std::path::PathBuf;
 
@@ -52,7 +53,7 @@ pub struct FairServerArgs {
 }
 
 pub fn sched_feature(args: SchedFeatureArgs) -> Result<Status, CliError> {
-    let change = sched_knobs::Change::SchedFeature { name: args.name.clone(), on: args.state == "on" };
+    let change = Change::SchedFeature { name: args.name.clone(), on: args.state == "on" };
     sched_knobs_run(change, args.duration, args.persist, args.json)
 }
 
@@ -60,20 +61,15 @@ pub fn fair_server(args: FairServerArgs) -> Result<Status, CliError> {
     let cpus = online(args.cpu.as_ref(), "--cpu")?;
     // A bad pair is refused before the lockdown check and the mount.
     if let Some(period) = args.period {
-        sched_knobs::check_fair_server(args.runtime, period)?;
+        check_fair_server(args.runtime, period)?;
     }
-    let change = sched_knobs::Change::FairServer { cpus, runtime_ns: args.runtime, period_ns: args.period };
+    let change = Change::FairServer { cpus, runtime_ns: args.runtime, period_ns: args.period };
     sched_knobs_run(change, args.duration, args.persist, args.json)
 }
 
 /// `control sched-feature` and `control fair-server`: hold, restore or
 /// persist, report, as `control napi` does.
-fn sched_knobs_run(
-    change: sched_knobs::Change,
-    duration_ns: Option<u64>,
-    persist: bool,
-    json: Option<PathBuf>,
-) -> Result<Status, CliError> {
+fn sched_knobs_run(change: Change, duration_ns: Option<u64>, persist: bool, json: Option<PathBuf>) -> Result<Status, CliError> {
     let config = sched_knobs::Config { change, duration_ns, persist };
     let stop = crate::signal::stop_flag();
     let quiet = json.as_deref() == Some(std::path::Path::new("-"));

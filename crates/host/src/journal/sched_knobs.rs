@@ -14,17 +14,15 @@
 //! The journal's read and write of a knob find debugfs themselves and, when
 //! it is not mounted (a leftover reverted after its mount's entry), mount it
 //! for that one access: a revert never depends on another entry's order.
+//! The commands that hold them (`control sched-feature`, `control
+//! fair-server`) are controls like the others: `irqlab_control::sched_knobs`.
 
 use crate::error::{Error, Result};
-use crate::journal::hold::{self, Changed, EndedBy};
 use crate::journal::{self, Applied, Object, Value};
 use crate::privilege::{self, Capability};
 use serde::Serialize;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-
-pub const SCHEMA: &str = "irqlab/control-sched/v1";
 
 /// Where debugfs goes when irqlab mounts it (where every distribution has it).
 pub const DEFAULT_MOUNT: &str = "/sys/kernel/debug";
@@ -179,7 +177,8 @@ fn file_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
     }
 }
 
-fn kernel_release() -> String {
+/// The running kernel's release (`uname -r`), as reports name it.
+pub fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "release unknown".into(), |r| r.trim().to_string())
 }
 
@@ -507,33 +506,6 @@ pub enum Change {
     },
 }
 
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub change: Change,
-    pub duration_ns: Option<u64>,
-    pub persist: bool,
-}
-
-/// The `irqlab/control-sched/v1` document.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub schema: &'static str,
-    pub kernel: String,
-    pub change: Change,
-    /// Where debugfs was, and whether irqlab mounted it for the run.
-    pub debugfs: String,
-    pub mounted_debugfs: bool,
-    pub changes: Vec<Changed>,
-    pub persist: bool,
-    pub held_ns: u64,
-    pub ended_by: EndedBy,
-    pub complete: bool,
-    /// Values something else changed while the run held them, as found
-    /// (each said on stderr then; `control status` names them after).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub drifts: Vec<hold::Drift>,
-}
-
 /// The knobs set for a run (a reproduction's `--hrtick-dl` or
 /// `--fair-server off`): restored newest first, then debugfs unmounted if
 /// irqlab mounted it, when dropped.
@@ -584,43 +556,6 @@ pub fn apply(change: &Change) -> Result<Held> {
         }
     }
     Ok(Held { changes, debugfs })
-}
-
-/// Applies the change (each knob recorded in the journal first), holds it
-/// until `stop` or the duration, and restores it (unless `persist`, which
-/// keeps the knobs and still unmounts a debugfs irqlab mounted: the kernel
-/// keeps the setting without the mount). `on_applied` is told each knob's
-/// (object, old, new) once all are in force.
-pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Object, &Value, &Value)) -> Result<Report> {
-    let mut held = apply(&config.change)?;
-    for a in &held.changes {
-        on_applied(&a.entry().object, &a.entry().old, &a.entry().new);
-    }
-    let debugfs = held.debugfs.mount.display().to_string();
-    let mounted_debugfs = held.debugfs.mounted.is_some();
-    let mut drift = hold::DriftWatch::new(true);
-    let (held_ns, ended_by) = hold::wait_while(stop, config.duration_ns, config.persist, || {
-        drift.check_all(&held.changes);
-        None
-    });
-    let complete = ended_by.complete(config.duration_ns, 0);
-    let changes = hold::settle(std::mem::take(&mut held.changes), config.persist)?;
-    if let Some(mount) = held.debugfs.mounted.take() {
-        mount.restore()?;
-    }
-    Ok(Report {
-        schema: SCHEMA,
-        kernel: kernel_release(),
-        change: config.change.clone(),
-        debugfs,
-        mounted_debugfs,
-        changes,
-        persist: config.persist,
-        held_ns,
-        ended_by,
-        complete,
-        drifts: drift.drifts,
-    })
 }
 
 /// Whether the knobs can be set here, for `irqlab doctor` (mounts and
