@@ -326,7 +326,7 @@ fn a_drift_while_held_is_said_as_it_happens_and_reported() {
     };
     assert!(held.try_wait().unwrap().is_none(), "the drift was said only once the run ended: {}", drift.1);
     assert!(drift.0.duration_since(changed) < Duration::from_millis(2500), "said {:?} after the change", drift.0.duration_since(changed));
-    assert!(drift.1.contains(&format!("pid {pid}")) || drift.1.contains(&pid.to_string()), "{}", drift.1);
+    assert!(drift.1.contains(&format!("tid {pid}")), "{}", drift.1);
     assert!(drift.1.contains("SCHED_FIFO 20") && drift.1.contains("SCHED_FIFO 10"), "{}", drift.1);
     let status = wait_at_most(&mut held, Duration::from_secs(10));
     assert!(status.success(), "{status:?}");

@@ -398,6 +398,12 @@ fn the_controller_records_waiters_bottom_halves_and_ticks() {
         "receivers {receivers:?} received {got}, CPU-bound task {hog_tid}; waits {}, changes {}; accounting: {} ticks ({} late)",
         report["waits"], report["change_count"], acct["ticks"], acct["late_ticks"]
     );
+    // The accounting's own thread is measured apart from the controller's
+    // (issue 50): a thread of its own, its setup apart, CPU time over the run.
+    let (controller, accounting) = (&report["overhead"], &report["accounting_overhead"]);
+    eprintln!("controller {controller}, accounting {accounting}");
+    assert_ne!(accounting["controller_tid"], controller["controller_tid"], "one thread for both: {accounting}");
+    assert!(accounting["controller_cpu_ns"].as_u64().unwrap() > 0 && accounting["controlled_ns"].as_u64().unwrap() > 0, "{accounting}");
     let trace = json(&trace_path);
     let obs = trace["observations"].as_array().unwrap();
     let has = |f: &dyn Fn(&serde_json::Value) -> bool| obs.iter().any(f);

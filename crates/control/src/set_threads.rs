@@ -135,21 +135,19 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         on_applied(thread, held.1, server.map_or(attr, |p| p.high));
         applied.push(held);
     }
-    let run = RunEnd::start(stop, config.duration_ns);
-    // A fixed policy is read back while held; a server changes the
-    // threads' priorities itself.
+    // A fixed policy is held by the one hold (`journal::hold`), which
+    // also reads it back for drift; a server changes the threads'
+    // priorities itself, on its own loop.
     let mut drift = hold::DriftWatch::new(true);
     let mut server_report = None;
-    let ended_by = if config.persist {
-        EndedBy::Persisted
-    } else if let Some(params) = server {
+    let (held_ns, ended_by) = if let Some(params) = server.filter(|_| !config.persist) {
+        let run = RunEnd::start(stop, config.duration_ns);
         let (report, ended_by) = sporadic::serve(&threads, params, &run)?;
         server_report = Some(report);
-        ended_by
+        (run.elapsed_ns(), ended_by)
     } else {
         let mut last_scan = Instant::now();
-        loop {
-            drift.check_all(applied.iter().flat_map(|(_, _, change, pinned)| std::iter::once(change).chain(pinned)));
+        hold::wait_while(stop, config.duration_ns, config.persist, || {
             if open_hold && last_scan.elapsed() >= NEW_THREAD_SCAN {
                 last_scan = Instant::now();
                 let taken: Vec<Thread> = applied.iter().map(|h| h.0.clone()).collect();
@@ -161,14 +159,10 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
                     }
                 }
             }
-            let gone = || (!applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive())).then_some(EndedBy::ThreadsExited);
-            if let Some(why) = run.ended(gone) {
-                break why;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            drift.check_all(applied.iter().flat_map(|(_, _, change, pinned)| std::iter::once(change).chain(pinned)));
+            (!applied.is_empty() && applied.iter().all(|(t, _, _, _)| !t.alive())).then_some(EndedBy::ThreadsExited)
+        })
     };
-    let held_ns = run.elapsed_ns();
     let mut outcomes = Vec::new();
     for (thread, old, change, pinned) in applied {
         let entry = change.entry().id.clone();
@@ -193,7 +187,7 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_applied: impl FnMut(&Threa
         held_ns,
         threads: outcomes,
         // A server that lost monitor events served blind for a while.
-        complete: run.complete(&ended_by, server_report.as_ref().map_or(0, |s| s.lost_events)),
+        complete: ended_by.complete(config.duration_ns, server_report.as_ref().map_or(0, |s| s.lost_events)),
         server: server_report,
         ended_by,
         drifts: drift.drifts,

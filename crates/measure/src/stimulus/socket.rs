@@ -313,7 +313,6 @@ const CONTROL_LEN: usize = 256;
 /// Buffers for one recvmmsg(2) call, kept across calls.
 pub struct RecvBatch {
     bufs: Vec<[u8; SLOT_LEN]>,
-    headers: MultiHeaders<()>,
     meta: Vec<(usize, Option<Stamp>, bool)>,
     /// What the last call read: this run's payload (if it is one) and the
     /// kernel's timestamp, per message.
@@ -324,7 +323,6 @@ impl Default for RecvBatch {
     fn default() -> Self {
         RecvBatch {
             bufs: vec![[0; SLOT_LEN]; MAX_BATCH],
-            headers: MultiHeaders::preallocate(MAX_BATCH, Some(Vec::with_capacity(CONTROL_LEN))),
             meta: vec![(0, None, false); MAX_BATCH],
             out: vec![(None, Stamp::default()); MAX_BATCH],
         }
@@ -333,9 +331,15 @@ impl Default for RecvBatch {
 
 impl RecvBatch {
     fn receive(&mut self, fd: RawFd, flags: MsgFlags) -> std::io::Result<usize> {
+        // New headers for every call: the kernel writes each header's
+        // control and address lengths back, and nix (0.29) does not set
+        // them again on a reused one, so a slot that once received no
+        // timestamp would never receive one again (and a name length
+        // written back over a header without room is EFAULT).
+        let mut headers = MultiHeaders::<()>::preallocate(MAX_BATCH, Some(Vec::with_capacity(CONTROL_LEN)));
         let mut bufs = self.bufs.iter_mut();
         let mut iovs: [[IoSliceMut; 1]; MAX_BATCH] = std::array::from_fn(|_| [IoSliceMut::new(bufs.next().expect("MAX_BATCH buffers"))]);
-        let received = match socket::recvmmsg(fd, &mut self.headers, iovs.iter_mut(), flags, None) {
+        let received = match socket::recvmmsg(fd, &mut headers, iovs.iter_mut(), flags, None) {
             Ok(received) => received,
             Err(Errno::EAGAIN | Errno::EINTR) => return Ok(0),
             Err(e) => return Err(e.into()),
@@ -368,7 +372,7 @@ fn recvmsg(fd: RawFd, buf: &mut [u8], flags: MsgFlags) -> std::io::Result<Option
 /// The kernel timestamp and whether an error-queue entry is a send
 /// timestamp, from the control messages of a received message (none
 /// where they were truncated).
-fn control_messages(msg: &socket::RecvMsg<'_, '_, ()>) -> (Option<Stamp>, bool) {
+fn control_messages<S>(msg: &socket::RecvMsg<'_, '_, S>) -> (Option<Stamp>, bool) {
     let mut stamp = None;
     let mut is_send_stamp = false;
     let Ok(cmsgs) = msg.cmsgs() else { return (None, false) };
