@@ -144,7 +144,7 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         // pass on (SCHED_RESET_ON_FORK).
         let policy_file = dir.path().join(format!("policy-{interval}-{gate}"));
         let bg_cmd = format!(
-            "grep -m1 '^policy' /proc/$$/sched > {}; exec {} load reads --file {} --sequential --block 256k --duration 60s",
+            "grep -m1 '^policy' /proc/$$/sched > {0}.part && mv {0}.part {0}; exec {1} load reads --file {2} --sequential --block 256k --duration 60s",
             path_str(&policy_file),
             env!("CARGO_BIN_EXE_irqlab"),
             path_str(&bg_file)
@@ -181,8 +181,18 @@ fn the_gate_follows_the_interval_on_a_real_disk() {
         );
         assert_eq!(r["complete"], true, "{r}");
         assert!(r["foreground"]["completed"].as_u64().unwrap() > 300, "the foreground read: {r}");
-        let policy = std::fs::read_to_string(&policy_file).unwrap();
-        assert_eq!(policy.split(':').nth(1).map(str::trim), Some("0"), "the background command's policy (0: SCHED_OTHER): {policy}");
+        // At p = 20 ms the gate is shut from the first foreground read
+        // on, and the command may be frozen before its first line runs.
+        match std::fs::read_to_string(&policy_file) {
+            Ok(policy) => {
+                assert_eq!(
+                    policy.split(':').nth(1).map(str::trim),
+                    Some("0"),
+                    "p = {interval}: the background command's policy (0: SCHED_OTHER): {policy}"
+                )
+            }
+            Err(e) => assert!(interval == "20ms", "p = {interval}: the background command never noted its policy: {e}"),
+        }
         reports.push(r);
         assert!(idletime_entries().is_empty(), "journal after p = {interval}: {:?}", idletime_entries());
         assert!(no_idletime_cgroups().is_empty(), "{:?}", no_idletime_cgroups());
