@@ -573,11 +573,10 @@ pub fn run(config: &Config, stop: &AtomicBool, on_period: impl FnMut(&PeriodRow)
     };
     let machine = Machine::read();
     let context = MachineContext::of(&machine);
-    let held = crate::napi_layout::control("bh-budget", &config.dev, config.cpu, start_attr, check_prerequisites, |threads| {
-        control_loop(config, threads, stop, on_period)
-    })?;
-    let (looped, cost, threads, held_ns, switched_threaded_on) =
-        (held.result, held.cost, held.threads, held.held_ns, held.switched_threaded_on);
+    let crate::napi_layout::HeldRun { result: looped, cost, threads, held_ns, switched_threaded_on } =
+        crate::napi_layout::control("bh-budget", &config.dev, config.cpu, start_attr, check_prerequisites, |threads| {
+            control_loop(config, threads, stop, on_period)
+        })?;
     let figures = Figures::of(&looped.rows, config.period_ns);
     // The one rule (`irqlab_host::run_end`); the trace says so too.
     let complete = looped.ended_by.complete(config.duration_ns, looped.lost_events);

@@ -715,13 +715,7 @@ pub fn apply(
             let Some(drift) = watch.check(&h.applied, follow.is_some()) else { continue };
             let mut row = rows[h.row].0.clone();
             row.outcome = "drift";
-            let by = drift.by.as_ref().map(|by| format!(", by {by}")).unwrap_or_default();
-            let then = match (&drift.failed, drift.set_back) {
-                (Some(why), _) => why.as_str(),
-                (None, true) => "set again",
-                (None, false) => "held as it is now (--follow sets it again)",
-            };
-            row.why = Some(format!("found {}{by}; {then}", drift.found));
+            row.why = Some(format!("found {}{}; {}", drift.found, drift.by_whom(), drift.outcome()));
             on_applied(&row);
         }
         None

@@ -311,25 +311,24 @@ pub fn run(config: &Config, stop: &AtomicBool, mut on_change: impl FnMut(&Change
         _ => config.cpu.into_iter().collect(),
     };
     let acct_stop = AtomicBool::new(false);
-    let held = crate::napi_layout::control("process-aware", &config.dev, config.cpu, Some(config.floor), check_prerequisites, |threads| {
-        std::thread::scope(|scope| {
-            let acct = config
-                .accounting
-                .then(|| {
-                    let setup = controller_thread::Setup { priority: 98, off: &acct_off, lock_memory: true };
-                    controller_thread::spawn(scope, "pa-accounting", setup, || {
-                        accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
+    let crate::napi_layout::HeldRun { result: (l, accounted), cost, threads, held_ns, switched_threaded_on } =
+        crate::napi_layout::control("process-aware", &config.dev, config.cpu, Some(config.floor), check_prerequisites, |threads| {
+            std::thread::scope(|scope| {
+                let acct = config
+                    .accounting
+                    .then(|| {
+                        let setup = controller_thread::Setup { priority: 98, off: &acct_off, lock_memory: true };
+                        controller_thread::spawn(scope, "pa-accounting", setup, || {
+                            accounting::run(&acct_cpus, TICK_NS, config.record, &acct_stop)
+                        })
                     })
-                })
-                .transpose()?;
-            let looped = control_loop(config, threads, stop, &mut on_change);
-            acct_stop.store(true, Ordering::SeqCst);
-            let accounted = acct.map(|h| controller_thread::join("process-aware accounting", h)).transpose();
-            Ok((looped?, accounted?))
-        })
-    })?;
-    let ((l, accounted), cost, threads, held_ns, switched_threaded_on) =
-        (held.result, held.cost, held.threads, held.held_ns, held.switched_threaded_on);
+                    .transpose()?;
+                let looped = control_loop(config, threads, stop, &mut on_change);
+                acct_stop.store(true, Ordering::SeqCst);
+                let accounted = acct.map(|h| controller_thread::join("process-aware accounting", h)).transpose();
+                Ok((looped?, accounted?))
+            })
+        })?;
     let overhead = controller_thread::Overhead::of(cost);
     let (accounted, accounting_overhead) = match accounted {
         Some((a, cost)) => (Some(a), Some(controller_thread::Overhead::of(cost))),

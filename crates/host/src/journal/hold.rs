@@ -108,14 +108,22 @@ pub struct Drift {
 
 impl std::fmt::Display for Drift {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: irqlab set {}, now {}", self.object, self.set, self.found)?;
-        if let Some(by) = &self.by {
-            write!(f, ", by {by}")?;
-        }
+        write!(f, "{}: irqlab set {}, now {}{}; {}", self.object, self.set, self.found, self.by_whom(), self.outcome())
+    }
+}
+
+impl Drift {
+    /// `, by WHO` where irqlab can tell who changed it, else nothing.
+    pub fn by_whom(&self) -> String {
+        self.by.as_ref().map(|by| format!(", by {by}")).unwrap_or_default()
+    }
+
+    /// What irqlab did about it, in words.
+    pub fn outcome(&self) -> String {
         match (&self.failed, self.set_back) {
-            (Some(why), _) => write!(f, "; setting it again failed: {why}"),
-            (None, true) => f.write_str("; set again"),
-            (None, false) => f.write_str("; held as it is now, restored at the end"),
+            (Some(why), _) => format!("setting it again failed: {why}"),
+            (None, true) => "set again".into(),
+            (None, false) => "held as it is now, restored at the end".into(),
         }
     }
 }
