@@ -32,5 +32,5 @@ pub use inject::Injector;
 pub use result::InterferenceCurve;
 pub use run::{check_prerequisites, measure, measure_with_gaps, Config, Measurement, RtLimit, Snapshot, MAX_GAPS};
 pub use sched::Policy;
-pub use sources::{GapSources, Source, SourceKind, SourceTotal, WindowSources};
+pub use sources::{resched_ipi, GapSources, Source, SourceKind, SourceTotal, WindowSources};
 pub use window::{log_windows, Gap, GapIndex, MAX_PER_DECADE};

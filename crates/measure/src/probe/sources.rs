@@ -118,6 +118,27 @@ pub struct SourceTotal {
     /// into and out of it no tracepoint covers).
     #[serde(default)]
     pub unseen_ns: u64,
+    /// Threads: the gaps in which it was the first thread to run after a
+    /// reschedule IPI (`irq RES resched IPI`): woken from another CPU
+    /// (`ttwu_queue_wakelist`), so its wake-ups cost this CPU the IPI.
+    /// Zero for other kinds and in documents written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub woken_by_resched_ipi: u64,
+    /// The reschedule IPI's time in those gaps: all of it there (its
+    /// seen time, and the gap's unseen time where the IPI was the gap's
+    /// largest source): a part of the RES source's `ns + unseen_ns`,
+    /// which keeps them too. Each gap's RES time is one thread's, so the
+    /// threads' parts add up to at most the RES source's total, and the
+    /// rest is the IPIs no thread followed in their gap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resched_ipi_ns: u64,
+    /// The most seen RES time of one of those gaps (as `max_ns`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resched_ipi_max_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a stalld boost adds to the label of the thread it boosted.
@@ -330,6 +351,14 @@ impl Timeline {
     /// largest source's `unseen_ns` (the entry, exit and switch paths
     /// around it); `unseen` itself counts only gaps in which nothing was
     /// seen. So all `ns` and `unseen_ns` add up to the gap time.
+    ///
+    /// A gap's reschedule IPI time (its RES seen time, and the gap's unseen
+    /// time when RES led it) is also the wake-up's of the thread that ran
+    /// first after the gap's first RES segment, when one did:
+    /// that thread's `woken_by_resched_ipi` and `resched_ipi_ns`. A part,
+    /// not a move: the RES source keeps its `ns` and `unseen_ns`, so the
+    /// conservation above holds as it did, and a gap's RES time goes to
+    /// one thread at most, so the parts never add up to more than RES's.
     pub fn totals(&self, gaps: &[Gap]) -> Vec<SourceTotal> {
         #[derive(Default)]
         struct Sum {
@@ -337,16 +366,28 @@ impl Timeline {
             ns: u64,
             max_ns: u64,
             unseen_ns: u64,
+            woken: u64,
+            resched_ns: u64,
+            resched_max_ns: u64,
         }
         // Per source index; `None` for unseen.
         let mut per: HashMap<Option<usize>, Sum> = HashMap::new();
         let mut in_gap: HashMap<usize, u64> = HashMap::new();
+        let resched = resched_ipi();
+        let res = self.sources.iter().position(|s| *s == resched);
         for g in gaps {
             in_gap.clear();
             let seen = self.overlap(g.start_ns, g.start_ns + g.len_ns, &mut in_gap);
             let unseen = g.len_ns - seen;
             // The gap's lead: its largest seen source (the lower index on a tie).
             let lead = in_gap.iter().max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0))).map(|(&i, _)| i);
+            if let Some(woken) = res.and_then(|r| self.woken_after(g.start_ns, g.start_ns + g.len_ns, r)) {
+                let res_ns = res.and_then(|r| in_gap.get(&r)).copied().unwrap_or(0);
+                let t = per.entry(Some(woken)).or_default();
+                t.woken += 1;
+                t.resched_ns += res_ns + if lead == res { unseen } else { 0 };
+                t.resched_max_ns = t.resched_max_ns.max(res_ns);
+            }
             for (&i, &ns) in &in_gap {
                 let t = per.entry(Some(i)).or_default();
                 t.gaps += 1;
@@ -373,11 +414,34 @@ impl Timeline {
                     }
                     None => ("unseen".to_string(), SourceKind::Unseen, None, None),
                 };
-                SourceTotal { label, kind, pid, policy, gaps: t.gaps, ns: t.ns, max_ns: t.max_ns, unseen_ns: t.unseen_ns }
+                SourceTotal {
+                    label,
+                    kind,
+                    pid,
+                    policy,
+                    gaps: t.gaps,
+                    ns: t.ns,
+                    max_ns: t.max_ns,
+                    unseen_ns: t.unseen_ns,
+                    woken_by_resched_ipi: t.woken,
+                    resched_ipi_ns: t.resched_ns,
+                    resched_ipi_max_ns: t.resched_max_ns,
+                }
             })
             .collect();
         out.sort_by(|x, y| y.ns.cmp(&x.ns).then_with(|| x.label.cmp(&y.label)));
         out
+    }
+
+    /// The thread (source index) that ran first in `[a, b)` after the
+    /// first segment of source `res` there: the one a reschedule IPI woke.
+    /// Threads only (the idle task, which has no pid, is none).
+    fn woken_after(&self, a: u64, b: u64, res: usize) -> Option<usize> {
+        let first = self.segments.partition_point(|s| s.end_ns <= a);
+        let mut within = self.segments[first..].iter().take_while(|s| s.start_ns < b);
+        let ipi = within.find(|s| s.source == res)?;
+        let is_thread = |i: usize| self.sources[i].kind == SourceKind::Thread && self.sources[i].pid.is_some();
+        within.find(|s| s.start_ns >= ipi.end_ns && is_thread(s.source)).map(|s| s.source)
     }
 }
 
@@ -471,6 +535,22 @@ pub struct RawSource {
     pub rt_priority: u32,
     pub nice: i32,
     pub name: String,
+}
+
+/// The reschedule IPI's source (`irq RES resched IPI`), as [`source_id`]
+/// names the x86 system vector: what a thread woken from another CPU
+/// costs the CPU it runs on.
+pub fn resched_ipi() -> SourceId {
+    let vector = RawSource {
+        kind: consts::GS_KIND_SYSVEC as u32,
+        id: consts::GS_SYSVEC_RESCHEDULE as u32,
+        tgid: 0,
+        policy: 0,
+        rt_priority: 0,
+        nice: 0,
+        name: String::new(),
+    };
+    source_id(&vector)
 }
 
 /// The label a report shows for a source. Threads are `comm/tid` with
@@ -785,6 +865,7 @@ fn watch(
 
 #[cfg(test)]
 mod tests {
+    use super::super::window::tests::gaps_from;
     use super::*;
     use proptest::prelude::*;
 
@@ -811,6 +892,9 @@ mod tests {
             ns: 5,
             max_ns: 5,
             unseen_ns: 0,
+            woken_by_resched_ipi: 0,
+            resched_ipi_ns: 0,
+            resched_ipi_max_ns: 0,
         });
         // 7 is back at SCHED_OTHER, 8 still at SCHED_DEADLINE, 9 exited.
         let now = |tid: u32| match tid {
@@ -863,6 +947,93 @@ mod tests {
         // A gap in which nothing was seen is `unseen`'s.
         let alone = t.totals(&[Gap { start_ns: 600, len_ns: 30 }]);
         assert_eq!(alone.iter().map(|s| (s.label.as_str(), s.gaps, s.ns, s.unseen_ns)).collect::<Vec<_>>(), vec![("unseen", 1, 30, 0)]);
+    }
+
+    fn thread(label: &str, pid: u32) -> SourceId {
+        SourceId { label: label.into(), kind: SourceKind::Thread, pid: Some(pid), policy: Some("fifo:50".into()) }
+    }
+
+    /// (label, woken_by_resched_ipi, resched_ipi_ns, resched_ipi_max_ns) of each total.
+    fn woken(totals: &[SourceTotal]) -> Vec<(&str, u64, u64, u64)> {
+        totals.iter().map(|s| (s.label.as_str(), s.woken_by_resched_ipi, s.resched_ipi_ns, s.resched_ipi_max_ns)).collect()
+    }
+
+    #[test]
+    fn the_resched_ipi_is_the_system_vectors_source() {
+        let r = resched_ipi();
+        assert_eq!((r.label.as_str(), r.kind, r.pid), ("irq RES resched IPI", SourceKind::Irq, None));
+    }
+
+    #[test]
+    fn a_reschedule_ipi_followed_by_a_thread_in_its_gap_is_that_threads_wake_up() {
+        // Gap [100, 200): RES 100..104, the tick 104..110, the NAPI thread
+        // 112..180, a kworker after it; 26 ns unseen, the thread's (the lead).
+        let t = Timeline::new([
+            (100, 104, resched_ipi()),
+            (104, 110, id("irq LOC timer", SourceKind::Irq)),
+            (112, 180, thread("napi/irqlab-b-1/7 FIFO 50", 7)),
+            (180, 190, thread("kworker/1:2/9 OTHER", 9)),
+        ]);
+        let totals = t.totals(&[Gap { start_ns: 100, len_ns: 100 }]);
+        assert_eq!(
+            woken(&totals),
+            vec![
+                ("napi/irqlab-b-1/7 FIFO 50", 1, 4, 4),
+                ("kworker/1:2/9 OTHER", 0, 0, 0),
+                ("irq LOC timer", 0, 0, 0),
+                ("irq RES resched IPI", 0, 0, 0),
+            ]
+        );
+        // A part of RES's time, which RES keeps: the conservation is as it was.
+        assert_eq!(totals.iter().map(|s| s.ns + s.unseen_ns).sum::<u64>(), 100);
+        let res = totals.iter().find(|s| s.label == "irq RES resched IPI").unwrap();
+        assert_eq!((res.gaps, res.ns, res.unseen_ns), (1, 4, 0));
+        // Old documents (and new ones where they are zero) read and write without the fields.
+        let json = serde_json::to_string(&totals[1]).unwrap();
+        assert!(!json.contains("woken_by_resched_ipi") && !json.contains("resched_ipi_ns"), "{json}");
+        assert_eq!(serde_json::from_str::<SourceTotal>(&json).unwrap(), totals[1]);
+        assert!(serde_json::to_string(&totals[0]).unwrap().contains("\"woken_by_resched_ipi\":1"));
+    }
+
+    #[test]
+    fn a_reschedule_ipi_after_the_thread_wakes_nothing() {
+        // Thread then RES, in one gap: no wake-up of that thread (the IPI's
+        // wakee runs after the gap, or it is a stray resched).
+        let t = Timeline::new([(100, 150, thread("napi/irqlab-b-1/7 FIFO 50", 7)), (150, 155, resched_ipi())]);
+        let totals = t.totals(&[Gap { start_ns: 100, len_ns: 60 }]);
+        assert!(totals.iter().all(|s| s.woken_by_resched_ipi == 0 && s.resched_ipi_ns == 0), "{totals:?}");
+        // Nor across gaps: a thread in the next gap was not woken by this gap's IPI.
+        let t = Timeline::new([(100, 105, resched_ipi()), (300, 350, thread("napi/irqlab-b-1/7 FIFO 50", 7))]);
+        let totals = t.totals(&[Gap { start_ns: 100, len_ns: 10 }, Gap { start_ns: 300, len_ns: 60 }]);
+        assert!(totals.iter().all(|s| s.woken_by_resched_ipi == 0 && s.resched_ipi_ns == 0), "{totals:?}");
+    }
+
+    #[test]
+    fn each_gaps_reschedule_ipi_time_goes_to_the_thread_it_woke_with_its_unseen_share_where_it_led() {
+        // Gap 1 [100, 150): RES 100..110, the thread 110..115 (RES leads:
+        // its 35 ns unseen go with it). Gap 2 [500, 600): RES 500..503,
+        // another RES 503..505, the thread 505..590 (it leads: the 10 ns
+        // unseen stay its own). Gap 3 [700, 710): RES alone, no wake-up.
+        let napi = thread("napi/irqlab-b-1/7 FIFO 50", 7);
+        let t = Timeline::new([
+            (100, 110, resched_ipi()),
+            (110, 115, napi.clone()),
+            (500, 503, resched_ipi()),
+            (503, 505, resched_ipi()),
+            (505, 590, napi),
+            (700, 706, resched_ipi()),
+        ]);
+        let gaps = [Gap { start_ns: 100, len_ns: 50 }, Gap { start_ns: 500, len_ns: 100 }, Gap { start_ns: 700, len_ns: 10 }];
+        let totals = t.totals(&gaps);
+        let napi = totals.iter().find(|s| s.pid == Some(7)).unwrap();
+        assert_eq!((napi.gaps, napi.ns, napi.unseen_ns), (2, 90, 10));
+        assert_eq!((napi.woken_by_resched_ipi, napi.resched_ipi_ns, napi.resched_ipi_max_ns), (2, 10 + 35 + 5, 10));
+        let res = totals.iter().find(|s| s.label == "irq RES resched IPI").unwrap();
+        assert_eq!((res.gaps, res.ns, res.unseen_ns, res.max_ns), (3, 21, 35 + 4, 10));
+        // Conservation unchanged; the thread's part is within RES's total,
+        // the rest (gap 3's 6 + 4 unseen) the IPIs no thread followed.
+        assert_eq!(totals.iter().map(|s| s.ns + s.unseen_ns).sum::<u64>(), 160);
+        assert_eq!(res.ns + res.unseen_ns - napi.resched_ipi_ns, 10);
     }
 
     #[test]
@@ -928,14 +1099,7 @@ mod tests {
             segs in proptest::collection::vec((0u64..20_000, 1u64..500, 0usize..4), 0..80),
             w in 1u64..5_000,
         ) {
-            let mut t = 0;
-            let mut gaps = Vec::new();
-            for (space, len) in spec {
-                t += space;
-                gaps.push(Gap { start_ns: t, len_ns: len });
-                t += len;
-            }
-            let total = t + 10;
+            let (gaps, total) = gaps_from(&spec);
             let kinds = [SourceKind::Irq, SourceKind::Softirq, SourceKind::Thread, SourceKind::Thread];
             let timeline = Timeline::new(segs.iter().map(|&(a, l, k)| (a, a + l, id(&format!("s{k}"), kinds[k]))));
             let idx = super::super::window::GapIndex::new(&gaps, total);
@@ -943,6 +1107,29 @@ mod tests {
                 prop_assert_eq!(ws.sources.iter().map(|s| s.ns).sum::<u64>(), ws.busy_ns);
                 prop_assert_eq!(Some(ws.busy_ns), idx.max_in_window(w));
             }
+        }
+
+        /// The totals add up to the gap time with reschedule IPIs among
+        /// the segments as without, and the threads' parts of the IPIs'
+        /// time and gaps are within the RES source's.
+        #[test]
+        fn the_threads_parts_of_the_reschedule_ipis_are_within_theirs(
+            spec in proptest::collection::vec((0u64..400, 1u64..300), 1..40),
+            segs in proptest::collection::vec((0u64..20_000, 1u64..500, 0usize..4), 0..80),
+        ) {
+            let (gaps, _) = gaps_from(&spec);
+            let source = |k: usize| match k {
+                0 => resched_ipi(),
+                1 => id("irq LOC timer", SourceKind::Irq),
+                k => thread(&format!("t{k}/{k} FIFO 50"), k as u32),
+            };
+            let timeline = Timeline::new(segs.iter().map(|&(a, l, k)| (a, a + l, source(k))));
+            let totals = timeline.totals(&gaps);
+            prop_assert_eq!(totals.iter().map(|s| s.ns + s.unseen_ns).sum::<u64>(), gaps.iter().map(|g| g.len_ns).sum::<u64>());
+            let (res_gaps, res_ns) = totals.iter().find(|s| s.label == "irq RES resched IPI").map_or((0, 0), |s| (s.gaps, s.ns + s.unseen_ns));
+            prop_assert!(totals.iter().map(|s| s.woken_by_resched_ipi).sum::<u64>() <= res_gaps);
+            prop_assert!(totals.iter().map(|s| s.resched_ipi_ns).sum::<u64>() <= res_ns);
+            prop_assert!(totals.iter().all(|s| s.kind == SourceKind::Thread || s.woken_by_resched_ipi == 0));
         }
     }
 }

@@ -287,7 +287,7 @@ pub fn log_windows(from_ns: u64, to_ns: u64, per_decade: u32) -> Vec<u64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -309,7 +309,7 @@ mod tests {
             .max()
     }
 
-    fn gaps_from(spec: &[(u64, u64)]) -> (Vec<Gap>, u64) {
+    pub(crate) fn gaps_from(spec: &[(u64, u64)]) -> (Vec<Gap>, u64) {
         // (space before, length) pairs laid end to end, then some tail.
         let mut t = 0;
         let mut gaps = Vec::new();
