@@ -108,6 +108,61 @@ fn a_profile_moving_the_driver_thread_predicts_its_cpu_quiet_and_says_what_it_ca
 }
 
 #[test]
+fn a_moved_threads_wake_up_ipis_move_with_it_and_the_mean_load_still_comes_back() {
+    // The fixture as a survey with wake-ups writes it: on CPU 1 under the
+    // flood the NAPI thread ran first after all but 100 of the reschedule
+    // IPIs and took all but 50 us of their time (numbers for the test).
+    let dir = tempfile::tempdir().unwrap();
+    let mut survey: serde_json::Value = common::json(Path::new(&repo_file(FIXTURE)));
+    let curve = survey["cpus"].as_array_mut().unwrap().iter_mut().find(|c| c["cpu"] == 1).unwrap()["curves"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["load"] == "net")
+        .unwrap();
+    let duration = curve["duration_ns"].as_f64().unwrap();
+    let totals = curve["sources"]["totals"].as_array_mut().unwrap();
+    let res = totals.iter().find(|t| t["label"] == "irq RES resched IPI").unwrap().clone();
+    let res_ns = res["ns"].as_u64().unwrap() + res["unseen_ns"].as_u64().unwrap();
+    let napi = totals.iter_mut().find(|t| t["label"].as_str().unwrap().starts_with("napi/irqlab-b-1/")).unwrap();
+    napi["woken_by_resched_ipi"] = (res["gaps"].as_u64().unwrap() - 100).into();
+    napi["resched_ipi_ns"] = (res_ns - 50_000).into();
+    napi["resched_ipi_max_ns"] = 16_000.into();
+    let file = dir.path().join("survey.json");
+    std::fs::write(&file, survey.to_string()).unwrap();
+    let profile = dir.path().join("profile.toml");
+    std::fs::write(&profile, PROFILE).unwrap();
+    let predict = |survey: &str, out: &str| {
+        let o = irqlab()
+            .args(["sim", "--from-survey", survey, "--profile", profile.to_str().unwrap(), "--out"])
+            .arg(dir.path().join(out))
+            .args(["--json", "-"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    };
+    let with = predict(file.to_str().unwrap(), "with");
+    let without = predict(&repo_file(FIXTURE), "without");
+    for r in runs(&with) {
+        let (m, s) = (r["mean_load"]["measured"].as_f64().unwrap(), r["mean_load"]["simulated"].as_f64().unwrap());
+        assert!((s - m).abs() <= 0.01 + 0.05 * m, "CPU {} {}: mean load measured {m}, simulated {s}", r["cpu"], r["load"]);
+    }
+    // CPU 1 under the flood loses the thread's wake-up IPIs with it: its
+    // predicted mean load falls by about their share of the run (0.8 of a
+    // point), which the prediction without them leaves there.
+    let predicted = |doc: &serde_json::Value| run(doc, 1, "net")["predicted"]["mean_load"].as_f64().unwrap();
+    let share = (res_ns - 50_000) as f64 / duration;
+    let fell = predicted(&without) - predicted(&with);
+    assert!(
+        (fell - share).abs() < 0.25 * share,
+        "predicted {} without, {} with: fell {fell}, the IPIs' share {share}",
+        predicted(&without),
+        predicted(&with)
+    );
+}
+
+#[test]
 fn a_survey_compared_with_a_predicted_one_shows_the_prediction_beside_the_measurement() {
     let dir = tempfile::tempdir().unwrap();
     let before = dir.path().join("before");

@@ -14,6 +14,13 @@
 //!   softirqs (TIMER, RCU, SCHED, HRTIMER) as its bottom half, charged per
 //!   tick;
 //! - any other hard IRQ or IPI: a Poisson `[[irq]]`;
+//! - the reschedule IPI (`irq RES resched IPI`): its time in the gaps
+//!   where a thread ran next (`woken_by_resched_ipi`, `resched_ipi_ns` of
+//!   that thread's totals: the IPI of its wake-up from another CPU) is a
+//!   Poisson `[[irq]]` of that thread's, on the thread's CPU
+//!   (`RES resched IPI waking <thread>`), so it moves when a profile
+//!   moves the thread; the `[[irq]]` of the RES source keeps the rest,
+//!   and the two add up to the RES source's time;
 //! - any other softirq: a Poisson `[[irq]]` of no handler time whose
 //!   bottom half is the softirq;
 //! - a thread: a periodic task with the policy and priority it had, so the
@@ -199,6 +206,27 @@ struct Placed {
     policy: Option<String>,
     /// Why it is where it is, when a profile moved it.
     moved: Option<String>,
+    /// A thread's: the reschedule IPIs of its wake-ups, written beside it
+    /// on its CPU (so they go where it goes).
+    wakes: Option<Wakes>,
+    /// The RES source's: the part of it its woken threads carry; its own
+    /// entry is the rest.
+    woke: Option<Wakes>,
+}
+
+/// Reschedule IPI time that woke threads: the gaps, their RES time (with
+/// the gaps' unseen time where the IPI led), the most seen in one gap.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wakes {
+    gaps: u64,
+    ns: u64,
+    max_ns: u64,
+}
+
+/// Whether a source is the reschedule IPI, as the monitor names it.
+fn is_resched_ipi(s: &SourceTotal) -> bool {
+    let res = irqlab_measure::probe::resched_ipi();
+    s.kind == res.kind && s.label == res.label && s.pid == res.pid
 }
 
 /// The machine while one CPU was probed under one load: every source on
@@ -277,11 +305,26 @@ fn idle_curve(survey: &Survey, cpu: usize) -> Option<&LoadCurve> {
 
 impl Model {
     /// Puts one curve's sources on `cpu`, the tick's softirqs on its LOC
-    /// line when it has one.
+    /// line when it has one, and each woken thread's part of the
+    /// reschedule IPI with that thread.
     fn place(&mut self, cpu: usize, totals: &[SourceTotal], run_ns: u64, prefix: &str) {
         let has_loc = totals.iter().any(|s| s.label == LOC);
         let is_tick_softirq = |s: &SourceTotal| has_loc && s.kind == SourceKind::Softirq && TICK_SOFTIRQS.contains(&s.label.as_str());
         let tick: Vec<&SourceTotal> = totals.iter().filter(|s| is_tick_softirq(s)).collect();
+        // A thread's wake-ups are a part of the RES source's time: without
+        // that source (a document edited by hand) there is nothing to part.
+        let res = totals.iter().find(|s| is_resched_ipi(s));
+        let wakes = |s: &SourceTotal| {
+            (res.is_some() && s.kind == SourceKind::Thread && s.woken_by_resched_ipi > 0 && s.resched_ipi_ns > 0).then_some(Wakes {
+                gaps: s.woken_by_resched_ipi,
+                ns: s.resched_ipi_ns,
+                max_ns: s.resched_ipi_max_ns,
+            })
+        };
+        let woke = totals.iter().filter_map(wakes).fold(None, |sum: Option<Wakes>, w| {
+            let sum = sum.unwrap_or_default();
+            Some(Wakes { gaps: sum.gaps + w.gaps, ns: sum.ns + w.ns, max_ns: sum.max_ns.max(w.max_ns) })
+        });
         for s in totals.iter().filter(|s| !is_tick_softirq(s)) {
             let tick_softirqs = (s.label == LOC && !tick.is_empty())
                 .then(|| (tick.iter().map(|x| x.ns).sum(), tick.iter().map(|x| x.label.clone()).collect()));
@@ -293,6 +336,8 @@ impl Model {
                 tick_softirqs,
                 policy: None,
                 moved: None,
+                wakes: wakes(s),
+                woke: if is_resched_ipi(s) { woke } else { None },
             });
         }
     }
@@ -309,6 +354,10 @@ impl Model {
         let _ = writeln!(t, "# Every rate and cost is calibrated from the probe's BPF gap sources");
         let _ = writeln!(t, "# (sources.totals): a source that ran in g gaps for ns in all, with u ns");
         let _ = writeln!(t, "# unseen beside it, over the {} ms run arrives every run/g and costs (ns + u)/g.", self.run_ns / 1_000_000);
+        if self.placed.iter().any(|p| p.wakes.is_some()) {
+            let _ = writeln!(t, "# A reschedule IPI followed in its gap by a thread woke that thread: it is written with");
+            let _ = writeln!(t, "# the thread (`RES resched IPI waking ...`), on its CPU; the RES entry keeps the rest.");
+        }
         if self.placed.iter().any(|p| p.moved.is_some()) {
             let _ = writeln!(t, "# With a profile applied: the sources it moves say so (`# moved:`).");
         }
@@ -432,7 +481,13 @@ impl Model {
                 let to = cpus.as_deref().map_or(p.cpu, |c| place(p.cpu, c));
                 let mut what = Vec::new();
                 if to != p.cpu {
-                    what.push(format!("from CPU {} to CPU {to}", p.cpu));
+                    // Its wake-ups' reschedule IPIs (`p.wakes`) go with it:
+                    // its waker stays where it was, so a wake-up on the new
+                    // CPU still comes from another CPU in general. Where the
+                    // waker runs on the new CPU the IPI vanishes, which the
+                    // survey does not tell: the model keeps it, an upper bound.
+                    let ipis = if p.wakes.is_some() { " with its wake-ups' reschedule IPIs" } else { "" };
+                    what.push(format!("from CPU {} to CPU {to}{ipis}", p.cpu));
                     p.cpu = to;
                 }
                 if modelled && p.source.policy.as_deref() != Some(policy) {
@@ -498,27 +553,108 @@ const WARMUP_NS: u64 = 100_000_000;
 /// that the model keeps both its mean and its worst as measured. Without
 /// it a hypervisor's rare 0.7 ms stop, averaged into thousands of 9 us
 /// ones, would never fill a 1 ms window as it did.
+///
+/// The RES source is written less the part its woken threads carry, and
+/// each such thread is followed by its part (`RES resched IPI waking
+/// <thread>`, on the thread's CPU): the two add up to the RES source's
+/// measured time.
 fn entry(t: &mut String, p: &Placed, warmup_ns: u64) {
     let s = &p.source;
-    // Its own time and the unseen time of the gaps it led: the paths into
-    // and out of it, which move with it.
-    let total = s.ns + s.unseen_ns;
-    let mean = s.ns / s.gaps.max(1);
-    let split = s.gaps >= 2 && s.max_ns > 2 * mean;
-    let (gaps, bulk) = if split { (s.gaps - 1, total.saturating_sub(s.max_ns)) } else { (s.gaps.max(1), total) };
     let _ = writeln!(
         t,
         "\n# measured: {} gaps, {} ns in all (and {} ns unseen beside it), at most {} ns in one",
         s.gaps, s.ns, s.unseen_ns, s.max_ns
     );
+    // Its own time and the unseen time of the gaps it led: the paths into
+    // and out of it, which move with it.
+    let mut own = Own { gaps: s.gaps, ns: s.ns + s.unseen_ns, mean_ns: s.ns / s.gaps.max(1), max_ns: s.max_ns };
+    if let Some(w) = &p.woke {
+        // The gaps it woke a thread in are those threads' (one each), as is
+        // its time there; its longest burst stays here only when it was not
+        // a wake-up's (longer than any of theirs).
+        own.gaps = s.gaps.saturating_sub(w.gaps);
+        own.ns = own.ns.saturating_sub(w.ns);
+        own.mean_ns = own.ns / own.gaps.max(1);
+        own.max_ns = if s.max_ns > w.max_ns { s.max_ns } else { 0 };
+        let _ = writeln!(
+            t,
+            "# of which {} gaps and {} ns woke the thread that ran next in the gap: written with each thread \
+             (`RES resched IPI waking ...`); here the rest, {} ns in {} gaps{}",
+            w.gaps,
+            w.ns,
+            own.ns,
+            own.gaps,
+            if own.max_ns > 0 { "" } else { ", at its mean (its longest was a wake-up's)" }
+        );
+    }
     if let Some(why) = &p.moved {
         let _ = writeln!(t, "# moved: {why}");
     }
+    if own.ns > 0 {
+        bursts(t, p, &own, warmup_ns);
+    } else {
+        let _ = writeln!(t, "# nothing left here");
+    }
+    if let Some(w) = &p.wakes {
+        // The thread's wake-ups from another CPU: the reschedule IPI's time
+        // in the gaps it ran first after one, on the thread's CPU.
+        let ipi = Placed {
+            source: SourceTotal {
+                label: format!("{} waking {}", irqlab_measure::probe::resched_ipi().label, s.label),
+                kind: SourceKind::Irq,
+                pid: None,
+                policy: None,
+                gaps: w.gaps,
+                ns: w.ns,
+                max_ns: w.max_ns,
+                unseen_ns: 0,
+                woken_by_resched_ipi: 0,
+                resched_ipi_ns: 0,
+                resched_ipi_max_ns: 0,
+            },
+            tick_softirqs: None,
+            policy: None,
+            wakes: None,
+            woke: None,
+            ..p.clone()
+        };
+        let _ = writeln!(
+            t,
+            "\n# measured: {} gaps in which a reschedule IPI woke {} (it ran first after the IPI), the IPI's {} ns there \
+             (with the gap's unseen time where the IPI was its largest source), at most {} ns in one: a part of `irq RES resched IPI`",
+            w.gaps, s.label, w.ns, w.max_ns
+        );
+        if p.moved.is_some() {
+            let _ = writeln!(
+                t,
+                "# moved: with the thread it wakes; a wake-up there still comes from another CPU in general \
+                 (where the waker runs on that CPU the IPI vanishes, which the survey does not tell: an upper bound)"
+            );
+        }
+        let own = Own { gaps: w.gaps, ns: w.ns, mean_ns: w.ns / w.gaps.max(1), max_ns: w.max_ns };
+        bursts(t, &ipi, &own, warmup_ns);
+    }
+}
+
+/// What one entry is calibrated from: gaps, time (unseen included), the
+/// mean seen time per gap and the longest (0: none kept apart).
+struct Own {
+    gaps: u64,
+    ns: u64,
+    mean_ns: u64,
+    max_ns: u64,
+}
+
+/// A source's bulk, and its longest burst apart when that is more than
+/// twice its mean.
+fn bursts(t: &mut String, p: &Placed, own: &Own, warmup_ns: u64) {
+    let split = own.gaps >= 2 && own.max_ns > 2 * own.mean_ns && own.max_ns <= own.ns;
+    let (gaps, bulk) = if split { (own.gaps - 1, own.ns - own.max_ns) } else { (own.gaps.max(1), own.ns) };
     let burst = Burst { every_ns: (p.run_ns / gaps).max(1), cost_ns: bulk / gaps, name_suffix: "", random: true };
     one(t, p, &burst, warmup_ns);
     if split {
         let _ = writeln!(t, "\n# its longest burst, apart: once per run");
-        let longest = Burst { every_ns: p.run_ns.max(1), cost_ns: s.max_ns, name_suffix: " (longest)", random: false };
+        let longest = Burst { every_ns: p.run_ns.max(1), cost_ns: own.max_ns, name_suffix: " (longest)", random: false };
         one(t, p, &longest, warmup_ns);
     }
 }

@@ -80,3 +80,77 @@ fn the_other_cpus_carry_their_idle_sources_and_the_tick_its_softirqs() {
     assert!(entry(&t, "LOC timer").contains("vector = \"timer\""), "{t}");
     assert!(!t.contains("name = \"softirq TIMER\""), "{t}");
 }
+
+/// The fixture with CPU 1's flood curve as a survey with wake-ups writes
+/// it: the NAPI thread ran first after all but `rest_gaps` of the
+/// reschedule IPIs, and took all but `rest_ns` of their time. (Numbers for
+/// the test: the fixture predates the fields.)
+fn survey_with_wakeups(rest_gaps: u64, rest_ns: u64, max_ns: u64) -> Survey {
+    let mut s = survey();
+    let curve = s.cpus.iter_mut().find(|c| c.cpu == 1).unwrap().curves.iter_mut().find(|c| c.load.name() == "net").unwrap();
+    let totals = &mut curve.sources.as_mut().unwrap().totals;
+    let res = totals.iter().find(|t| t.label == "irq RES resched IPI").unwrap().clone();
+    let napi = totals.iter_mut().find(|t| t.label.starts_with("napi/irqlab-b-1/")).unwrap();
+    napi.woken_by_resched_ipi = res.gaps - rest_gaps;
+    napi.resched_ipi_ns = res.ns + res.unseen_ns - rest_ns;
+    napi.resched_ipi_max_ns = max_ns;
+    s
+}
+
+/// The time an entry's `[[irq]]`s take over `run_ns`: arrivals x handler.
+fn irq_time(entry: &str, run_ns: u64) -> f64 {
+    let ns = |line: &str| line.split('"').nth(1).and_then(|v| v.strip_suffix("ns")).unwrap().parse::<f64>().unwrap();
+    let intervals: Vec<f64> = entry.lines().filter(|l| l.starts_with("interval = ")).map(ns).collect();
+    let handlers: Vec<f64> = entry.lines().filter(|l| l.starts_with("handler = ")).map(ns).collect();
+    assert_eq!(intervals.len(), handlers.len(), "{entry}");
+    intervals.iter().zip(&handlers).map(|(i, h)| (run_ns as f64 / i).round() * h).sum()
+}
+
+#[test]
+fn a_threads_wake_up_ipis_are_its_own_entry_and_the_res_entry_keeps_the_rest() {
+    let s = survey_with_wakeups(100, 50_000, 16_000);
+    let curve = &s.cpus.iter().find(|c| c.cpu == 1).unwrap().curves.iter().find(|c| c.load.name() == "net").unwrap();
+    let res = curve.sources.as_ref().unwrap().totals.iter().find(|t| t.label == "irq RES resched IPI").unwrap();
+    let m = model(&s, 1, "net");
+    let t = text(&s, &m);
+    let waking = entry(&t, "RES resched IPI waking napi/irqlab-b-1/1431");
+    let rest = entry(&t, "RES resched IPI\"");
+    assert!(waking.contains("cpu = 1") && waking.contains("a part of `irq RES resched IPI`"), "{waking}");
+    assert!(rest.contains("cpu = 1") && rest.contains("here the rest, 50000 ns in 100 gaps"), "{rest}");
+    // The RES source's longest burst (16636 ns) was not a wake-up's (at
+    // most 16000 ns): it stays apart in the rest.
+    assert!(rest.contains("(longest)"), "{rest}");
+    // Together they are the RES source's measured time, within the
+    // integer division of each entry's cost (under 1 ns an arrival) and
+    // of its rate.
+    let run_ns = curve.duration_ns;
+    let together = irq_time(waking, run_ns) + irq_time(rest, run_ns);
+    let measured = (res.ns + res.unseen_ns) as f64;
+    assert!((together - measured).abs() < res.gaps as f64 + 2_000.0, "{together} ns written, {measured} measured\n{waking}\n{rest}");
+    assert!((irq_time(rest, run_ns) - 50_000.0).abs() < 1_000.0, "{rest}");
+
+    // Where the longest was a wake-up's, the rest is at its mean.
+    let s2 = survey_with_wakeups(100, 50_000, 16_636);
+    let rest = entry(&text(&s2, &model(&s2, 1, "net")), "RES resched IPI\"").to_string();
+    assert!(!rest.contains("(longest)") && rest.contains("its longest was a wake-up's"), "{rest}");
+
+    // Moving the thread moves its wake-ups' IPIs with it; the rest stays.
+    let mut m = model(&s, 1, "net");
+    let notes = m.apply_profile(&profile("[[threads]]\nmatch = \"napi:irqlab-b\"\npolicy = \"fifo:50\"\ncpus = \"0\"\n"));
+    assert!(notes.iter().any(|n| n.note.contains("to CPU 0 with its wake-ups' reschedule IPIs")), "{notes:?}");
+    let after = text(&s, &m);
+    let waking = entry(&after, "RES resched IPI waking napi/irqlab-b-1/1431");
+    assert!(
+        waking.contains("cpu = 0") && waking.contains("# moved: with the thread it wakes") && waking.contains("upper bound"),
+        "{waking}"
+    );
+    assert!(entry(&after, "RES resched IPI\"").contains("cpu = 1"), "{after}");
+}
+
+#[test]
+fn a_survey_without_wake_ups_writes_the_res_entry_whole() {
+    let s = survey();
+    let t = text(&s, &model(&s, 1, "net"));
+    assert!(!t.contains("waking"), "{t}");
+    assert!(!entry(&t, "RES resched IPI").contains("here the rest"), "{t}");
+}
