@@ -299,6 +299,14 @@ def check_irq(state):
                     f"delivered to another CPU of the restored mask: {moved_after_hold} after the hold, {len(moved)} after revert")
 
 
+def journal_entries():
+    """The control journal's entries (`control status --json -`): what
+    irqlab has changed on this machine and not yet undone. None where the
+    command failed."""
+    code, out, _ = sh([IRQLAB, "control", "status", "--json", "-"])
+    return json.loads(out)["entries"] if code == 0 else None
+
+
 def governed(name, args, state, doctor_command):
     row = doctor_row(state["doctor"], doctor_command)
     code, out, err = sh([IRQLAB, "testbed", "up"])
@@ -311,8 +319,8 @@ def governed(name, args, state, doctor_command):
                 return "n/a", f"doctor: {row['missing']}"
             return "fail", f"exit {code}: {tail(err)}"
         doc = json.loads(out)
-        code, status, _ = sh([IRQLAB, "control", "status"])
-        left = "" if "changed nothing" in status else f"; control status after: {tail(status, 3)}"
+        entries = journal_entries()
+        left = "" if entries == [] else f"; control status after: {entries}"
         return ("pass" if not left else "fail"), f"{doc.get('schema')}, complete={doc.get('complete')}{left}"
     finally:
         sh([IRQLAB, "testbed", "down"])
@@ -615,15 +623,12 @@ def predict_apply_measure(state):
         deadline = time.time() + 300
         held = False
         while time.time() < deadline and apply.poll() is None:
-            code, status, _ = sh([IRQLAB, "control", "status"])
-            if "changed nothing" not in status:
+            if journal_entries():
                 held = True
                 break
             time.sleep(0.5)
         if not held:
-            apply.kill()
-            out, err = apply.communicate()
-            return "fail", f"control apply --predict never held its changes: exit {apply.returncode}: {tail(err)}"
+            return "fail", f"control apply --predict never held its changes (exit {apply.poll()})"
         code, out, err = sh([IRQLAB, "survey", "--quick", "--load", "net", "--compare", before, "--out", after], timeout=1200)
         apply.send_signal(signal.SIGTERM)
         out_a, err_a = apply.communicate(timeout=120)
@@ -631,9 +636,9 @@ def predict_apply_measure(state):
             return "fail", f"survey --compare: exit {code}: {tail(err)}"
         if apply.returncode != 1:
             return "fail", f"control apply --predict after SIGTERM: exit {apply.returncode} (a signalled run exits 1): {tail(err_a)}"
-        code, status, _ = sh([IRQLAB, "control", "status"])
-        if "changed nothing" not in status:
-            return "fail", f"control status after the apply ended: {tail(status, 4)}"
+        entries = journal_entries()
+        if entries != []:
+            return "fail", f"control status after the apply ended: {entries}"
         rows = json.load(open(f"{after}/survey.json")).get("prediction", {}).get("rows") or []
         if not rows:
             return "fail", "the after survey carries no prediction"
@@ -645,9 +650,18 @@ def predict_apply_measure(state):
                         f"(kernel threads: {', '.join(sorted(rt_threads)) or 'none seen'}); profile {moves or 'moves nothing'}, in the model: {', '.join(sorted(moved)) or 'nothing moved'}; "
                         f"applied with --predict and undone; the after survey's {len(rows)} prediction rows, mean load: {table}")
     finally:
+        # On a failure path: end the apply as a user would (SIGTERM undoes
+        # its changes), and revert whatever a stuck one left, so that the
+        # checks after this one start from an unchanged machine.
         if apply is not None and apply.poll() is None:
-            apply.kill()
-            apply.wait()
+            apply.terminate()
+            try:
+                apply.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                apply.kill()
+                apply.communicate()
+        if apply is not None and journal_entries():
+            sh([IRQLAB, "control", "revert", "--all"], timeout=240)
         sh([IRQLAB, "testbed", "down"])
 
 
