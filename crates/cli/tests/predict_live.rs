@@ -7,21 +7,26 @@
 //! flood must fall as predicted.
 //!
 //! The check is on changes (predicted after minus simulated before,
-//! measured after minus measured before) on the CPU the profile moves the
-//! thread off, under the flood; the tolerance is the larger of that CPU's
-//! two loads' run-to-run spreads at that measure (the CPU after the move
-//! looks like the idle one). The mean load, which the model holds source
-//! by source, must agree in size within twice that spread (the measured
-//! change is two single runs, each off by up to it) plus the model's own
-//! error on the before state and the rescheduling IPIs measured there
-//! that woke no thread in their gap (the prediction moves a moved
-//! thread's wake-up IPIs with it, and can place no other); the 10 ms maximum load must fall in both,
-//! beyond the spread. The 1 ms maximum load, where a millisecond's
-//! hypervisor stall lands at random on this VM, and every other row are
-//! printed: what this
-//! VM's hypervisor stalls and the flood's varying rate do to them from
-//! run to run exceeds what one pair of surveys shows as spread
-//! (docs/sim-multicore.md has the numbers). Needs IRQLAB_LIVE_TESTS=1 and root.
+//! measured after minus measured before) of the mean load of the CPU the
+//! profile moves the thread off, under the flood. They must agree within
+//! what the measurement's own noise and the model's known gaps allow,
+//! each measured in this run:
+//! - the model's error on the before state of that CPU (`calibration`);
+//! - the rescheduling IPIs there that woke no thread in their gap (the
+//!   prediction moves a moved thread's wake-up IPIs with it and can place
+//!   no other);
+//! - the noise of the loaded state (the two loaded runs' spread: what the
+//!   prediction keeps of it) and of the state after, which is an idle
+//!   CPU's (the range of that CPU's three idle runs);
+//! - the fair-class threads the after survey saw there and no before
+//!   survey did (the machine's other work, which the fair server runs past
+//!   the probe and the balancer places: nothing the model can know).
+//!
+//! Both changes must also fall beyond that noise. The 1 ms and 10 ms
+//! maximum loads are printed: after the move they are an idle CPU's of
+//! this VM, set by whichever hypervisor stall came (0.1 to 7 ms, at
+//! random), beyond what a few runs show as spread (docs/sim-multicore.md
+//! has the numbers). Needs IRQLAB_LIVE_TESTS=1 and root.
 
 mod common;
 use common::live::{start_with_stderr, wait_at_most};
@@ -50,6 +55,13 @@ fn survey(out: &Path, extra: &[&str]) -> serde_json::Value {
     common::json(&out.join("survey.json"))
 }
 
+/// The survey's curve of `cpu` under `load` (`idle`: the document's
+/// `none`, as the prediction names it).
+fn curve_of<'a>(doc: &'a serde_json::Value, cpu: u64, load: &str) -> Option<&'a serde_json::Value> {
+    let load = if load == "idle" { "none" } else { load };
+    doc["cpus"].as_array()?.iter().find(|c| c["cpu"] == cpu)?["curves"].as_array()?.iter().find(|c| c["load"] == load)
+}
+
 /// The shares of the run the rescheduling IPIs (`irq RES`) took on `cpu`
 /// under `load`: all of them, and those without a thread run after them
 /// in their gap: IPIs whose
@@ -58,12 +70,7 @@ fn survey(out: &Path, extra: &[&str]) -> serde_json::Value {
 /// `resched_ipi_ns`, and move with it; docs/sim-multicore.md, "Not
 /// modelled in the prediction".)
 fn resched_ipi_shares(doc: &serde_json::Value, cpu: u64, load: &str) -> (f64, f64) {
-    let curve = doc["cpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["cpu"] == cpu)
-        .and_then(|c| c["curves"].as_array().unwrap().iter().find(|c| c["load"] == if load == "idle" { "none" } else { load }));
+    let curve = curve_of(doc, cpu, load);
     let Some(curve) = curve else { return (0.0, 0.0) };
     let totals = curve["sources"]["totals"].as_array().map(Vec::as_slice).unwrap_or_default();
     let ns: u64 = totals
@@ -76,22 +83,70 @@ fn resched_ipi_shares(doc: &serde_json::Value, cpu: u64, load: &str) -> (f64, f6
     (ns as f64 / run, ns.saturating_sub(woke) as f64 / run)
 }
 
+/// What took the most of `cpu`'s run under `load`: the largest sources'
+/// shares of the run (seen plus unseen time), for the failure message.
+fn largest_sources(doc: &serde_json::Value, cpu: u64, load: &str) -> String {
+    let curve = curve_of(doc, cpu, load);
+    let Some(curve) = curve else { return "no curve".into() };
+    let run = curve["duration_ns"].as_f64().unwrap_or(f64::INFINITY);
+    let mut totals: Vec<(String, f64)> = curve["sources"]["totals"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            let ns = t["ns"].as_u64().unwrap_or(0) + t["unseen_ns"].as_u64().unwrap_or(0);
+            (t["label"].as_str().unwrap_or("?").to_string(), ns as f64 / run)
+        })
+        .collect();
+    totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+    totals.iter().take(8).map(|(l, s)| format!("{l} {s:.4}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The fair-class threads that took time from the probe on `cpu` under
+/// the net load in `after` and in no before survey there (by pid): the
+/// machine's other work (a shell, the test harness), which the kernel's
+/// fair server runs past the FIFO probe for up to 5% of each second
+/// wherever it lands, and which the balancer places (the model has no
+/// balancer). Their share of the run, and their labels.
+fn newcomers(befores: &[&serde_json::Value], after: &serde_json::Value, cpu: u64) -> (f64, Vec<String>) {
+    let net = |doc: &serde_json::Value| {
+        curve_of(doc, cpu, "net")
+            .map(|c| (c["sources"]["totals"].as_array().cloned().unwrap_or_default(), c["duration_ns"].as_f64().unwrap_or(f64::INFINITY)))
+    };
+    let seen: Vec<u64> = befores.iter().filter_map(|d| net(d)).flat_map(|(t, _)| t).filter_map(|t| t["pid"].as_u64()).collect();
+    let Some((totals, run)) = net(after) else { return (0.0, Vec::new()) };
+    let fair = |t: &serde_json::Value| {
+        let policy = t["policy"].as_str().unwrap_or("");
+        policy.starts_with("other") || policy == "idle" || t["label"].as_str().is_some_and(|l| l.ends_with(" BATCH"))
+    };
+    let new: Vec<&serde_json::Value> =
+        totals.iter().filter(|t| t["kind"] == "thread" && fair(t) && t["pid"].as_u64().is_some_and(|p| !seen.contains(&p))).collect();
+    let ns: u64 = new.iter().map(|t| t["ns"].as_u64().unwrap_or(0) + t["unseen_ns"].as_u64().unwrap_or(0)).sum();
+    (ns as f64 / run, new.iter().map(|t| t["label"].as_str().unwrap_or("?").to_string()).collect())
+}
+
 /// The raw measures the prediction is lined up at: mean load, 1 ms, 10 ms.
 fn measures(doc: &serde_json::Value, cpu: u64, load: &str) -> [f64; 3] {
-    let curve = doc["cpus"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["cpu"] == cpu)
-        // The survey document spells the idle load `none`; the prediction `idle`.
-        .and_then(|c| c["curves"].as_array().unwrap().iter().find(|c| c["load"] == if load == "idle" { "none" } else { load }))
-        .unwrap_or_else(|| panic!("no curve of CPU {cpu} {load}"));
+    let curve = curve_of(doc, cpu, load).unwrap_or_else(|| panic!("no curve of CPU {cpu} {load}"));
     let totals = curve["sources"]["totals"].as_array().expect("per-source totals");
     let gap: u64 = totals.iter().map(|t| t["ns"].as_u64().unwrap() + t["unseen_ns"].as_u64().unwrap_or(0)).sum();
     let at = |w: u64| {
         curve["measured"]["points"].as_array().unwrap().iter().find(|p| p["window_ns"] == w).and_then(|p| p["max_load"].as_f64()).unwrap()
     };
     [gap as f64 / curve["duration_ns"].as_f64().unwrap(), at(1_000_000), at(10_000_000)]
+}
+
+/// One CPU, load and measure: the predicted and measured changes, the
+/// measurement's noise and the model's own error on the before state.
+struct Row {
+    cpu: u64,
+    load: String,
+    k: usize,
+    predicted_change: f64,
+    measured_change: f64,
+    noise: f64,
+    calibration: f64,
 }
 
 #[test]
@@ -152,14 +207,18 @@ fn a_predicted_profile_changes_each_cpu_under_the_flood_as_measured_after_applyi
         let predicted = [p["mean_load"].as_f64().unwrap(), at(1_000_000), at(10_000_000)];
         let (before, again) = (measures(&first, cpu, &load), measures(&second, cpu, &load));
         let measured_after = measures(&after, cpu, &load);
-        let other = if load == "idle" { "net" } else { "idle" };
-        let (o1, o2) = (measures(&first, cpu, other), measures(&second, cpu, other));
+        // The CPU idle in all three surveys: after the move the CPU looks
+        // like it, so its runs' range is the noise of the after state.
+        let idle = [measures(&first, cpu, "idle"), measures(&second, cpu, "idle"), measures(&after, cpu, "idle")];
         for k in 0..3 {
-            let tolerance = (before[k] - again[k]).abs().max((o1[k] - o2[k]).abs());
+            let spread = (before[k] - again[k]).abs();
+            let idle_range = idle.iter().map(|m| m[k]).fold(f64::MIN, f64::max) - idle.iter().map(|m| m[k]).fold(f64::MAX, f64::min);
             let (predicted_change, measured_change) = (predicted[k] - simulated[k], measured_after[k] - before[k]);
             eprintln!(
-                "CPU {cpu} {load} {}: before {:.3} (again {:.3}), simulated {:.3}, predicted {:.3} (change {:+.3}), measured after {:.3} (change {:+.3}), tolerance {:.3}",
-                names[k], before[k], again[k], simulated[k], predicted[k], predicted_change, measured_after[k], measured_change, tolerance
+                "CPU {cpu} {load} {}: before {:.3} (again {:.3}), simulated {:.3}, predicted {:.3} (change {:+.3}), measured after {:.3} (change {:+.3}); \
+                 spread {spread:.3}, idle runs {:.3} {:.3} {:.3}",
+                names[k], before[k], again[k], simulated[k], predicted[k], predicted_change, measured_after[k], measured_change,
+                idle[0][k], idle[1][k], idle[2][k]
             );
             // The model's own error on the before state of this CPU and
             // load, and for the mean load what it knowingly leaves behind:
@@ -172,34 +231,42 @@ fn a_predicted_profile_changes_each_cpu_under_the_flood_as_measured_after_applyi
                     "CPU {cpu} {load}: rescheduling IPIs took {all:.4} of the before run, {ipis:.4} of it with no thread after them (the prediction leaves that there)"
                 );
             }
-            rows.push((cpu, load.clone(), k, predicted_change, measured_change, tolerance, calibration));
+            rows.push(Row { cpu, load: load.clone(), k, predicted_change, measured_change, noise: spread + idle_range, calibration });
         }
     }
     // The CPU the profile moved the flood's thread off: its predicted mean load falls by more than half.
-    let moved_off = rows.iter().find(|r| r.1 == "net" && r.2 == 0 && r.3 < -0.5).map(|r| r.0);
+    let moved_off = rows.iter().find(|r| r.load == "net" && r.k == 0 && r.predicted_change < -0.5).map(|r| r.cpu);
     let Some(moved) = moved_off else { panic!("the prediction moved the flood's thread off no CPU") };
     let mut failures = Vec::new();
-    for (cpu, load, k, predicted_change, measured_change, tolerance, calibration) in rows.iter().filter(|r| r.0 == moved && r.1 == "net") {
-        let what = names[*k];
-        match k {
-            // Size: the mean load, which the model holds source by source;
-            // within the model's own error on the before state plus the
-            // noise of the measured change. That change is after - before,
-            // two single runs each off by up to the run-to-run spread: twice
-            // the spread (one spread alone failed a CI run by 0.004 of a
-            // CPU, its two before-runs 0.007 apart).
-            0 if (predicted_change - measured_change).abs() > calibration + 2.0 * tolerance => failures.push(format!(
-                "CPU {cpu} {load} {what}: predicted change {predicted_change:+.3}, measured {measured_change:+.3}, tolerance {:.3}",
-                calibration + 2.0 * tolerance
-            )),
-            // Direction at 10 ms: both fall by more than the spread.
-            2 if !(*predicted_change < -tolerance && *measured_change < -tolerance) => failures.push(format!(
-                "CPU {cpu} {load} {what}: not both falling: predicted {predicted_change:+.3}, measured {measured_change:+.3}, spread {tolerance:.3}"
-            )),
-            // 1 ms: printed only; a hypervisor stall of a millisecond fills
-            // a 1 ms window at random on this VM, before or after.
-            _ => {}
+    if let Some(r) = rows.iter().find(|r| r.cpu == moved && r.load == "net" && r.k == 0) {
+        // The mean load, which the model holds source by source. The
+        // prediction is the before run's model (its error on that run:
+        // `calibration`) with the thread gone: what stays is the loaded
+        // run's rest, whose noise is the two loaded runs' spread, and the
+        // tick and unseen time back at the idle run's, whose noise is the
+        // range of the three idle runs. The measured after is one more run
+        // of that state, beside whatever else the machine ran then: the
+        // fair-class threads new to this CPU (`newcomers`), which the
+        // survey before could not know.
+        let (others, who) = newcomers(&[&first, &second], &after, moved);
+        eprintln!("CPU {moved} net after: fair-class threads no before survey saw there took {others:.4} of the run: {who:?}");
+        let tolerance = r.calibration + r.noise + others;
+        let (p, m) = (r.predicted_change, r.measured_change);
+        if (p - m).abs() > tolerance {
+            failures.push(format!("CPU {moved} net mean load: predicted change {p:+.3}, measured {m:+.3}, tolerance {tolerance:.3}"));
         }
+        if !(p < -r.noise && m < -r.noise) {
+            failures.push(format!(
+                "CPU {moved} net mean load: not both falling beyond the noise {:.3}: predicted {p:+.3}, measured {m:+.3}",
+                r.noise
+            ));
+        }
+    }
+    // The 1 ms and 10 ms maximum loads are printed only: after the move
+    // they are an idle CPU's of this VM, set by whichever host stall came
+    // (0.1 to 7 ms, at random), which no model of the CPU holds.
+    for (name, doc) in [("before", &first), ("again", &second), ("after", &after)] {
+        eprintln!("CPU {moved} net {name}, its largest sources: {}", largest_sources(doc, moved, "net"));
     }
     assert!(failures.is_empty(), "prediction and measurement differ beyond the run-to-run spread: {failures:#?}");
 }

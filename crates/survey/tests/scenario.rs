@@ -154,3 +154,46 @@ fn a_survey_without_wake_ups_writes_the_res_entry_whole() {
     assert!(!t.contains("waking"), "{t}");
     assert!(!entry(&t, "RES resched IPI").contains("here the rest"), "{t}");
 }
+
+#[test]
+fn a_thread_moved_off_the_probed_cpu_gives_back_the_tick_and_unseen_time_its_runs_hid() {
+    let s = survey();
+    let curve = |load: &str| s.cpus.iter().find(|c| c.cpu == 1).unwrap().curves.iter().find(|c| c.load.name() == load).unwrap();
+    let total = |load: &str, label: &str| {
+        let c = curve(load);
+        let t = c.sources.as_ref().unwrap().totals.iter().find(|t| t.label == label).unwrap();
+        (t.ns + t.unseen_ns) as f64 / c.duration_ns as f64
+    };
+    let run_ns = curve("net").duration_ns;
+    let before = text(&s, &model(&s, 1, "net"));
+    let unseen_before = irq_time(entry(&before, "unseen"), run_ns) / run_ns as f64;
+    // Under the flood CPU 1's unseen time was 0.04% of the run, idle 1.42%.
+    assert!((unseen_before - total("net", "unseen")).abs() < 0.0002, "{unseen_before}");
+
+    // Steering an IRQ moves no thread: nothing comes back.
+    let mut m = model(&s, 1, "net");
+    let notes = m.apply_profile(&profile("[[irq]]\nirq = \"*\"\ncpus = \"0\"\n"));
+    assert!(!notes.iter().any(|n| n.note.starts_with("restores")), "{notes:?}");
+    assert_eq!(irq_time(entry(&text(&s, &m), "unseen"), run_ns), irq_time(entry(&before, "unseen"), run_ns));
+
+    // Moving the NAPI thread (94.7% of the run; with the RES time and the
+    // rest 95.8% of the CPU's busy time other than LOC and unseen) brings
+    // them back toward the idle run by that share.
+    let mut m = model(&s, 1, "net");
+    let notes = m.apply_profile(&profile("[[threads]]\nmatch = \"napi:irqlab-b\"\npolicy = \"fifo:50\"\ncpus = \"0\"\n"));
+    let restored: Vec<_> = notes.iter().filter(|n| n.note.starts_with("restores")).collect();
+    assert_eq!(restored.len(), 2, "{notes:?}");
+    let after = text(&s, &m);
+    let unseen = entry(&after, "unseen");
+    assert!(unseen.contains("# moved: unseen on CPU 1") && unseen.contains("cpu = 1"), "{unseen}");
+    let unseen_after = irq_time(unseen, run_ns) / run_ns as f64;
+    let napi = total("net", "napi/irqlab-b-1/1431 FIFO 50");
+    assert!(unseen_after > 0.9 * total("idle", "unseen") && unseen_after < total("idle", "unseen"), "{unseen_after}, napi {napi}");
+    let loc = entry(&after, "LOC timer");
+    assert!(loc.contains("# moved: irq LOC timer on CPU 1"), "{loc}");
+
+    // The idle model has nothing to give back.
+    let mut idle = model(&s, 1, "idle");
+    let notes = idle.apply_profile(&profile("[[threads]]\nmatch = \"comm:kworker/1:*\"\npolicy = \"other:5\"\ncpus = \"0\"\n"));
+    assert!(!notes.iter().any(|n| n.note.starts_with("restores")), "{notes:?}");
+}
