@@ -348,7 +348,10 @@ fn judge(runs: &[Verification], control: &serde_json::Value, command: &str) {
         reaction = reaction.max(thread["reaction"]["max_ns"].as_u64().unwrap_or(0));
         let served = thread["served_per_period"]["max_ns"].as_u64().unwrap_or(0);
         let reaction = thread["reaction"]["max_ns"].as_u64().unwrap_or(0);
-        eprintln!("{}: served per period at most {served} ns, reaction at most {reaction} ns (budget {budget} ns)", thread["comm"]);
+        eprintln!(
+            "{}: served per period at most {served} ns, reaction at most {reaction} ns (budget {budget} ns); {} raises found it running; {} monitor events lost",
+            thread["comm"], thread["raised_while_running"], server["lost_events"]
+        );
         assert!(served <= budget + 2 * reaction, "the server let {} run {served} ns in a period", thread["comm"]);
     }
     let served_tids: Vec<u64> = threads.iter().filter_map(|t| t["tid"].as_u64()).collect();

@@ -309,19 +309,20 @@ impl<'obj> ThreadWatch<'obj> {
 
     /// Lazy mode: events are delivered without waking the reader, who
     /// reads them at its next wake-up ([`ThreadWatch::drain`]), except the
-    /// switch in of a thread [`ThreadWatch::wake_on_in`] names.
+    /// wake-up and the switch in of a thread [`ThreadWatch::wake_on_start`]
+    /// names.
     pub fn set_lazy(&mut self) {
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
             bss.lazy = 1;
         }
     }
 
-    /// In lazy mode, whether `tid`'s switch in wakes the reader. A write
-    /// to the program's mapped data: no system call. Exit 2 when every
-    /// slot is taken ([`MAX_THREADS`]).
-    pub fn wake_on_in(&mut self, tid: u32, wake: bool) -> Result<()> {
+    /// In lazy mode, whether the start of `tid`'s runs (its wake-ups and
+    /// switch ins) wakes the reader. A write to the program's mapped data:
+    /// no system call. Exit 2 when every slot is taken ([`MAX_THREADS`]).
+    pub fn wake_on_start(&mut self, tid: u32, wake: bool) -> Result<()> {
         let Some(bss) = self.skel.maps.bss_data.as_deref_mut() else { return Ok(()) };
-        let slots = &mut bss.wake_on_in;
+        let slots = &mut bss.wake_on_start;
         let at = slots.iter().position(|&t| t == tid);
         let target = match (wake, at) {
             (true, Some(_)) | (false, None) => return Ok(()),
