@@ -170,7 +170,8 @@ fn a_thread_moved_off_the_probed_cpu_gives_back_the_tick_and_unseen_time_its_run
     // Under the flood CPU 1's unseen time was 0.04% of the run, idle 1.42%.
     assert!((unseen_before - total("net", "unseen")).abs() < 0.0002, "{unseen_before}");
 
-    // Steering an IRQ moves no thread: nothing comes back.
+    // Steering every IRQ to CPU 0 moves nothing off CPU 1 (none of its
+    // sources there is a device IRQ): nothing comes back.
     let mut m = model(&s, 1, "net");
     let notes = m.apply_profile(&profile("[[irq]]\nirq = \"*\"\ncpus = \"0\"\n"));
     assert!(!notes.iter().any(|n| n.note.starts_with("restores")), "{notes:?}");
