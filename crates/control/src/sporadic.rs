@@ -175,7 +175,7 @@ impl LiveServer {
     /// after the controller last drained it, and before the raise): that
     /// one is older and changes nothing ([`LiveServer::observe`]).
     pub fn raised_while_running(&mut self, now: u64) {
-        if !matches!(self.seen, Seen::Running { .. }) {
+        if self.seen == Seen::NotRunning {
             self.seen = Seen::Running { since: now };
         }
     }

@@ -193,6 +193,11 @@ fn hz(survey: &Survey) -> Option<u32> {
 const TICK_SOFTIRQS: [&str; 4] = ["TIMER", "RCU", "SCHED", "HRTIMER"];
 const LOC: &str = "irq LOC timer";
 
+/// A softirq the tick raises (charged to the LOC line in the model).
+fn is_tick_softirq(s: &SourceTotal) -> bool {
+    s.kind == SourceKind::Softirq && TICK_SOFTIRQS.contains(&s.label.as_str())
+}
+
 /// One measured source placed on a CPU of the model.
 #[derive(Debug, Clone)]
 struct Placed {
@@ -319,8 +324,8 @@ impl Model {
     /// reschedule IPI with that thread.
     fn place(&mut self, cpu: usize, totals: &[SourceTotal], run_ns: u64, prefix: &str) {
         let has_loc = totals.iter().any(|s| s.label == LOC);
-        let is_tick_softirq = |s: &SourceTotal| has_loc && s.kind == SourceKind::Softirq && TICK_SOFTIRQS.contains(&s.label.as_str());
-        let tick: Vec<&SourceTotal> = totals.iter().filter(|s| is_tick_softirq(s)).collect();
+        let on_loc_line = |s: &SourceTotal| has_loc && is_tick_softirq(s);
+        let tick: Vec<&SourceTotal> = totals.iter().filter(|s| on_loc_line(s)).collect();
         // A thread's wake-ups are a part of the RES source's time: without
         // that source (a document edited by hand) there is nothing to part.
         let res = totals.iter().find(|s| is_resched_ipi(s));
@@ -335,7 +340,7 @@ impl Model {
             let sum = sum.unwrap_or_default();
             Some(Wakes { gaps: sum.gaps + w.gaps, ns: sum.ns + w.ns, max_ns: sum.max_ns.max(w.max_ns) })
         });
-        for s in totals.iter().filter(|s| !is_tick_softirq(s)) {
+        for s in totals.iter().filter(|s| !on_loc_line(s)) {
             let tick_softirqs = (s.label == LOC && !tick.is_empty())
                 .then(|| (tick.iter().map(|x| x.ns).sum(), tick.iter().map(|x| x.label.clone()).collect()));
             self.placed.push(Placed {
@@ -536,6 +541,9 @@ impl Model {
     }
 }
 
+/// The `setting` of the profile notes [`Model::restore_hidden`] writes.
+pub const RESTORED: &str = "(time-driven sources)";
+
 impl Model {
     /// What a thread the profile moved off the probed CPU hid there: the
     /// sources that come with time, the tick (`irq LOC timer`) and the
@@ -555,21 +563,18 @@ impl Model {
         let here = self.cpu;
         let time_driven = |s: &SourceTotal| s.label == LOC || s.kind == SourceKind::Unseen;
         // Sources measured on the probed CPU are placed without a prefix.
-        let measured_here = |p: &&Placed| p.prefix.is_empty();
+        let measured_here = |p: &Placed| p.prefix.is_empty();
         let share = |p: &Placed| (p.source.ns + p.source.unseen_ns) as f64 / p.run_ns as f64;
-        let busy: f64 = self.placed.iter().filter(measured_here).filter(|p| !time_driven(&p.source)).map(share).sum();
-        let left: f64 = self.placed.iter().filter(measured_here).filter(|p| !time_driven(&p.source) && p.cpu != here).map(share).sum();
+        let busy: f64 = self.placed.iter().filter(|p| measured_here(p) && !time_driven(&p.source)).map(share).sum();
+        let left: f64 = self.placed.iter().filter(|p| measured_here(p) && !time_driven(&p.source) && p.cpu != here).map(share).sum();
         if busy <= 0.0 || left <= 0.0 {
             return;
         }
         let f = (left / busy).min(1.0);
         let scale = self.run_ns as f64 / *idle_run as f64;
-        let tick_ns = |totals: &[SourceTotal]| -> u64 {
-            totals.iter().filter(|s| s.kind == SourceKind::Softirq && TICK_SOFTIRQS.contains(&s.label.as_str())).map(|s| s.ns).sum()
-        };
-        let idle_tick = tick_ns(idle) as f64 * scale;
+        let idle_tick = idle.iter().filter(|s| is_tick_softirq(s)).map(|s| s.ns).sum::<u64>() as f64 * scale;
         let toward = |loaded: u64, idle: f64| (loaded as f64 + (idle - loaded as f64) * f).round().max(0.0) as u64;
-        for p in self.placed.iter_mut().filter(|p| p.prefix.is_empty() && p.cpu == here && time_driven(&p.source)) {
+        for p in self.placed.iter_mut().filter(|p| measured_here(p) && p.cpu == here && time_driven(&p.source)) {
             let Some(i) = idle.iter().find(|i| i.kind == p.source.kind && i.label == p.source.label) else { continue };
             let before = share(p);
             let idle_share = (i.ns + i.unseen_ns) as f64 / *idle_run as f64;
@@ -595,7 +600,7 @@ impl Model {
                 share(p) * 100.0,
                 f * 100.0
             );
-            notes.push(ProfileNote { setting: "(time-driven sources)".into(), note: format!("restores {why}") });
+            notes.push(ProfileNote { setting: RESTORED.into(), note: format!("restores {why}") });
             p.moved = Some(why);
         }
     }

@@ -2,7 +2,7 @@
 //! the model and what it leaves, read from the scenario text it writes.
 
 use irqlab_control::profile::Profile;
-use irqlab_survey::scenario::{models, Model};
+use irqlab_survey::scenario::{models, Model, RESTORED};
 use irqlab_survey::Survey;
 
 fn survey() -> Survey {
@@ -174,7 +174,7 @@ fn a_thread_moved_off_the_probed_cpu_gives_back_the_tick_and_unseen_time_its_run
     // sources there is a device IRQ): nothing comes back.
     let mut m = model(&s, 1, "net");
     let notes = m.apply_profile(&profile("[[irq]]\nirq = \"*\"\ncpus = \"0\"\n"));
-    assert!(!notes.iter().any(|n| n.note.starts_with("restores")), "{notes:?}");
+    assert!(!notes.iter().any(|n| n.setting == RESTORED), "{notes:?}");
     assert_eq!(irq_time(entry(&text(&s, &m), "unseen"), run_ns), irq_time(entry(&before, "unseen"), run_ns));
 
     // Moving the NAPI thread (94.7% of the run; with the RES time and the
@@ -182,7 +182,7 @@ fn a_thread_moved_off_the_probed_cpu_gives_back_the_tick_and_unseen_time_its_run
     // them back toward the idle run by that share.
     let mut m = model(&s, 1, "net");
     let notes = m.apply_profile(&profile("[[threads]]\nmatch = \"napi:irqlab-b\"\npolicy = \"fifo:50\"\ncpus = \"0\"\n"));
-    let restored: Vec<_> = notes.iter().filter(|n| n.note.starts_with("restores")).collect();
+    let restored: Vec<_> = notes.iter().filter(|n| n.setting == RESTORED).collect();
     assert_eq!(restored.len(), 2, "{notes:?}");
     let after = text(&s, &m);
     let unseen = entry(&after, "unseen");
@@ -196,5 +196,5 @@ fn a_thread_moved_off_the_probed_cpu_gives_back_the_tick_and_unseen_time_its_run
     // The idle model has nothing to give back.
     let mut idle = model(&s, 1, "idle");
     let notes = idle.apply_profile(&profile("[[threads]]\nmatch = \"comm:kworker/1:*\"\npolicy = \"other:5\"\ncpus = \"0\"\n"));
-    assert!(!notes.iter().any(|n| n.note.starts_with("restores")), "{notes:?}");
+    assert!(!notes.iter().any(|n| n.setting == RESTORED), "{notes:?}");
 }
