@@ -147,6 +147,9 @@ fn an_idle_runs_spikes_are_never_left_without_a_cause() {
     eprintln!("idle: {} spikes over 100 us; {}", doc["spikes_total"], doc["recorder"]["note"]);
 }
 
+/// Fewer spikes than this say nothing of what makes them.
+const MIN_SPIKES: u64 = 10;
+
 /// The testbed's NAPI thread of irqlab-b held at SCHED_FIFO 90 on CPU 1
 /// (above the watch's 80) by `control threads` while host b floods it:
 /// spikes on CPU 1 are the flood's receive work, named as the NAPI
@@ -162,7 +165,7 @@ fn a_flood_received_on_the_watched_cpu_is_named() {
     assert_eq!(up.status.code(), Some(0), "{}", stderr(&up));
     let napi = irqlab_host::testbed::napi_threads("irqlab-b").first().expect("a napi/irqlab-b-* kthread").pid;
     let mut held = irqlab()
-        .args(["control", "threads", "napi:irqlab-b", "--policy", "fifo:90", "--cpu", "1", "--duration", "25s"])
+        .args(["control", "threads", "napi:irqlab-b", "--policy", "fifo:90", "--cpu", "1", "--duration", "40s"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -172,14 +175,22 @@ fn a_flood_received_on_the_watched_cpu_is_named() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let mut flood = irqlab()
-        .args(["traffic", "udp", "--from", "b", "--rate", "200k", "--duration", "18s"])
+        .args(["traffic", "udp", "--from", "b", "--rate", "200k", "--duration", "30s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
     let dir = tempfile::tempdir().unwrap();
-    let doc = watch(dir.path(), &["--threshold", "200us", "--duration", "10s"]);
+    let mut doc = watch(dir.path(), &["--threshold", "200us", "--duration", "10s"]);
+    // Too few spikes to judge what names them (a CI run of 2026-11-30 had
+    // 3 over 200 us in 10 s: one the NAPI thread's, one kdamond's, one
+    // idle): watch again, the flood still on, at half the threshold,
+    // where the NAPI thread's runs are many.
+    if doc["spikes_total"].as_u64().unwrap_or(0) < MIN_SPIKES {
+        eprintln!("{} spikes over 200 us: again at 100 us", doc["spikes_total"]);
+        doc = watch(dir.path(), &["--threshold", "100us", "--duration", "10s"]);
+    }
     let _ = flood.kill();
     let _ = flood.wait();
     // Ctrl-C: `control threads` restores the thread and ends.
